@@ -1,0 +1,112 @@
+"""The port every cluster backend implements: the simulated cluster and the Kubernetes adapter.
+
+The agent's reconciler and observer talk to a cluster only through `ClusterPort`. Values
+crossing it are plain frozen dataclasses and plain dicts (DGD manifests as Kubernetes would
+serialize them), so the agent core never sees a Kubernetes client object.
+
+Calls are synchronous: the Kubernetes client is, and the agent runs them off the event loop
+(asyncio.to_thread) where they can block. `revision()` lets the observer skip work when
+nothing changed: it increases whenever anything a list_* call returns may have changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# Labels the renderer puts on the DGD and every pod it causes (agent/render).
+LABEL_DEPLOYMENT_ID = "wingsmith.dev/deployment-id"
+LABEL_SERVING_DIGEST = "wingsmith.dev/serving-digest"
+LABEL_WORKLOAD = "wingsmith.dev/workload"
+LABEL_ENGINE_VERSION = "wingsmith.dev/engine-version"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "wingsmith-hangar"
+
+# Labels Dynamo puts on the pods it creates (shared/reference/dynamo-dgd.md).
+DYNAMO_GRAPH = "nvidia.com/dynamo-graph-deployment-name"
+DYNAMO_COMPONENT_TYPE = "nvidia.com/dynamo-component-type"
+DYNAMO_SUB_COMPONENT_TYPE = "nvidia.com/dynamo-sub-component-type"
+DYNAMO_COMPONENT = "nvidia.com/dynamo-component"
+DYNAMO_NAMESPACE = "nvidia.com/dynamo-namespace"
+DYNAMO_SELECTOR = "nvidia.com/selector"
+DYNAMO_WORKER_HASH = "nvidia.com/dynamo-worker-hash"
+
+DGD_GROUP = "nvidia.com"
+DGD_VERSION = "v1alpha1"
+DGD_PLURAL = "dynamographdeployments"
+DGD_KIND = "DynamoGraphDeployment"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+@dataclass(frozen=True)
+class Pod:
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+    # Empty while unscheduled.
+    node_name: str
+    # Kubernetes pod phase: Pending | Running | Succeeded | Failed.
+    phase: str
+    ready: bool
+    # nvidia.com/gpu requested by the main container.
+    gpu_request: int
+    image: str = ""
+    # The main container's command + args, as the engine sees its argv.
+    argv: tuple[str, ...] = ()
+    # Why it is not running, e.g. "Unschedulable: insufficient nvidia.com/gpu".
+    reason: str = ""
+    created_unix: float = 0.0
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    # status.allocatable["nvidia.com/gpu"]
+    allocatable_gpus: int = 0
+
+
+@dataclass(frozen=True)
+class Dgd:
+    """A DynamoGraphDeployment as read from the cluster."""
+
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+    generation: int = 1
+
+
+class ClusterError(Exception):
+    """A cluster call failed; `retryable` says whether trying again later may help."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class ReadOnlyViolation(ClusterError):
+    """A mutating call reached a cluster backend opened read-only."""
+
+    def __init__(self, operation: str) -> None:
+        super().__init__(f"read-only mode: refused {operation}", retryable=False)
+
+
+class ClusterPort(Protocol):
+    def revision(self) -> int: ...
+
+    def list_dgds(self) -> list[Dgd]: ...
+
+    def list_pods(self) -> list[Pod]: ...
+
+    def list_nodes(self) -> list[Node]: ...
+
+    def apply_dgd(self, manifest: Mapping[str, Any]) -> None:
+        """Create or update (server-side apply semantics: only our fields are ours)."""
+        ...
+
+    def delete_dgd(self, namespace: str, name: str) -> None:
+        """Delete; deleting what is not there is not an error."""
+        ...
