@@ -77,6 +77,7 @@ class Dgd:
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
     generation: int = 1
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 class ClusterError(Exception):

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -29,6 +30,6 @@ class Allocatable:
 
 
 class PodResourcesSource(Protocol):
-    def list(self) -> list[PodDevices]: ...
+    def list(self) -> builtins.list[PodDevices]: ...
 
-    def allocatable(self) -> list[Allocatable]: ...
+    def allocatable(self) -> builtins.list[Allocatable]: ...

@@ -71,10 +71,10 @@ class _AdmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Admis
     DESCRIPTOR: _descriptor.EnumDescriptor
     ADMISSION_REASON_UNSPECIFIED: _AdmissionReason.ValueType  # 0
     ADMISSION_REASON_INSUFFICIENT_QUOTA: _AdmissionReason.ValueType  # 1
+    """The project's quota for the device class (none counts as zero) is spent."""
     ADMISSION_REASON_INSUFFICIENT_CAPACITY: _AdmissionReason.ValueType  # 2
-    ADMISSION_REASON_NO_QUOTA_FOR_DEVICE_CLASS: _AdmissionReason.ValueType  # 3
-    """The project has no quota at all for the device class."""
-    ADMISSION_REASON_DISABLED: _AdmissionReason.ValueType  # 4
+    """The cluster has too few free, verified devices of the class."""
+    ADMISSION_REASON_DISABLED: _AdmissionReason.ValueType  # 3
     """The deployment is disabled; it holds no reservation."""
 
 class AdmissionReason(_AdmissionReason, metaclass=_AdmissionReasonEnumTypeWrapper):
@@ -82,10 +82,10 @@ class AdmissionReason(_AdmissionReason, metaclass=_AdmissionReasonEnumTypeWrappe
 
 ADMISSION_REASON_UNSPECIFIED: AdmissionReason.ValueType  # 0
 ADMISSION_REASON_INSUFFICIENT_QUOTA: AdmissionReason.ValueType  # 1
+"""The project's quota for the device class (none counts as zero) is spent."""
 ADMISSION_REASON_INSUFFICIENT_CAPACITY: AdmissionReason.ValueType  # 2
-ADMISSION_REASON_NO_QUOTA_FOR_DEVICE_CLASS: AdmissionReason.ValueType  # 3
-"""The project has no quota at all for the device class."""
-ADMISSION_REASON_DISABLED: AdmissionReason.ValueType  # 4
+"""The cluster has too few free, verified devices of the class."""
+ADMISSION_REASON_DISABLED: AdmissionReason.ValueType  # 3
 """The deployment is disabled; it holds no reservation."""
 Global___AdmissionReason: _TypeAlias = AdmissionReason  # noqa: Y015
 

@@ -1,0 +1,312 @@
+"""Wiring of the agent (hangar): the only module that knows every part of it.
+
+An `Agent` joins a cluster backend (the simulated cluster, or Kubernetes), the node device
+sources, the stream client, the reconciler and the observer, and runs four loops:
+- the stream (agent/sync/client.py), which hands desired state to `handle_desired`;
+- reconcile: on every desired change, and every `resync_s` to repair drift;
+- observe: whenever the cluster changed (its revision moved) and every `node_poll_s`, send
+  what changed as one batch;
+- for the simulated cluster, its clock: advance it exactly when something is due.
+
+Read-only mode (HANGAR_OPERATOR_READ_ONLY=true) still syncs and stores desired state and
+reports everything, but the reconciler's plan is only logged, never executed, and the cluster
+backend itself is opened read-only, so a mutating call cannot even be attempted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import grpc
+from wingsmith.v1 import sync_pb2
+
+from agent import __version__, reconcile
+from agent.cluster import port
+from agent.desired import DesiredState
+from agent.observe import NodeSource, Observer
+from agent.sync import convert
+from agent.sync.client import Backoff, StreamClient
+
+log = logging.getLogger("wingsmith.agent")
+
+ENV_TOKEN = "WINGSMITH_AGENT_TOKEN"
+ENV_READ_ONLY = "HANGAR_OPERATOR_READ_ONLY"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    hub: str
+    cluster_id: str
+    token: str
+    namespace: str = "wingsmith"
+    read_only: bool = False
+    images: Mapping[str, str] = field(default_factory=dict)
+    instance: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    resync_s: float = 30.0
+    node_poll_s: float = 10.0
+    observe_min_interval_s: float = 0.05
+
+
+class SimClock(Protocol):
+    """What the agent needs of a simulated cluster to drive its time."""
+
+    def advance(self) -> int: ...
+
+    def next_due(self) -> float | None: ...
+
+
+class Agent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        cluster: port.ClusterPort,
+        nodes: Callable[[], Sequence[NodeSource]],
+        channel: grpc.aio.Channel,
+        sim: SimClock | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.desired = DesiredState()
+        self.observer = Observer(cluster=cluster, nodes=nodes)
+        self._sim = sim
+        self._monotonic = monotonic
+        # Set when the cluster may have changed: wakes the observer.
+        self._changed = asyncio.Event()
+        # Set after our own writes: the simulated cluster must react at once.
+        self._sim_wake = asyncio.Event()
+        self._reconcile_lock = asyncio.Lock()
+        self.applied = 0
+        self.deleted = 0
+        self.client = StreamClient(
+            channel=channel,
+            token=config.token,
+            hello=self._hello,
+            on_desired=self.handle_desired,
+            on_connected=self._on_connected,
+            backoff=backoff,
+        )
+
+    async def run(self) -> None:
+        mode = "read-only" if self.config.read_only else "managing"
+        log.info(
+            "agent %s for cluster %s (%s) -> %s",
+            __version__,
+            self.config.cluster_id,
+            mode,
+            self.config.hub,
+        )
+        tasks = [
+            asyncio.create_task(self.client.run(), name="stream"),
+            asyncio.create_task(self._resync_loop(), name="resync"),
+            asyncio.create_task(self._observe_loop(), name="observe"),
+        ]
+        if self._sim is not None:
+            tasks.append(asyncio.create_task(self._sim_loop(), name="sim-clock"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    # -- desired state ------------------------------------------------------------------------
+
+    def _hello(self) -> sync_pb2.Hello:
+        return sync_pb2.Hello(
+            cluster_id=self.config.cluster_id,
+            agent_version=__version__,
+            store_epoch=self.desired.epoch,
+            applied_revision=self.desired.revision,
+            agent_instance=self.config.instance,
+            read_only=self.config.read_only,
+        )
+
+    def _on_connected(self) -> None:
+        self.observer.reset()
+        self._changed.set()
+
+    async def handle_desired(self, message: sync_pb2.DesiredState) -> list[sync_pb2.Reject]:
+        specs = [convert.deployment(spec) for spec in message.upserts]
+        if message.snapshot:
+            self.desired.replace(epoch=message.store_epoch, revision=message.revision, specs=specs)
+        else:
+            self.desired.apply_delta(
+                epoch=message.store_epoch,
+                from_revision=message.from_revision,
+                revision=message.revision,
+                upserts=specs,
+                removals=message.removals,
+            )
+        plan = await self.reconcile()
+        changed = {spec.deployment_id for spec in specs}
+        return [
+            sync_pb2.Reject(
+                revision=message.revision,
+                deployment_id=failure.deployment_id,
+                generation=failure.generation,
+                error=failure.error,
+            )
+            for failure in plan.failures
+            if message.snapshot or failure.deployment_id in changed
+        ]
+
+    # -- reconcile ----------------------------------------------------------------------------
+
+    async def reconcile(self) -> reconcile.Plan:
+        async with self._reconcile_lock:
+            plan = reconcile.plan(
+                self.desired.deployments,
+                self.cluster.list_dgds(),
+                namespace=self.config.namespace,
+                images=self.config.images,
+            )
+            if self.config.read_only:
+                for apply in plan.applies:
+                    log.info("read-only: would apply deployment %s", apply.deployment_id)
+                for delete in plan.deletes:
+                    log.info("read-only: would delete %s/%s", delete.namespace, delete.name)
+                return plan
+            failures = list(plan.failures)
+            for apply in plan.applies:
+                try:
+                    self.cluster.apply_dgd(apply.manifest)
+                    self.applied += 1
+                except port.ClusterError as e:
+                    log.warning("applying deployment %s failed: %s", apply.deployment_id, e)
+                    if not e.retryable:
+                        failures.append(
+                            reconcile.Failure(apply.deployment_id, apply.generation, str(e))
+                        )
+            for delete in plan.deletes:
+                try:
+                    self.cluster.delete_dgd(delete.namespace, delete.name)
+                    self.deleted += 1
+                except port.ClusterError as e:
+                    log.warning("deleting %s/%s failed: %s", delete.namespace, delete.name, e)
+            if not plan.empty:
+                self._changed.set()
+                self._sim_wake.set()
+            return reconcile.Plan(plan.applies, plan.deletes, tuple(failures))
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.resync_s)
+            await self.reconcile()
+
+    # -- observe ------------------------------------------------------------------------------
+
+    async def _observe_loop(self) -> None:
+        seen_revision = -1
+        last_nodes = 0.0
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=self.config.node_poll_s / 4)
+            self._changed.clear()
+            if not self.client.connected.is_set():
+                continue
+            revision = self.cluster.revision()
+            now = self._monotonic()
+            if revision == seen_revision and now - last_nodes < self.config.node_poll_s:
+                continue
+            seen_revision, last_nodes = revision, now
+            self._send_observations()
+            # Coalesce bursts of cluster changes into one batch per interval.
+            await asyncio.sleep(self.config.observe_min_interval_s)
+
+    def _send_observations(self) -> None:
+        observations = self.observer.collect(self.desired.deployments)
+        if observations.empty:
+            return
+        batch = convert.observation_batch(
+            observations, seq=self.client.next_seq(), now_ns=time.time_ns()
+        )
+        if not self.client.send(sync_pb2.AgentMessage(observations=batch)):
+            self.observer.reset()  # not delivered: send everything once connected again
+
+    def cluster_changed(self) -> None:
+        """Something outside the agent's own calls changed the cluster (the sim's clock)."""
+        self._changed.set()
+
+    # -- the simulated cluster's clock --------------------------------------------------------
+
+    async def _sim_loop(self) -> None:
+        assert self._sim is not None
+        while True:
+            if self._sim.advance():
+                self.cluster_changed()
+            due = self._sim.next_due()
+            delay = 0.5 if due is None else max(0.0, due - self._monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sim_wake.wait(), timeout=min(delay, 0.5))
+            self._sim_wake.clear()
+
+
+def read_only_from_env(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(ENV_READ_ONLY, "").strip().lower() in ("1", "true", "yes")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="wingsmith agent", description="Run the hangar agent.")
+    parser.add_argument("--hub", default="127.0.0.1:50051", help="hub gRPC address HOST:PORT")
+    parser.add_argument("--cluster-id", required=True)
+    parser.add_argument("--token", default=None, help=f"cluster token (else ${ENV_TOKEN})")
+    parser.add_argument(
+        "--simulate",
+        metavar="SPEC",
+        help='run on a simulated cluster, e.g. "nodes=2,gpus=8,class=H100-80GB,ready_after=2s"',
+    )
+    parser.add_argument("--sim-seed", metavar="PATH", help="YAML of DGDs already running")
+    parser.add_argument("--namespace", default="wingsmith", help="namespace for our DGDs")
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        default=None,
+        help=f"apply nothing (also ${ENV_READ_ONLY}=true)",
+    )
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    token = args.token or os.environ.get(ENV_TOKEN, "")
+    if not token:
+        raise SystemExit(f"a cluster token is required: --token or ${ENV_TOKEN}")
+    config = AgentConfig(
+        hub=args.hub,
+        cluster_id=args.cluster_id,
+        token=token,
+        namespace=args.namespace,
+        read_only=args.read_only if args.read_only is not None else read_only_from_env(),
+    )
+    if not args.simulate:
+        raise SystemExit(
+            "only the simulated cluster is available in this build: pass --simulate SPEC"
+        )
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_simulated(config, spec=args.simulate, seed_path=args.sim_seed))
+
+
+async def run_simulated(config: AgentConfig, *, spec: str, seed_path: str | None = None) -> None:
+    from agent.simulation import build_simulated_agent
+
+    async with grpc.aio.insecure_channel(config.hub) as channel:
+        agent = build_simulated_agent(config, spec=spec, seed_path=seed_path, channel=channel)
+        await agent.run()

@@ -1,0 +1,202 @@
+"""The agent's end of the sync stream: connect, hello, receive desired state, send the rest.
+
+One `StreamClient` per agent process holds one stream at a time and reconnects forever with
+jittered exponential backoff ("full jitter": a uniform delay in [0, min(cap, base x 2^n)]),
+reset once a session is welcomed. Messages queued while disconnected are dropped: the agent's
+observer resends its full state after every reconnect, and revisions are acked afresh.
+
+Desired state is handed to `on_desired`, which applies it and returns the rejects; the client
+then acks the revision. A delta that does not start at the revision held raises RevisionGap in
+`on_desired`: the client drops the stream and reconnects, and the hello (revision 0) asks for a
+snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from wingsmith.v1 import sync_pb2, sync_pb2_grpc
+
+from agent.desired import RevisionGap
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Backoff:
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    attempt: int = 0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next_delay(self) -> float:
+        delay = self.rng.uniform(0, min(self.cap_s, self.base_s * 2**self.attempt))
+        self.attempt = min(self.attempt + 1, 30)
+        return delay
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+@dataclass
+class ClientStats:
+    sessions: int = 0
+    desired_messages: int = 0
+    desired_specs: int = 0
+    snapshots: int = 0
+    problems: list[str] = field(default_factory=list)
+    last_error: str = ""
+    last_code: grpc.StatusCode | None = None
+
+
+OnDesired = Callable[[sync_pb2.DesiredState], Awaitable[Sequence[sync_pb2.Reject]]]
+
+
+class StreamClient:
+    def __init__(
+        self,
+        *,
+        channel: grpc.aio.Channel,
+        token: str,
+        hello: Callable[[], sync_pb2.Hello],
+        on_desired: OnDesired,
+        on_connected: Callable[[], None] = lambda: None,
+        backoff: Backoff | None = None,
+        default_heartbeat_s: float = 5.0,
+    ) -> None:
+        self._stub = sync_pb2_grpc.ClusterSyncStub(channel)
+        self._token = token
+        self._hello = hello
+        self._on_desired = on_desired
+        self._on_connected = on_connected
+        self._backoff = backoff or Backoff()
+        self._heartbeat_s = default_heartbeat_s
+        self._outbox: asyncio.Queue[sync_pb2.AgentMessage] = asyncio.Queue()
+        self._seq = 0
+        self.connected = asyncio.Event()
+        self.stats = ClientStats()
+
+    # -- what the agent sends ---------------------------------------------------------------
+
+    def send(self, message: sync_pb2.AgentMessage) -> bool:
+        """Queue a message for the open stream; False (dropped) when disconnected."""
+        if not self.connected.is_set():
+            return False
+        self._outbox.put_nowait(message)
+        return True
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    # -- the connection loop ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._session()
+            except grpc.aio.AioRpcError as e:
+                self.stats.last_code = e.code()
+                self.stats.last_error = f"{e.code().name}: {e.details()}"
+                level = logging.WARNING
+                if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                    level = logging.ERROR  # configuration: the token or cluster id is wrong
+                log.log(level, "stream closed: %s", self.stats.last_error)
+            except RevisionGap as e:
+                log.warning("%s; reconnecting for a snapshot", e)
+            finally:
+                self.connected.clear()
+            await asyncio.sleep(self._backoff.next_delay())
+
+    async def _session(self) -> None:
+        call = self._stub.Sync(metadata=(("authorization", f"Bearer {self._token}"),))
+        try:
+            await call.write(sync_pb2.AgentMessage(hello=self._hello()))
+            first = await call.read()
+            if first is grpc.aio.EOF or first.WhichOneof("kind") != "welcome":
+                raise grpc.aio.AioRpcError(
+                    await call.code() if first is grpc.aio.EOF else grpc.StatusCode.UNKNOWN,
+                    grpc.aio.Metadata(),
+                    grpc.aio.Metadata(),
+                    details=(await call.details()) if first is grpc.aio.EOF else "no welcome",
+                )
+            self._welcomed(first.welcome)
+            writer = asyncio.create_task(self._write(call))
+            heartbeat = asyncio.create_task(self._heartbeat())
+            try:
+                await self._read(call)
+            finally:
+                for task in (writer, heartbeat):
+                    task.cancel()
+                for task in (writer, heartbeat):
+                    with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                        await task
+        finally:
+            call.cancel()
+
+    def _welcomed(self, welcome: sync_pb2.Welcome) -> None:
+        self._backoff.reset()
+        self.stats.sessions += 1
+        if welcome.heartbeat_interval_ms > 0:
+            self._heartbeat_s = welcome.heartbeat_interval_ms / 1000
+        while not self._outbox.empty():
+            self._outbox.get_nowait()  # stale: acks and batches of the previous session
+        self.connected.set()
+        self._on_connected()
+        log.info("stream open (session %s)", welcome.session_id)
+
+    async def _read(
+        self, call: grpc.aio.StreamStreamCall[sync_pb2.AgentMessage, sync_pb2.HubMessage]
+    ) -> None:
+        while True:
+            message = await call.read()
+            if message is grpc.aio.EOF:
+                code = await call.code()
+                raise grpc.aio.AioRpcError(
+                    code,
+                    await call.initial_metadata(),
+                    await call.trailing_metadata(),
+                    details=await call.details() or "the hub ended the stream",
+                )
+            kind = message.WhichOneof("kind")
+            if kind == "desired":
+                await self._desired(message.desired)
+            elif kind == "problem":
+                text = f"{message.problem.code}: {message.problem.message}"
+                self.stats.problems.append(text)
+                log.warning("hub refused a message (seq %d): %s", message.problem.seq, text)
+
+    async def _desired(self, desired: sync_pb2.DesiredState) -> None:
+        self.stats.desired_messages += 1
+        self.stats.desired_specs += len(desired.upserts) + len(desired.removals)
+        self.stats.snapshots += int(desired.snapshot)
+        rejects = await self._on_desired(desired)
+        for reject in rejects:
+            self._outbox.put_nowait(sync_pb2.AgentMessage(reject=reject))
+        self._outbox.put_nowait(sync_pb2.AgentMessage(ack=sync_pb2.Ack(revision=desired.revision)))
+
+    async def _write(
+        self, call: grpc.aio.StreamStreamCall[sync_pb2.AgentMessage, sync_pb2.HubMessage]
+    ) -> None:
+        while True:
+            message = await self._outbox.get()
+            await call.write(message)
+            self._last_write = time.monotonic()
+
+    async def _heartbeat(self) -> None:
+        self._last_write = time.monotonic()
+        while True:
+            await asyncio.sleep(self._heartbeat_s / 2)
+            if time.monotonic() - self._last_write >= self._heartbeat_s * 0.9:
+                self._outbox.put_nowait(
+                    sync_pb2.AgentMessage(
+                        heartbeat=sync_pb2.Heartbeat(sent_unix_ms=int(time.time() * 1000))
+                    )
+                )

@@ -1,0 +1,147 @@
+"""Stream messages <-> the agent's domain values. The only place agent code reads protobuf
+fields of desired state; everything past here works with agent.model values."""
+
+from __future__ import annotations
+
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+from wingsmith.v1 import resources_pb2 as pb
+from wingsmith.v1 import sync_pb2
+
+from agent.model import DeploymentSpec, KvCache, Serving
+from agent.observe import DeploymentObservation, NodeObservation, Observations
+
+
+def enum_word(enum: EnumTypeWrapper, value: int) -> str:
+    """ENGINE_VLLM -> "vllm" (strip the type prefix); UNSPECIFIED or unknown -> ""."""
+    try:
+        name = enum.Name(value)
+    except ValueError:
+        return ""
+    type_name = enum.DESCRIPTOR.name
+    prefix = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(type_name)).upper()
+    word = name.removeprefix(prefix + "_")
+    return "" if word == "UNSPECIFIED" else word.lower()
+
+
+def serving(message: pb.ServingConfig) -> Serving:
+    kv = message.kv_cache
+    return Serving(
+        engine=enum_word(pb.Engine, message.engine),
+        engine_version=message.engine_version,
+        model=message.model,
+        tensor_parallel=message.tensor_parallel or 1,
+        pipeline_parallel=message.pipeline_parallel or 1,
+        expert_parallel=message.expert_parallel or 1,
+        context_length=message.context_length,
+        quantization=message.quantization,
+        kv_cache=KvCache(
+            dtype=kv.dtype,
+            gpu_memory_utilization=kv.gpu_memory_utilization,
+            block_size=kv.block_size,
+            disable_prefix_caching=kv.disable_prefix_caching,
+        ),
+        engine_args=tuple(message.engine_args),
+        mode=enum_word(pb.ServingMode, message.mode) or "aggregated",
+        prefill_workers=message.disaggregation.prefill_workers or 1,
+        decode_workers=message.disaggregation.decode_workers or 1,
+        router_mode=enum_word(pb.RouterMode, message.router_mode),
+        image=message.image,
+    )
+
+
+def deployment(message: sync_pb2.DeploymentSpec) -> DeploymentSpec:
+    return DeploymentSpec(
+        deployment_id=message.deployment_id,
+        name=message.name,
+        workload_id=message.workload_id,
+        workload_name=message.workload_name,
+        project=message.project,
+        replicas=message.replicas,
+        admitted=message.admitted,
+        enabled=message.enabled,
+        authority=enum_word(pb.Authority, message.authority) or "managed",
+        serving=serving(message.serving),
+        generation=message.generation,
+        serving_digest=message.serving_digest,
+        device_class=message.device_class,
+        devices_per_replica=message.devices_per_replica,
+        revision=message.revision,
+    )
+
+
+def observation_batch(
+    observations: Observations, *, seq: int, now_ns: int
+) -> sync_pb2.ObservationBatch:
+    return sync_pb2.ObservationBatch(
+        seq=seq,
+        deployments=[_deployment_observation(d, now_ns) for d in observations.deployments],
+        nodes=[_node_observation(n, now_ns) for n in observations.nodes],
+    )
+
+
+def _deployment_observation(
+    d: DeploymentObservation, now_ns: int
+) -> sync_pb2.DeploymentObservation:
+    message = sync_pb2.DeploymentObservation(
+        deployment_id=d.deployment_id,
+        observe_unix_nanos=now_ns,
+        absent=d.absent,
+        replicas=[
+            sync_pb2.ReplicaReport(
+                name=r.name,
+                namespace=r.namespace,
+                node_id=r.node_id,
+                ready=r.ready,
+                serving_digest=r.serving_digest,
+                engine_version=r.engine_version,
+                role=r.role,
+            )
+            for r in d.replicas
+        ],
+    )
+    if d.status is not None:
+        s = d.status
+        message.status.CopyFrom(
+            sync_pb2.DeploymentStatusReport(
+                phase=s.phase,
+                reason=s.reason,
+                message=s.message,
+                ready_replicas=s.ready_replicas,
+                desired_replicas=s.desired_replicas,
+                applied_generation=s.applied_generation,
+            )
+        )
+    return message
+
+
+def _node_observation(n: NodeObservation, now_ns: int) -> sync_pb2.NodeObservation:
+    return sync_pb2.NodeObservation(
+        node_id=n.node_id,
+        observe_unix_nanos=now_ns,
+        absent=n.absent,
+        inventory_error=n.inventory_error[:2048],
+        devices=[
+            pb.Device(
+                uuid=d.gpu.uuid,
+                name=d.gpu.name,
+                memory_bytes=d.gpu.memory_bytes,
+                pci_bus_id=d.gpu.pci_bus_id,
+                device_class=d.gpu.device_class,
+                healthy=d.gpu.healthy,
+                health_reason=d.gpu.health_reason,
+                verified=d.verified,
+                nvlink_domain=d.gpu.nvlink_domain,
+                parent_uuid=d.gpu.parent_uuid,
+            )
+            for d in n.devices
+        ],
+        allocations=[
+            sync_pb2.AllocationReport(
+                pod_name=a.pod_name,
+                namespace=a.namespace,
+                device_ids=list(a.device_ids),
+                resource_name=a.resource_name,
+            )
+            for a in n.allocations
+        ],
+    )

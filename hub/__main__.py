@@ -1,0 +1,5 @@
+"""`python -m hub`: run the hub (same as `wingsmith hub`)."""
+
+from hub.app import main
+
+main()

@@ -1,0 +1,221 @@
+"""The control API's handlers: one method per ControlService RPC, request message in,
+response message out, hub.errors out on failure.
+
+Both edges call these through `Dispatcher`: the gRPC server (hub/api/grpc_control.py) and the
+REST gateway (hub/api/rest.py), so every behaviour exists once. Handlers convert at the edge
+(hub/api/convert.py) and call hub/service; they hold no state of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from google.protobuf import descriptor, empty_pb2, field_mask_pb2
+from google.protobuf.message import Message
+from wingsmith.v1 import control_pb2 as cpb
+from wingsmith.v1 import resources_pb2 as pb
+
+from hub import errors, wire
+from hub.api import convert
+from hub.api.auth import AdminAuth
+from hub.service import clusters, deployments, inventory, projects, workloads
+from hub.service.context import ServiceContext
+from hub.service.workloads import WorkloadChange
+from hub.store.deployments import DeploymentFilter
+from hub.store.observations import AllocationFilter, ReplicaFilter
+
+WORKLOAD_MUTABLE = ("replicas", "serving", "placement")
+
+
+class ControlHandlers:
+    def __init__(self, ctx: ServiceContext) -> None:
+        self._ctx = ctx
+
+    # -- projects -----------------------------------------------------------------------------
+
+    def CreateProject(self, request: cpb.CreateProjectRequest) -> pb.Project:
+        view = projects.create(
+            self._ctx, name=request.project.name, quotas=dict(request.project.quotas)
+        )
+        return convert.project(view)
+
+    def GetProject(self, request: cpb.GetProjectRequest) -> pb.Project:
+        return convert.project(projects.get(self._ctx, request.name))
+
+    def ListProjects(self, request: cpb.ListProjectsRequest) -> cpb.ListProjectsResponse:
+        found, token = projects.list_page(
+            self._ctx, page_size=request.page_size, page_token=request.page_token
+        )
+        return cpb.ListProjectsResponse(
+            projects=[convert.project(p) for p in found], next_page_token=token
+        )
+
+    def UpdateProject(self, request: cpb.UpdateProjectRequest) -> pb.Project:
+        paths = _mask_paths(request.update_mask, request.project, allowed=("quotas",))
+        name = request.name or request.project.name
+        if request.project.name and request.project.name != name:
+            raise errors.InvalidArgument("project.name", "cannot be changed")
+        if "quotas" not in paths:
+            return convert.project(projects.get(self._ctx, name))
+        view = projects.set_quotas(self._ctx, name=name, quotas=dict(request.project.quotas))
+        return convert.project(view)
+
+    def DeleteProject(self, request: cpb.DeleteProjectRequest) -> empty_pb2.Empty:
+        projects.delete(self._ctx, request.name)
+        return empty_pb2.Empty()
+
+    # -- clusters -----------------------------------------------------------------------------
+
+    def CreateCluster(self, request: cpb.CreateClusterRequest) -> cpb.CreateClusterResponse:
+        view, token = clusters.create(
+            self._ctx, cluster_id=request.cluster.cluster_id, labels=dict(request.cluster.labels)
+        )
+        return cpb.CreateClusterResponse(cluster=convert.cluster(view), token=token)
+
+    def GetCluster(self, request: cpb.GetClusterRequest) -> pb.Cluster:
+        return convert.cluster(clusters.get(self._ctx, request.cluster_id))
+
+    def ListClusters(self, request: cpb.ListClustersRequest) -> cpb.ListClustersResponse:
+        found, token = clusters.list_page(
+            self._ctx, page_size=request.page_size, page_token=request.page_token
+        )
+        return cpb.ListClustersResponse(
+            clusters=[convert.cluster(c) for c in found], next_page_token=token
+        )
+
+    def DeleteCluster(self, request: cpb.DeleteClusterRequest) -> empty_pb2.Empty:
+        clusters.delete(self._ctx, request.cluster_id)
+        return empty_pb2.Empty()
+
+    # -- workloads ----------------------------------------------------------------------------
+
+    def CreateWorkload(self, request: cpb.CreateWorkloadRequest) -> pb.Workload:
+        view = workloads.create(self._ctx, convert.workload_spec(request.workload))
+        return convert.workload(view)
+
+    def GetWorkload(self, request: cpb.GetWorkloadRequest) -> pb.Workload:
+        return convert.workload(workloads.get(self._ctx, request.ref))
+
+    def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> cpb.ListWorkloadsResponse:
+        found, token = workloads.list_page(
+            self._ctx,
+            project=request.project,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return cpb.ListWorkloadsResponse(
+            workloads=[convert.workload(w) for w in found], next_page_token=token
+        )
+
+    def UpdateWorkload(self, request: cpb.UpdateWorkloadRequest) -> pb.Workload:
+        paths = _mask_paths(request.update_mask, request.workload, allowed=WORKLOAD_MUTABLE)
+        current = convert.workload(workloads.get(self._ctx, request.ref))
+        merged = pb.Workload()
+        merged.CopyFrom(current)
+        mask = field_mask_pb2.FieldMask(paths=paths)
+        mask.MergeMessage(request.workload, merged, replace_repeated_field=True)
+        touched = {path.split(".", 1)[0] for path in paths}
+        change = WorkloadChange(
+            replicas=merged.replicas if "replicas" in touched else None,
+            serving=wire.serving_from_proto(merged.serving) if "serving" in touched else None,
+            placement=(
+                convert.placement_from_proto(merged.placement) if "placement" in touched else None
+            ),
+        )
+        return convert.workload(workloads.update(self._ctx, request.ref, change))
+
+    def DeleteWorkload(self, request: cpb.DeleteWorkloadRequest) -> empty_pb2.Empty:
+        workloads.delete(self._ctx, request.ref)
+        return empty_pb2.Empty()
+
+    # -- deployments --------------------------------------------------------------------------
+
+    def ListDeployments(self, request: cpb.ListDeploymentsRequest) -> cpb.ListDeploymentsResponse:
+        found, token = deployments.list_page(
+            self._ctx,
+            where=DeploymentFilter(workload_id=request.workload_id, cluster_id=request.cluster_id),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return cpb.ListDeploymentsResponse(
+            deployments=[convert.deployment(d) for d in found], next_page_token=token
+        )
+
+    def GetDeployment(self, request: cpb.GetDeploymentRequest) -> pb.Deployment:
+        return convert.deployment(deployments.get(self._ctx, request.ref))
+
+    def UpdateDeployment(self, request: cpb.UpdateDeploymentRequest) -> pb.Deployment:
+        paths = _mask_paths(request.update_mask, request.deployment, allowed=("enabled",))
+        if "enabled" not in paths:
+            return convert.deployment(deployments.get(self._ctx, request.ref))
+        view = deployments.set_enabled(self._ctx, request.ref, enabled=request.deployment.enabled)
+        return convert.deployment(view)
+
+    # -- observations -------------------------------------------------------------------------
+
+    def ListReplicas(self, request: cpb.ListReplicasRequest) -> cpb.ListReplicasResponse:
+        found, token = inventory.list_replicas(
+            self._ctx,
+            where=ReplicaFilter(deployment_id=request.deployment_id, cluster_id=request.cluster_id),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return cpb.ListReplicasResponse(
+            replicas=[convert.replica(r) for r in found], next_page_token=token
+        )
+
+    def GetReplica(self, request: cpb.GetReplicaRequest) -> pb.Replica:
+        return convert.replica(inventory.get_replica(self._ctx, request.ref))
+
+    def ListAllocations(self, request: cpb.ListAllocationsRequest) -> cpb.ListAllocationsResponse:
+        found, token = inventory.list_allocations(
+            self._ctx,
+            where=AllocationFilter(
+                replica_id=request.replica_id,
+                deployment_id=request.deployment_id,
+                project=request.project,
+                cluster_id=request.cluster_id,
+            ),
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return cpb.ListAllocationsResponse(
+            allocations=[convert.allocation(a) for a in found], next_page_token=token
+        )
+
+
+Dispatch = Callable[[descriptor.MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
+
+
+def dispatcher(handlers: ControlHandlers, auth: AdminAuth) -> Dispatch:
+    """The one entry both edges call: authenticate, then run the method's handler."""
+
+    async def dispatch(
+        method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
+    ) -> Message:
+        auth.check(metadata)
+        handler: Callable[[Any], Message] | None = getattr(handlers, method.name, None)
+        if handler is None:
+            raise errors.WingsmithError(f"{method.full_name} is not implemented")
+        return handler(request)
+
+    return dispatch
+
+
+def _mask_paths(
+    mask: field_mask_pb2.FieldMask, resource: Message, *, allowed: tuple[str, ...]
+) -> list[str]:
+    """The update's paths. Without a mask: the resource's populated mutable top-level fields
+    (AIP-134; identity fields a client echoes back are ignored)."""
+    paths = list(mask.paths) or [f.name for f, _ in resource.ListFields() if f.name in allowed]
+    for path in paths:
+        if path.split(".", 1)[0] not in allowed:
+            raise errors.InvalidArgument(
+                "update_mask",
+                f"{path!r} cannot be changed; mutable fields: {', '.join(allowed)}",
+            )
+    probe = field_mask_pb2.FieldMask(paths=paths)
+    if not probe.IsValidForDescriptor(resource.DESCRIPTOR):
+        raise errors.InvalidArgument("update_mask", f"unknown field path in {paths}")
+    return paths

@@ -1,0 +1,202 @@
+"""Control API conversions: service views -> resource messages, request messages -> specs.
+
+The REST JSON and the gRPC responses are the same messages, so this is the one place that
+decides what a resource shows.
+"""
+
+from __future__ import annotations
+
+from wingsmith.v1 import resources_pb2 as pb
+
+from hub import wire
+from hub.model import Allocation, Placement
+from hub.service import views
+from hub.service.workloads import WorkloadSpec
+
+
+def project(view: views.ProjectView) -> pb.Project:
+    p = view.project
+    return pb.Project(
+        name=p.name,
+        quotas=dict(p.quotas),
+        usage={
+            device_class: pb.QuotaUsage(used=u.used, reserved=u.reserved, limit=u.limit)
+            for device_class, u in view.usage.items()
+        },
+        create_time=wire.timestamp(p.create_time),
+        update_time=wire.timestamp(p.update_time),
+    )
+
+
+def cluster(view: views.ClusterView) -> pb.Cluster:
+    c = view.cluster
+    return pb.Cluster(
+        cluster_id=c.cluster_id,
+        labels=dict(c.labels),
+        connected=c.connected,
+        stale=view.stale,
+        last_seen=wire.timestamp(c.last_seen),
+        nodes=[
+            pb.Node(
+                node_id=n.node_id,
+                devices=[wire.device_to_proto(d) for d in n.devices],
+                inventory_error=n.inventory_error,
+                observe_time=wire.timestamp_ns(n.observe_ns),
+            )
+            for n in view.nodes
+        ],
+        devices={
+            device_class: pb.DeviceCapacity(
+                total=cap.total,
+                allocated=cap.allocated,
+                reserved=cap.reserved,
+                free=cap.free,
+                unusable=cap.unusable,
+            )
+            for device_class, cap in view.capacity.items()
+        },
+        create_time=wire.timestamp(c.create_time),
+        desired_revision=c.desired_revision,
+        applied_revision=c.applied_revision,
+        agent_version=c.agent_version,
+        read_only=c.read_only,
+    )
+
+
+def deployment(view: views.DeploymentView) -> pb.Deployment:
+    d = view.deployment
+    message = pb.Deployment(
+        deployment_id=d.deployment_id,
+        name=d.name,
+        workload_id=d.workload_id,
+        workload_name=d.workload_name,
+        project=d.project,
+        cluster_id=d.cluster_id,
+        desired_replicas=d.desired_replicas,
+        admitted_replicas=d.admitted_replicas,
+        admission_phase=wire.enum_value(pb.AdmissionPhase, view.phase),
+        admission_reason=wire.enum_value(pb.AdmissionReason, d.admission_reason),
+        admission_message=d.admission_message,
+        generation=d.generation,
+        authority=wire.enum_value(pb.Authority, d.authority),
+        enabled=d.enabled,
+        engine_args=list(d.engine_args),
+        imported_args=list(d.imported_args),
+        serving_digest=d.serving_digest,
+        device_class=d.device_class,
+        devices_per_replica=d.devices_per_replica,
+        serving=wire.serving_to_proto(d.serving),
+        live_digests=view.live_digests,
+        degraded=view.degraded,
+        sync=pb.SyncState(
+            revision=d.revision,
+            applied=view.applied,
+            rejected_error=view.rejection.error if view.rejection else "",
+            rejected_generation=view.rejection.generation if view.rejection else 0,
+        ),
+        create_time=wire.timestamp(d.create_time),
+        update_time=wire.timestamp(d.update_time),
+    )
+    if view.status is not None:
+        report = view.status.report
+        message.status.CopyFrom(
+            pb.DeploymentStatus(
+                phase=report.phase,
+                reason=report.reason,
+                message=report.message,
+                ready_replicas=view.status.ready_replicas,
+                desired_replicas=report.desired_replicas,
+                stale=view.status.stale,
+                observe_time=wire.timestamp_ns(report.observe_ns),
+            )
+        )
+    return message
+
+
+def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
+    d = view.deployment
+    return pb.DeploymentSummary(
+        deployment_id=d.deployment_id,
+        name=d.name,
+        cluster_id=d.cluster_id,
+        desired_replicas=d.desired_replicas,
+        ready_replicas=view.ready_replicas,
+        admission_phase=wire.enum_value(pb.AdmissionPhase, view.phase),
+        admission_reason=wire.enum_value(pb.AdmissionReason, d.admission_reason),
+        generation=d.generation,
+        serving_digest=d.serving_digest,
+        stale=view.stale,
+    )
+
+
+def workload(view: views.WorkloadView) -> pb.Workload:
+    w = view.workload
+    return pb.Workload(
+        workload_id=w.workload_id,
+        name=w.name,
+        project=w.project,
+        replicas=w.replicas,
+        device_class=w.device_class,
+        serving=wire.serving_to_proto(w.serving),
+        placement=placement_to_proto(w.placement),
+        phase=wire.enum_value(pb.AdmissionPhase, view.phase),
+        degraded=view.degraded,
+        ready_replicas=view.ready_replicas,
+        deployments=[deployment_summary(d) for d in view.deployments],
+        devices_per_replica=w.serving.devices_per_replica,
+        create_time=wire.timestamp(w.create_time),
+        update_time=wire.timestamp(w.update_time),
+    )
+
+
+def replica(view: views.ReplicaView) -> pb.Replica:
+    r = view.replica
+    return pb.Replica(
+        replica_id=r.replica_id,
+        deployment_id=r.deployment_id,
+        cluster_id=r.cluster_id,
+        name=r.name,
+        namespace=r.namespace,
+        node_id=r.node_id,
+        device_ids=list(r.device_ids),
+        ready=r.ready and not view.stale,
+        serving_digest=r.serving_digest,
+        engine_version=r.engine_version,
+        role=r.role,
+        stale=view.stale,
+        observe_time=wire.timestamp_ns(r.observe_ns),
+    )
+
+
+def allocation(a: Allocation) -> pb.Allocation:
+    return pb.Allocation(
+        replica_id=a.replica_id,
+        deployment_id=a.deployment_id,
+        cluster_id=a.cluster_id,
+        project=a.project,
+        node_id=a.node_id,
+        pod_name=a.pod_name,
+        namespace=a.namespace,
+        device_ids=list(a.device_ids),
+    )
+
+
+def placement_to_proto(p: Placement) -> pb.Placement:
+    return pb.Placement(clusters=list(p.clusters), cluster_selector=dict(p.cluster_selector))
+
+
+def placement_from_proto(message: pb.Placement) -> Placement:
+    return Placement(
+        clusters=tuple(message.clusters), cluster_selector=dict(message.cluster_selector)
+    )
+
+
+def workload_spec(message: pb.Workload) -> WorkloadSpec:
+    return WorkloadSpec(
+        name=message.name,
+        project=message.project,
+        replicas=message.replicas,
+        device_class=message.device_class,
+        serving=wire.serving_from_proto(message.serving),
+        placement=placement_from_proto(message.placement),
+    )

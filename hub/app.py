@@ -1,0 +1,283 @@
+"""Wiring: the only module that knows every part of the hub.
+
+`HubServer` opens the store, builds the service context, the sync pieces (fanout, ingest,
+liveness) and both listeners: gRPC (ClusterSync, ControlService, health, reflection) and HTTP
+(the REST gateway, /metrics, /healthz). `main` is `wingsmith hub` and `python -m hub`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import pathlib
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from aiohttp import web
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
+
+from hub import __version__
+from hub.api import control, grpc_control, rest
+from hub.api.auth import AdminAuth, load_or_create_token
+from hub.metrics import HubMetrics
+from hub.service import deployments as deployment_service
+from hub.service import sync as sync_service
+from hub.service.context import ServiceContext, Settings
+from hub.store.db import Database
+from hub.sync.fanout import Fanout
+from hub.sync.ingest import IngestQueue
+from hub.sync.liveness import LivenessRecorder
+from hub.sync.ratelimit import TokenBucket
+from hub.sync.session import SyncServicer
+
+log = logging.getLogger("wingsmith.hub")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    db_path: str
+    grpc_listen: str = "127.0.0.1:50051"
+    http_listen: str = "127.0.0.1:8080"
+    # None: $WINGSMITH_ADMIN_TOKEN, else generated beside the database.
+    admin_token: str | None = None
+    settings: Settings = field(default_factory=Settings)
+    synchronous: str = "NORMAL"
+    handshakes_per_s: float = 500.0
+    handshake_burst: int = 1000
+    liveness_flush_s: float = 1.0
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {address!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class HubServer:
+    def __init__(self, config: HubConfig) -> None:
+        self.config = config
+        self.metrics = HubMetrics()
+        self.grpc_port = 0
+        self.http_port = 0
+        self.admin_token = ""
+        self._tasks: list[asyncio.Task[None]] = []
+        self._grpc: grpc.aio.Server | None = None
+        self._http: web.AppRunner | None = None
+        self._db: Database | None = None
+        self._liveness: LivenessRecorder | None = None
+        self.ingest: IngestQueue | None = None
+        self.ctx: ServiceContext | None = None
+
+    async def start(self) -> None:
+        config = self.config
+        db = Database(config.db_path, synchronous=config.synchronous)
+        self._db = db
+        self.admin_token, source = (
+            (config.admin_token, "configuration")
+            if config.admin_token
+            else load_or_create_token(config.db_path)
+        )
+        log.info("admin token from %s", source)
+        fanout = Fanout(asyncio.get_running_loop())
+        ctx = ServiceContext(db=db, settings=config.settings, publisher=fanout, hooks=self.metrics)
+        self.ctx = ctx
+        sync_service.reset_sessions(ctx)
+        self._liveness = LivenessRecorder(
+            flush=lambda seen, applied: sync_service.record_liveness(
+                ctx, last_seen=seen, applied=applied
+            ),
+            clock=time.time,
+            interval_s=config.liveness_flush_s,
+        )
+        self.ingest = IngestQueue(write=lambda items: sync_service.ingest(ctx, items))
+        self.metrics.agents_connected.set_function(fanout.connected)
+        self.metrics.backlog.set_function(lambda: self.ingest.backlog if self.ingest else 0)
+        self.metrics.watch_phases(lambda: deployment_service.phase_counts(ctx))
+        dispatch = control.dispatcher(control.ControlHandlers(ctx), AdminAuth(self.admin_token))
+        await self._start_grpc(ctx, fanout, dispatch)
+        await self._start_http(dispatch)
+        self._tasks = [
+            asyncio.create_task(self._liveness.run(), name="liveness"),
+            asyncio.create_task(self.ingest.run(), name="ingest"),
+            asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
+        ]
+        log.info(
+            "hub %s up: grpc %s:%d, http %s:%d, db %s (schema v%d)",
+            __version__,
+            split_address(config.grpc_listen)[0],
+            self.grpc_port,
+            split_address(config.http_listen)[0],
+            self.http_port,
+            config.db_path,
+            db.schema_version,
+        )
+
+    async def _start_grpc(
+        self, ctx: ServiceContext, fanout: Fanout, dispatch: control.Dispatch
+    ) -> None:
+        assert self._liveness is not None and self.ingest is not None
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.keepalive_time_ms", 30_000),
+                ("grpc.keepalive_timeout_ms", 10_000),
+                ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+                ("grpc.keepalive_permit_without_calls", 1),
+            ]
+        )
+        sync_pb2_grpc.add_ClusterSyncServicer_to_server(
+            SyncServicer(
+                ctx=ctx,
+                fanout=fanout,
+                ingest=self.ingest,
+                liveness=self._liveness,
+                handshakes=TokenBucket(
+                    rate_per_s=self.config.handshakes_per_s, burst=self.config.handshake_burst
+                ),
+                metrics=self.metrics,
+            ),
+            server,
+        )
+        control_service = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
+        server.add_generic_rpc_handlers([grpc_control.generic_handler(control_service, dispatch)])
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        names = [
+            control_service.full_name,
+            sync_pb2.DESCRIPTOR.services_by_name["ClusterSync"].full_name,
+            health.SERVICE_NAME,
+        ]
+        for name in ["", *names]:
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
+        self.grpc_port = server.add_insecure_port(self.config.grpc_listen)
+        await server.start()
+        self._grpc = server
+
+    async def _start_http(self, dispatch: control.Dispatch) -> None:
+        async def metrics(_: web.Request) -> web.Response:
+            body = generate_latest(self.metrics.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        async def healthz(_: web.Request) -> web.Response:
+            return web.json_response({"status": "serving"})
+
+        app = rest.build_rest_app(
+            services=[control_pb2.DESCRIPTOR.services_by_name["ControlService"]],
+            dispatch=dispatch,
+            extra_routes=[web.get("/metrics", metrics), web.get("/healthz", healthz)],
+        )
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        host, port = split_address(self.config.http_listen)
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server
+        sockets = getattr(server, "sockets", None) or ()
+        self.http_port = sockets[0].getsockname()[1] if sockets else port
+        self._http = runner
+
+    async def _prune_tombstones(self, ctx: ServiceContext) -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                sync_service.prune_tombstones(ctx)
+            await asyncio.sleep(3600)
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        if self._grpc is not None:
+            await self._grpc.stop(grace_s)
+        if self._http is not None:
+            await self._http.cleanup()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.ingest is not None:
+            with contextlib.suppress(Exception):
+                self.ingest.flush_now()
+        if self._liveness is not None:
+            with contextlib.suppress(Exception):
+                self._liveness.flush()
+        if self._db is not None:
+            self._db.close()
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="wingsmith hub", description="Run the Wingsmith hub.")
+    parser.add_argument("--db", default="wingsmith.db", help="SQLite database file")
+    parser.add_argument("--grpc-listen", default="127.0.0.1:50051", help="HOST:PORT for gRPC")
+    parser.add_argument("--http-listen", default="127.0.0.1:8080", help="HOST:PORT for REST")
+    parser.add_argument(
+        "--stale-after",
+        type=float,
+        default=30.0,
+        help="seconds of silence before a cluster is stale",
+    )
+    parser.add_argument(
+        "--heartbeat-interval", type=float, default=5.0, help="seconds between agent heartbeats"
+    )
+    parser.add_argument(
+        "--sqlite-synchronous",
+        choices=["NORMAL", "FULL"],
+        default="NORMAL",
+        help="FULL also survives power loss, at one fsync per commit",
+    )
+    parser.add_argument(
+        "--ready-file", help="write the bound addresses as JSON here once listening (for tools)"
+    )
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    config = HubConfig(
+        db_path=args.db,
+        grpc_listen=args.grpc_listen,
+        http_listen=args.http_listen,
+        synchronous=args.sqlite_synchronous,
+        settings=Settings(
+            stale_after_s=args.stale_after, heartbeat_interval_s=args.heartbeat_interval
+        ),
+    )
+    asyncio.run(_serve(config, args.ready_file))
+
+
+async def _serve(config: HubConfig, ready_file: str | None) -> None:
+    server = HubServer(config)
+    await server.start()
+    if ready_file:
+        grpc_host = split_address(config.grpc_listen)[0]
+        http_host = split_address(config.http_listen)[0]
+        pathlib.Path(ready_file).write_text(
+            json.dumps(
+                {
+                    "grpc": f"{grpc_host}:{server.grpc_port}",
+                    "http": f"{http_host}:{server.http_port}",
+                }
+            )
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("shutting down")
+    await server.stop()

@@ -1,0 +1,88 @@
+"""The hub's Prometheus metrics, on a registry of its own (one per hub, so tests can run many).
+
+- wingsmith_agents_connected: open agent streams;
+- wingsmith_stream_messages_total{direction, type}: stream messages by type;
+- wingsmith_desired_deployments_sent_total{kind}: deployment specs sent (kind: snapshot|delta),
+  and wingsmith_desired_bytes_sent_total: their size, so a resend after a restart shows;
+- wingsmith_admission_decisions_total{result, reason}: admitted | waiting | released;
+- wingsmith_deployments{phase}: deployments by admission phase, computed at scrape time;
+- wingsmith_observation_backlog: batches queued for ingest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from hub.admission import Decision
+
+
+class HubMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.agents_connected = Gauge(
+            "wingsmith_agents_connected", "Open agent streams", registry=self.registry
+        )
+        self.messages = Counter(
+            "wingsmith_stream_messages",
+            "Stream messages by direction and type",
+            ["direction", "type"],
+            registry=self.registry,
+        )
+        self.desired_specs = Counter(
+            "wingsmith_desired_deployments_sent",
+            "Deployment specs sent to agents",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.desired_bytes = Counter(
+            "wingsmith_desired_bytes_sent", "Bytes of desired state sent", registry=self.registry
+        )
+        self.admission = Counter(
+            "wingsmith_admission_decisions",
+            "Admission decisions by result and reason",
+            ["result", "reason"],
+            registry=self.registry,
+        )
+        self.backlog = Gauge(
+            "wingsmith_observation_backlog", "Observation batches waiting", registry=self.registry
+        )
+
+    # SyncMetrics
+    def message(self, *, direction: str, kind: str) -> None:
+        self.messages.labels(direction=direction, type=kind).inc()
+
+    def desired_sent(self, *, snapshot: bool, deployments: int, removals: int, size: int) -> None:
+        kind = "snapshot" if snapshot else "delta"
+        self.desired_specs.labels(kind=kind).inc(deployments + removals)
+        self.desired_bytes.inc(size)
+
+    # service Hooks
+    def admission_decided(self, decisions: Sequence[Decision]) -> None:
+        for decision in decisions:
+            if decision.waiting:
+                result = "waiting"
+            elif decision.admitted_replicas == 0:
+                result = "released"
+            else:
+                result = "admitted"
+            self.admission.labels(result=result, reason=decision.reason or "none").inc()
+
+    def watch_phases(self, count: Callable[[], Mapping[str, int]]) -> None:
+        self.registry.register(_PhaseCollector(count))
+
+
+class _PhaseCollector(Collector):
+    def __init__(self, count: Callable[[], Mapping[str, int]]) -> None:
+        self._count = count
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "wingsmith_deployments", "Deployments by admission phase", labels=["phase"]
+        )
+        for phase, n in sorted(self._count().items()):
+            family.add_metric([phase], n)
+        yield family

@@ -1,0 +1,279 @@
+"""The hub's domain values: frozen dataclasses the core (store, decisions, service) works with.
+
+Protobuf messages never travel past hub/api and hub/sync: those edges convert to and from these
+values (hub/api/convert.py, hub/sync/convert.py). Enum-like fields hold the lower-case words of
+the design ("pending", "managed", "vllm"), the same words the REST surface shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+ENGINES = ("vllm", "sglang", "trtllm")
+SERVING_MODES = ("aggregated", "disaggregated")
+ROUTER_MODES = ("", "round_robin", "kv")
+AUTHORITIES = ("managed", "observed")
+
+# Admission phases, in the order a deployment advances through them ("failed" is apart).
+PHASE_PENDING = "pending"
+PHASE_ADMITTED = "admitted"
+PHASE_PLACED = "placed"
+PHASE_RUNNING = "running"
+PHASE_FAILED = "failed"
+PHASE_ORDER = (PHASE_PENDING, PHASE_ADMITTED, PHASE_PLACED, PHASE_RUNNING)
+
+REASON_NONE = ""
+REASON_INSUFFICIENT_QUOTA = "insufficient_quota"
+REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
+REASON_DISABLED = "disabled"
+
+
+@dataclass(frozen=True)
+class KvCache:
+    dtype: str = ""
+    gpu_memory_utilization: float = 0.0
+    block_size: int = 0
+    disable_prefix_caching: bool = False
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A normalized serving config: parallelism defaults resolved (0 -> 1)."""
+
+    engine: str
+    engine_version: str
+    model: str
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    expert_parallel: int = 1
+    context_length: int = 0
+    quantization: str = ""
+    kv_cache: KvCache = field(default_factory=KvCache)
+    engine_args: tuple[str, ...] = ()
+    mode: str = "aggregated"
+    prefill_workers: int = 1
+    decode_workers: int = 1
+    router_mode: str = ""
+    image: str = ""
+
+    @property
+    def devices_per_replica(self) -> int:
+        """TP x PP per worker, times the workers of one replica (docs/placement.md)."""
+        workers = self.prefill_workers + self.decode_workers
+        if self.mode != "disaggregated":
+            workers = 1
+        return self.tensor_parallel * self.pipeline_parallel * workers
+
+
+@dataclass(frozen=True)
+class Placement:
+    clusters: tuple[str, ...] = ()
+    cluster_selector: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    quotas: Mapping[str, int]
+    create_time: float
+    update_time: float
+
+
+@dataclass(frozen=True)
+class QuotaUsage:
+    used: int
+    reserved: int
+    limit: int
+
+
+@dataclass(frozen=True)
+class Cluster:
+    cluster_id: str
+    labels: Mapping[str, str]
+    create_time: float
+    desired_revision: int = 0
+    applied_revision: int = 0
+    last_seen: float | None = None
+    connected: bool = False
+    agent_version: str = ""
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Devices of one class in one cluster (docs/admission.md)."""
+
+    total: int
+    allocated: int
+    reserved: int
+    unusable: int = 0
+
+    @property
+    def free(self) -> int:
+        return max(0, self.total - self.allocated - self.reserved)
+
+
+@dataclass(frozen=True)
+class Workload:
+    workload_id: str
+    name: str
+    project: str
+    replicas: int
+    device_class: str
+    serving: Serving
+    placement: Placement
+    create_time: float
+    update_time: float
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The plane-written half of a deployment."""
+
+    deployment_id: str
+    workload_id: str
+    workload_name: str
+    project: str
+    cluster_id: str
+    desired_replicas: int
+    admitted_replicas: int
+    admission_reason: str
+    admission_message: str
+    generation: int
+    authority: str
+    enabled: bool
+    engine_args: tuple[str, ...]
+    imported_args: tuple[str, ...]
+    serving: Serving
+    serving_digest: str
+    device_class: str
+    devices_per_replica: int
+    revision: int
+    create_time: float
+    update_time: float
+    # Admission order: when the deployment last started waiting (best-effort FIFO).
+    pending_since: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"{self.workload_name}.{self.cluster_id}"
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    """The cluster-written half: the agent's last answer about a deployment."""
+
+    phase: str
+    reason: str
+    message: str
+    ready_replicas: int
+    desired_replicas: int
+    applied_generation: int
+    observe_ns: int
+    absent: bool = False
+
+
+@dataclass(frozen=True)
+class Rejection:
+    revision: int
+    generation: int
+    error: str
+
+
+@dataclass(frozen=True)
+class Replica:
+    replica_id: str
+    deployment_id: str
+    cluster_id: str
+    name: str
+    namespace: str
+    node_id: str
+    ready: bool
+    serving_digest: str
+    engine_version: str
+    role: str
+    observe_ns: int
+    device_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Allocation:
+    replica_id: str
+    deployment_id: str
+    cluster_id: str
+    project: str
+    node_id: str
+    pod_name: str
+    namespace: str
+    device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Device:
+    uuid: str
+    name: str
+    memory_bytes: int
+    pci_bus_id: str
+    device_class: str
+    healthy: bool
+    health_reason: str
+    verified: bool
+    nvlink_domain: str = ""
+    parent_uuid: str = ""
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    devices: tuple[Device, ...]
+    inventory_error: str
+    observe_ns: int
+
+
+# -- Observations as they arrive from an agent (validated at hub/sync/convert.py) -------------
+
+
+@dataclass(frozen=True)
+class ReplicaObservation:
+    name: str
+    namespace: str
+    node_id: str
+    ready: bool
+    serving_digest: str
+    engine_version: str
+    role: str
+
+
+@dataclass(frozen=True)
+class DeploymentObservation:
+    deployment_id: str
+    observe_ns: int
+    status: StatusReport | None
+    replicas: tuple[ReplicaObservation, ...]
+    absent: bool = False
+
+
+@dataclass(frozen=True)
+class AllocationObservation:
+    pod_name: str
+    namespace: str
+    device_ids: tuple[str, ...]
+    resource_name: str
+
+
+@dataclass(frozen=True)
+class NodeObservation:
+    node_id: str
+    observe_ns: int
+    devices: tuple[Device, ...]
+    allocations: tuple[AllocationObservation, ...]
+    absent: bool = False
+    inventory_error: str = ""
+
+
+@dataclass(frozen=True)
+class ObservationBatch:
+    seq: int
+    deployments: tuple[DeploymentObservation, ...] = ()
+    nodes: tuple[NodeObservation, ...] = ()

@@ -1,0 +1,104 @@
+"""The admission pass: read the view, decide (hub.admission), commit, inside the caller's
+write transaction.
+
+Every use case that changes quota, capacity or demand calls `run` before its transaction
+commits, scoped to what it touched (clusters and/or projects), so a waiting deployment is
+re-evaluated the moment anything it waits on changes, and the decision is committed atomically
+with the change that caused it. BEGIN IMMEDIATE (hub/store/db.py) makes passes of concurrent
+writers, even in other processes on the same database, run one after another.
+
+Steps of a pass:
+1. list the deployments whose admitted replicas differ from what they should hold;
+2. read quota limits, quota charges of their projects, free capacity of their clusters;
+3. decide, oldest first (pure);
+4. write the decisions: a changed admitted count is a spec change (new cluster revision, the
+   agent is told); a changed reason or message is only a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from hub import admission
+from hub.admission import AdmissionView, Decision, Demand
+from hub.model import Deployment
+from hub.service.context import ServiceContext, Tx
+from hub.store import accounting, deployments, projects
+
+
+def run(
+    ctx: ServiceContext,
+    tx: Tx,
+    *,
+    cluster_ids: Iterable[str] | None = None,
+    project_names: Iterable[str] | None = None,
+) -> list[Decision]:
+    """Re-evaluate waiting deployments in scope (both None: everywhere)."""
+    scope_clusters = None if cluster_ids is None else sorted(set(cluster_ids))
+    waiting = deployments.waiting(tx.conn, cluster_ids=scope_clusters)
+    if project_names is not None:
+        wanted = set(project_names)
+        waiting = [d for d in waiting if d.project in wanted]
+    if not waiting:
+        return []
+    view = _view(
+        tx,
+        projects_in_scope=sorted({d.project for d in waiting}),
+        clusters_in_scope=sorted({d.cluster_id for d in waiting}),
+    )
+    demands = [
+        Demand(
+            deployment_id=d.deployment_id,
+            project=d.project,
+            cluster_id=d.cluster_id,
+            device_class=d.device_class,
+            devices_per_replica=d.devices_per_replica,
+            desired_replicas=d.desired_replicas,
+            admitted_replicas=d.admitted_replicas,
+            enabled=d.enabled,
+            pending_since=d.pending_since,
+        )
+        for d in waiting
+    ]
+    decisions = admission.decide(demands, view)
+    by_id = {d.deployment_id: d for d in waiting}
+    for decision in decisions:
+        _commit(tx, by_id[decision.deployment_id], decision)
+    ctx.hooks.admission_decided(decisions)
+    return decisions
+
+
+def _view(tx: Tx, *, projects_in_scope: list[str], clusters_in_scope: list[str]) -> AdmissionView:
+    charges = accounting.quota_charges(tx.conn, projects_in_scope)
+    capacity = accounting.capacities(tx.conn, clusters_in_scope)
+    return AdmissionView(
+        quota_limits=projects.quota_limits(tx.conn),
+        quota_charged={key: used + reserved for key, (used, reserved) in charges.items()},
+        cluster_free={key: cap.free for key, cap in capacity.items()},
+    )
+
+
+def _commit(tx: Tx, current: Deployment, decision: Decision) -> None:
+    if decision.admitted_replicas != current.admitted_replicas:
+        deployments.save(
+            tx.conn,
+            replace(
+                current,
+                admitted_replicas=decision.admitted_replicas,
+                admission_reason=decision.reason,
+                admission_message=decision.message,
+                update_time=tx.now,
+            ),
+        )
+        tx.touched.add(current.cluster_id)
+    elif (decision.reason, decision.message) != (
+        current.admission_reason,
+        current.admission_message,
+    ):
+        deployments.set_admission_note(
+            tx.conn,
+            deployment_id=current.deployment_id,
+            reason=decision.reason,
+            message=decision.message,
+        )

@@ -1,0 +1,84 @@
+"""Clusters: registration (with the agent token, shown once), reads, deletion, and agent
+authentication."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+
+from hub import errors
+from hub.model import Cluster
+from hub.service import validate, views
+from hub.service.context import ServiceContext, snapshot, transaction
+from hub.store import clusters, deployments
+from hub.store.db import Connection
+
+TOKEN_PREFIX = "wsa_"
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create(
+    ctx: ServiceContext, *, cluster_id: str, labels: Mapping[str, str]
+) -> tuple[views.ClusterView, str]:
+    """Register a cluster; returns its view and the agent token (stored only as a hash)."""
+    validate.dns_label(cluster_id, "cluster.cluster_id")
+    clean = validate.labels(labels, "cluster.labels")
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with transaction(ctx) as tx:
+        clusters.insert(
+            tx.conn, cluster_id=cluster_id, labels=clean, token_hash=token_hash(token), now=tx.now
+        )
+        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id)), token
+
+
+def get(ctx: ServiceContext, cluster_id: str) -> views.ClusterView:
+    with snapshot(ctx) as conn:
+        return views.cluster_view(ctx, conn, _get(conn, cluster_id))
+
+
+def list_page(
+    ctx: ServiceContext, *, page_size: int, page_token: str
+) -> tuple[list[views.ClusterView], str]:
+    limit, after = validate.page(page_size, page_token)
+    with snapshot(ctx) as conn:
+        found = clusters.list_page(conn, after=after, limit=limit)
+        result = [views.cluster_view(ctx, conn, c) for c in found]
+    return result, validate.next_token([c.cluster_id for c in found], limit)
+
+
+def delete(ctx: ServiceContext, cluster_id: str) -> None:
+    with transaction(ctx) as tx:
+        _get(tx.conn, cluster_id)
+        placed = deployments.count_on_cluster(tx.conn, cluster_id)
+        if placed:
+            raise errors.FailedPrecondition(
+                f"cluster {cluster_id} has {placed} deployment(s)",
+                ["change the workloads' placement or delete them first"],
+            )
+        clusters.delete(tx.conn, cluster_id)
+
+
+def authenticate(ctx: ServiceContext, token: str) -> str:
+    """The cluster a token belongs to; Unauthenticated for any other token.
+
+    Looking the hash up by index leaks nothing useful about the token: an attacker would need a
+    SHA-256 preimage of a 256-bit random value.
+    """
+    if not token.startswith(TOKEN_PREFIX):
+        raise errors.Unauthenticated("invalid cluster token")
+    with snapshot(ctx) as conn:
+        cluster_id = clusters.by_token_hash(conn, token_hash(token))
+    if cluster_id is None:
+        raise errors.Unauthenticated("invalid cluster token")
+    return cluster_id
+
+
+def _get(conn: Connection, cluster_id: str) -> Cluster:
+    cluster = clusters.get(conn, cluster_id)
+    if cluster is None:
+        raise errors.NotFound("cluster", cluster_id)
+    return cluster

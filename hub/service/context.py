@@ -1,0 +1,78 @@
+"""What every use case needs: the database, a clock, settings, and where to publish changes."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from hub.admission import Decision
+from hub.store.db import Connection, Database
+
+
+class Publisher(Protocol):
+    def desired_changed(self, cluster_ids: Iterable[str]) -> None: ...
+
+
+class Hooks(Protocol):
+    """Observers of decisions, for metrics; the service never depends on how they count."""
+
+    def admission_decided(self, decisions: Sequence[Decision]) -> None: ...
+
+
+class _NoPublisher:
+    def desired_changed(self, cluster_ids: Iterable[str]) -> None:
+        return None
+
+
+class _NoHooks:
+    def admission_decided(self, decisions: Sequence[Decision]) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Settings:
+    # A cluster silent for longer than this is stale (its data kept, nothing counted ready).
+    stale_after_s: float = 30.0
+    # How often agents should send a heartbeat when they have nothing else to say.
+    heartbeat_interval_s: float = 5.0
+    # Tombstones older than this are pruned; an agent that far behind gets a snapshot.
+    tombstone_retention_s: float = 7 * 24 * 3600.0
+    # Observations claiming a time further in the future than this are malformed.
+    max_clock_skew_s: float = 300.0
+
+
+@dataclass
+class ServiceContext:
+    db: Database
+    clock: Callable[[], float] = time.time
+    settings: Settings = field(default_factory=Settings)
+    publisher: Publisher = field(default_factory=_NoPublisher)
+    hooks: Hooks = field(default_factory=_NoHooks)
+
+
+@dataclass
+class Tx:
+    """An open write transaction and the clusters whose desired state it changed."""
+
+    conn: Connection
+    now: float
+    touched: set[str] = field(default_factory=set)
+
+
+@contextlib.contextmanager
+def transaction(ctx: ServiceContext) -> Iterator[Tx]:
+    """Read, decide and write in one transaction; publish once it has committed."""
+    with ctx.db.write() as conn:
+        tx = Tx(conn=conn, now=ctx.clock())
+        yield tx
+    if tx.touched:
+        ctx.publisher.desired_changed(sorted(tx.touched))
+
+
+@contextlib.contextmanager
+def snapshot(ctx: ServiceContext) -> Iterator[Connection]:
+    with ctx.db.read() as conn:
+        yield conn

@@ -1,0 +1,74 @@
+"""Deployments: read, list, and enable or disable."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hub import errors
+from hub.model import PHASE_FAILED, PHASE_ORDER, Deployment
+from hub.service import admit, validate, views
+from hub.service.context import ServiceContext, snapshot, transaction
+from hub.store import deployments
+from hub.store.db import Connection
+from hub.store.deployments import DeploymentFilter
+
+
+def get(ctx: ServiceContext, ref: str) -> views.DeploymentView:
+    with snapshot(ctx) as conn:
+        return views.deployment_views(ctx, conn, [_get(conn, ref)])[0]
+
+
+def list_page(
+    ctx: ServiceContext, *, where: DeploymentFilter, page_size: int, page_token: str
+) -> tuple[list[views.DeploymentView], str]:
+    limit, after = validate.page(page_size, page_token)
+    with snapshot(ctx) as conn:
+        found = deployments.list_page(conn, where=where, after=after, limit=limit)
+        result = views.deployment_views(ctx, conn, found)
+    return result, validate.next_token([d.deployment_id for d in found], limit)
+
+
+def set_enabled(ctx: ServiceContext, ref: str, *, enabled: bool) -> views.DeploymentView:
+    """Disabling releases the deployment's reservation at once (waiting ones may be admitted);
+    enabling puts its demand back in the admission queue."""
+    with transaction(ctx) as tx:
+        current = _get(tx.conn, ref)
+        if current.enabled != enabled:
+            deployments.save(
+                tx.conn,
+                replace(
+                    current,
+                    enabled=enabled,
+                    update_time=tx.now,
+                    pending_since=tx.now if enabled else current.pending_since,
+                ),
+            )
+            tx.touched.add(current.cluster_id)
+            admit.run(ctx, tx, cluster_ids=[current.cluster_id])
+        return views.deployment_views(ctx, tx.conn, [_get(tx.conn, current.deployment_id)])[0]
+
+
+def resolve(conn: Connection, ref: str) -> Deployment:
+    return _get(conn, ref)
+
+
+def _get(conn: Connection, ref: str) -> Deployment:
+    found = deployments.get(conn, ref)
+    if found is None:
+        raise errors.NotFound("deployment", ref)
+    return found
+
+
+def phase_counts(ctx: ServiceContext) -> dict[str, int]:
+    """Deployments per admission phase, every phase present (for /metrics)."""
+    counts = dict.fromkeys((*PHASE_ORDER, PHASE_FAILED), 0)
+    with snapshot(ctx) as conn:
+        after = ""
+        while True:
+            page = deployments.list_page(conn, where=DeploymentFilter(), after=after, limit=1000)
+            if not page:
+                break
+            for view in views.deployment_views(ctx, conn, page):
+                counts[view.phase] += 1
+            after = page[-1].deployment_id
+    return counts

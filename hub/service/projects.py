@@ -1,0 +1,67 @@
+"""Projects and quota: create, read, change quotas, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from hub import errors
+from hub.model import Project
+from hub.service import admit, validate, views
+from hub.service.context import ServiceContext, snapshot, transaction
+from hub.store import projects, workloads
+from hub.store.db import Connection
+
+
+def create(ctx: ServiceContext, *, name: str, quotas: Mapping[str, int]) -> views.ProjectView:
+    validate.dns_label(name, "project.name")
+    limits = validate.quotas(quotas, "project.quotas")
+    with transaction(ctx) as tx:
+        projects.insert(tx.conn, name=name, quotas=limits, now=tx.now)
+        project = _get(tx.conn, name)
+        return views.project_view(tx.conn, project)
+
+
+def get(ctx: ServiceContext, name: str) -> views.ProjectView:
+    with snapshot(ctx) as conn:
+        return views.project_view(conn, _get(conn, name))
+
+
+def list_page(
+    ctx: ServiceContext, *, page_size: int, page_token: str
+) -> tuple[list[views.ProjectView], str]:
+    limit, after = validate.page(page_size, page_token)
+    with snapshot(ctx) as conn:
+        found = projects.list_page(conn, after=after, limit=limit)
+        result = [views.project_view(conn, p) for p in found]
+    return result, validate.next_token([p.name for p in found], limit)
+
+
+def set_quotas(ctx: ServiceContext, *, name: str, quotas: Mapping[str, int]) -> views.ProjectView:
+    """Replace the project's quotas; its waiting deployments are re-evaluated at once.
+
+    Lowering a quota below what is in use evicts nothing: it only stops new admissions.
+    """
+    limits = validate.quotas(quotas, "project.quotas")
+    with transaction(ctx) as tx:
+        _get(tx.conn, name)
+        projects.set_quotas(tx.conn, name=name, quotas=limits, now=tx.now)
+        admit.run(ctx, tx, project_names=[name])
+        return views.project_view(tx.conn, _get(tx.conn, name))
+
+
+def delete(ctx: ServiceContext, name: str) -> None:
+    with transaction(ctx) as tx:
+        _get(tx.conn, name)
+        in_use = workloads.count_in_project(tx.conn, name)
+        if in_use:
+            raise errors.FailedPrecondition(
+                f"project {name} has {in_use} workload(s)", ["delete them first"]
+            )
+        projects.delete(tx.conn, name)
+
+
+def _get(conn: Connection, name: str) -> Project:
+    project = projects.get(conn, name)
+    if project is None:
+        raise errors.NotFound("project", name)
+    return project

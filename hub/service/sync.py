@@ -1,0 +1,170 @@
+"""The use cases behind an agent's stream: desired-state deltas, acks and rejects, observation
+ingest, liveness.
+
+Called by hub/sync/session.py, which owns the protocol; this module owns the rules:
+- a delta holds every deployment whose spec changed after the agent's revision, and a tombstone
+  for every deletion; a snapshot replaces everything the agent holds and is sent when the agent
+  is new (no epoch), holds a revision of another store epoch (the database was replaced),
+  claims a revision the hub never issued, or is behind the tombstone floor;
+- an agent may only touch its own cluster's deployments (PermissionDenied otherwise);
+- observations are written in one transaction per drained group of batches, and a change of
+  devices or allocations re-runs admission for that cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from hub import errors
+from hub.model import Deployment, ObservationBatch, Rejection
+from hub.service import admit
+from hub.service.context import ServiceContext, snapshot, transaction
+from hub.store import clusters, deployments, observations
+
+
+@dataclass(frozen=True)
+class DesiredDelta:
+    revision: int
+    from_revision: int
+    snapshot: bool
+    upserts: tuple[Deployment, ...]
+    removals: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.snapshot and not self.upserts and not self.removals
+
+
+def desired_since(
+    ctx: ServiceContext, cluster_id: str, *, epoch: str, applied_revision: int
+) -> DesiredDelta:
+    with snapshot(ctx) as conn:
+        revision, floor = clusters.sync_positions(conn, cluster_id)
+        # A new agent has no epoch, so it always gets a snapshot (even an empty one: it learns
+        # the epoch). A delta from revision 0 of this epoch is simply everything there is.
+        full = epoch != ctx.db.epoch or applied_revision > revision or applied_revision < floor
+        if full:
+            upserts = deployments.changed_since(conn, cluster_id, 0)
+            return DesiredDelta(revision, 0, True, tuple(upserts), ())
+        if applied_revision == revision:
+            return DesiredDelta(revision, applied_revision, False, (), ())
+        return DesiredDelta(
+            revision=revision,
+            from_revision=applied_revision,
+            snapshot=False,
+            upserts=tuple(deployments.changed_since(conn, cluster_id, applied_revision)),
+            removals=tuple(deployments.removed_since(conn, cluster_id, applied_revision)),
+        )
+
+
+def record_hello(
+    ctx: ServiceContext,
+    *,
+    cluster_id: str,
+    session_id: str,
+    agent_version: str,
+    read_only: bool,
+) -> None:
+    with transaction(ctx) as tx:
+        clusters.record_hello(
+            tx.conn,
+            cluster_id=cluster_id,
+            session_id=session_id,
+            agent_version=agent_version,
+            read_only=read_only,
+            now=tx.now,
+        )
+
+
+def record_disconnect(ctx: ServiceContext, *, cluster_id: str, session_id: str) -> None:
+    with transaction(ctx) as tx:
+        clusters.record_disconnect(tx.conn, cluster_id=cluster_id, session_id=session_id)
+
+
+def record_liveness(
+    ctx: ServiceContext, *, last_seen: Mapping[str, float], applied: Mapping[str, int]
+) -> None:
+    if not last_seen and not applied:
+        return
+    with transaction(ctx) as tx:
+        clusters.record_liveness(tx.conn, last_seen=last_seen, applied=applied)
+
+
+def record_rejection(
+    ctx: ServiceContext, *, cluster_id: str, deployment_id: str, rejection: Rejection
+) -> None:
+    with transaction(ctx) as tx:
+        owner = deployments.owners(tx.conn, [deployment_id]).get(deployment_id)
+        if owner is None:
+            return  # deleted meanwhile: nothing left to mark
+        if owner != cluster_id:
+            raise errors.PermissionDenied(
+                f"deployment {deployment_id} does not belong to cluster {cluster_id}"
+            )
+        observations.write_rejection(
+            tx.conn, deployment_id=deployment_id, rejection=rejection, now=tx.now
+        )
+
+
+def authorize(ctx: ServiceContext, cluster_id: str, batch: ObservationBatch) -> None:
+    """PermissionDenied if the batch touches a deployment of another cluster."""
+    ids = [d.deployment_id for d in batch.deployments]
+    if not ids:
+        return
+    with snapshot(ctx) as conn:
+        owners = deployments.owners(conn, ids)
+    foreign = sorted(i for i, owner in owners.items() if owner != cluster_id)
+    if foreign:
+        raise errors.PermissionDenied(
+            f"cluster {cluster_id} may not report deployments of other clusters: "
+            + ", ".join(foreign[:5])
+        )
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    deployments_written: int
+    nodes_written: int
+    records: int
+    capacity_changed: frozenset[str]
+
+
+def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -> IngestResult:
+    """Write batches of (possibly) many clusters in one transaction, then re-run admission for
+    the clusters whose capacity changed. Deployments deleted meanwhile are skipped."""
+    written_d = written_n = records = 0
+    changed: set[str] = set()
+    with transaction(ctx) as tx:
+        ids = [d.deployment_id for _, batch in items for d in batch.deployments]
+        owners = deployments.owners(tx.conn, ids)
+        for cluster_id, batch in items:
+            for obs in batch.deployments:
+                if owners.get(obs.deployment_id) != cluster_id:
+                    continue
+                if observations.write_deployment(tx.conn, cluster_id=cluster_id, observation=obs):
+                    # Pods joining or leaving move devices between reserved and held.
+                    changed.add(cluster_id)
+                    written_d += 1
+                    records += 1 + len(obs.replicas)
+            for node in batch.nodes:
+                if observations.write_node(tx.conn, cluster_id=cluster_id, observation=node):
+                    changed.add(cluster_id)
+                    written_n += 1
+                    records += 1 + len(node.devices) + len(node.allocations)
+        if changed:
+            admit.run(ctx, tx, cluster_ids=changed)
+    return IngestResult(written_d, written_n, records, frozenset(changed))
+
+
+def reset_sessions(ctx: ServiceContext) -> None:
+    """At hub start no stream is open yet: clear what a previous process left marked."""
+    with transaction(ctx) as tx:
+        clusters.clear_sessions(tx.conn)
+
+
+def prune_tombstones(ctx: ServiceContext) -> int:
+    with transaction(ctx) as tx:
+        return clusters.prune_tombstones(
+            tx.conn, older_than=tx.now - ctx.settings.tombstone_retention_s
+        )

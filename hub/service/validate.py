@@ -1,0 +1,100 @@
+"""Input rules shared by the use cases: names, labels, device classes, paging. Pure.
+
+Every rule raises hub.errors.InvalidArgument naming the field and saying what is accepted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+
+from hub import errors
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+MAX_REPLICAS = 10_000
+MAX_QUOTA = 1_000_000
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+def dns_label(value: str, field: str, *, max_length: int = 63) -> str:
+    if not value:
+        raise errors.InvalidArgument(field, "required")
+    if len(value) > max_length or not DNS_LABEL.match(value):
+        raise errors.InvalidArgument(
+            field,
+            f"invalid {value!r}: use lower-case letters, digits and '-', starting and ending "
+            f"with a letter or digit, at most {max_length} characters",
+        )
+    return value
+
+
+def device_class(value: str, field: str) -> str:
+    if not value or not DEVICE_CLASS.match(value):
+        raise errors.InvalidArgument(
+            field,
+            f"invalid device class {value!r} (letters, digits, '.', '_', '-'; e.g. H100-80GB)",
+        )
+    return value
+
+
+def labels(values: Mapping[str, str], field: str) -> dict[str, str]:
+    if len(values) > 64:
+        raise errors.InvalidArgument(field, "at most 64 labels")
+    for key, value in values.items():
+        if len(key) > 253 or not LABEL_KEY.match(key):
+            raise errors.InvalidArgument(f"{field}.{key}", "invalid label key (Kubernetes syntax)")
+        if not LABEL_VALUE.match(value):
+            raise errors.InvalidArgument(
+                f"{field}.{key}", f"invalid label value {value!r} (Kubernetes syntax, <= 63)"
+            )
+    return dict(values)
+
+
+def quotas(values: Mapping[str, int], field: str) -> dict[str, int]:
+    for key, limit in values.items():
+        device_class(key, f"{field}.{key}")
+        if not 0 <= limit <= MAX_QUOTA:
+            raise errors.InvalidArgument(f"{field}.{key}", f"must be between 0 and {MAX_QUOTA}")
+    return dict(values)
+
+
+def replicas(value: int, field: str) -> int:
+    if not 0 <= value <= MAX_REPLICAS:
+        raise errors.InvalidArgument(field, f"must be between 0 and {MAX_REPLICAS}")
+    return value
+
+
+def page(page_size: int, page_token: str) -> tuple[int, str]:
+    """(limit, last key seen) from a request's page_size and opaque page_token."""
+    if page_size < 0:
+        raise errors.InvalidArgument("page_size", "must be >= 0")
+    limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+    if not page_token:
+        return limit, ""
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(page_token.encode()))
+        after = decoded["after"]
+        if not isinstance(after, str):
+            raise ValueError("after")
+    except (ValueError, KeyError, TypeError, binascii.Error) as e:
+        raise errors.InvalidArgument(
+            "page_token", "invalid: pass back the next_page_token of a previous response"
+        ) from e
+    return limit, after
+
+
+def next_token(keys: list[str], limit: int) -> str:
+    """The token for the page after one that returned `keys` (empty when it was the last)."""
+    if len(keys) < limit or not keys:
+        return ""
+    return base64.urlsafe_b64encode(json.dumps({"after": keys[-1]}).encode()).decode()

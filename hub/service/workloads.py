@@ -1,0 +1,338 @@
+"""Workloads: create (placement into deployments, then admission), read, update, delete.
+
+A workload is expanded into one deployment per cluster placement chose (hub/placement.py);
+each deployment then waits for admission (hub/service/admit.py) in the same transaction.
+Updates keep existing shares where they can: only added replicas are placed, removed ones are
+taken from unadmitted demand first, and a serving change bumps a deployment's generation only
+when its serving digest changes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hub import errors, placement, serving
+from hub.model import Deployment, Placement, Serving, Workload
+from hub.service import admit, validate, views
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.store import accounting, clusters, deployments, projects, workloads
+from hub.store.db import Connection
+
+MAX_WORKLOAD_NAME = 40
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """What a user asks for; validated and normalized by `create`."""
+
+    name: str
+    project: str
+    replicas: int
+    device_class: str
+    serving: Serving
+    placement: Placement
+
+
+@dataclass(frozen=True)
+class WorkloadChange:
+    """An update: None leaves the field as it is."""
+
+    replicas: int | None = None
+    serving: Serving | None = None
+    placement: Placement | None = None
+
+
+def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
+    validate.dns_label(spec.name, "workload.name", max_length=MAX_WORKLOAD_NAME)
+    validate.dns_label(spec.project, "workload.project")
+    validate.device_class(spec.device_class, "workload.device_class")
+    validate.replicas(spec.replicas, "workload.replicas")
+    normalized = serving.normalize(spec.serving, field="workload.serving")
+    wanted = _valid_placement(spec.placement)
+    with transaction(ctx) as tx:
+        if projects.get(tx.conn, spec.project) is None:
+            raise errors.InvalidArgument(
+                "workload.project", f"no such project {spec.project!r} (create it first)"
+            )
+        workload = Workload(
+            workload_id="wl_" + secrets.token_hex(8),
+            name=spec.name,
+            project=spec.project,
+            replicas=spec.replicas,
+            device_class=spec.device_class,
+            serving=normalized,
+            placement=wanted,
+            create_time=tx.now,
+            update_time=tx.now,
+        )
+        eligible = _eligible(tx.conn, wanted)
+        workloads.insert(tx.conn, workload)
+        shares = placement.place(
+            replicas=workload.replicas,
+            devices_per_replica=normalized.devices_per_replica,
+            rooms=_rooms(tx.conn, eligible, workload.device_class),
+        )
+        for cluster_id, share in sorted(shares.items()):
+            if share > 0:
+                _save(
+                    tx, _new_deployment(workload, cluster_id=cluster_id, replicas=share, now=tx.now)
+                )
+        admit.run(ctx, tx, cluster_ids=eligible)
+        return _view(ctx, tx.conn, workload.workload_id)
+
+
+def get(ctx: ServiceContext, ref: str) -> views.WorkloadView:
+    with snapshot(ctx) as conn:
+        return _view(ctx, conn, ref)
+
+
+def list_page(
+    ctx: ServiceContext, *, project: str, page_size: int, page_token: str
+) -> tuple[list[views.WorkloadView], str]:
+    limit, after = validate.page(page_size, page_token)
+    with snapshot(ctx) as conn:
+        found = workloads.list_page(conn, after=after, limit=limit, project=project)
+        grouped: dict[str, list[Deployment]] = {}
+        for d in deployments.of_workloads(conn, [w.workload_id for w in found]):
+            grouped.setdefault(d.workload_id, []).append(d)
+        all_views = views.deployment_views(
+            ctx, conn, [d for group in grouped.values() for d in group]
+        )
+        by_workload: dict[str, list[views.DeploymentView]] = {}
+        for view in all_views:
+            by_workload.setdefault(view.deployment.workload_id, []).append(view)
+        result = [views.workload_view(w, by_workload.get(w.workload_id, [])) for w in found]
+    return result, validate.next_token([w.name for w in found], limit)
+
+
+def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.WorkloadView:
+    if change.replicas is not None:
+        validate.replicas(change.replicas, "workload.replicas")
+    new_serving = (
+        serving.normalize(change.serving, field="workload.serving") if change.serving else None
+    )
+    new_placement = _valid_placement(change.placement) if change.placement else None
+    with transaction(ctx) as tx:
+        workload = _get(tx.conn, ref)
+        current = deployments.of_workload(tx.conn, workload.workload_id)
+        involved = {d.cluster_id for d in current}
+        if new_placement is not None:
+            workload = replace(workload, placement=new_placement)
+            eligible = _eligible(tx.conn, new_placement)
+            involved |= set(eligible)
+            current = _drop_ineligible(tx, current, eligible)
+        if new_serving is not None and new_serving.devices_per_replica != (
+            workload.serving.devices_per_replica
+        ):
+            raise errors.InvalidArgument(
+                "workload.serving",
+                "changing devices per replica (parallelism or disaggregated workers) needs a new"
+                " workload: admission and placement were decided per replica size",
+            )
+        if new_serving is not None:
+            workload = replace(workload, serving=new_serving)
+        if change.replicas is not None:
+            workload = replace(workload, replicas=change.replicas)
+        workload = replace(workload, update_time=tx.now)
+        workloads.update(tx.conn, workload)
+        eligible = _eligible(tx.conn, workload.placement)
+        current = _rescale(tx, workload, current, eligible)
+        _apply_serving(tx, workload, current)
+        involved |= {d.cluster_id for d in current}
+        admit.run(ctx, tx, cluster_ids=involved)
+        return _view(ctx, tx.conn, workload.workload_id)
+
+
+def delete(ctx: ServiceContext, ref: str) -> None:
+    with transaction(ctx) as tx:
+        workload = _get(tx.conn, ref)
+        current = deployments.of_workload(tx.conn, workload.workload_id)
+        for d in current:
+            deployments.delete(tx.conn, d, now=tx.now)
+            tx.touched.add(d.cluster_id)
+        workloads.delete(tx.conn, workload.workload_id)
+        # Released reservations may let waiting deployments in.
+        admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
+
+
+# -- steps ------------------------------------------------------------------------------------
+
+
+def _drop_ineligible(
+    tx: Tx, current: list[Deployment], eligible: Sequence[str]
+) -> list[Deployment]:
+    keep = []
+    for d in current:
+        if d.cluster_id in eligible:
+            keep.append(d)
+        else:
+            deployments.delete(tx.conn, d, now=tx.now)
+            tx.touched.add(d.cluster_id)
+    return keep
+
+
+def _rescale(
+    tx: Tx, workload: Workload, current: list[Deployment], eligible: Sequence[str]
+) -> list[Deployment]:
+    """Make the deployments' desired replicas add up to the workload's replicas."""
+    placed = sum(d.desired_replicas for d in current)
+    by_cluster = {d.cluster_id: d for d in current}
+    if workload.replicas > placed:
+        shares = placement.place(
+            replicas=workload.replicas - placed,
+            devices_per_replica=workload.serving.devices_per_replica,
+            rooms=_rooms(tx.conn, eligible, workload.device_class),
+            existing={d.cluster_id: d.desired_replicas for d in current},
+        )
+    elif workload.replicas < placed:
+        shares = placement.shrink(
+            shares=[
+                placement.Share(d.cluster_id, d.desired_replicas, d.admitted_replicas)
+                for d in current
+            ],
+            remove=placed - workload.replicas,
+        )
+    else:
+        return current
+    result = []
+    for cluster_id, share in sorted(shares.items()):
+        existing = by_cluster.get(cluster_id)
+        if existing is None:
+            if share > 0:
+                result.append(
+                    _save(
+                        tx,
+                        _new_deployment(
+                            workload, cluster_id=cluster_id, replicas=share, now=tx.now
+                        ),
+                    )
+                )
+            continue
+        if share == existing.desired_replicas:
+            result.append(existing)
+            continue
+        grows_demand = share > max(existing.desired_replicas, existing.admitted_replicas)
+        was_settled = existing.admitted_replicas >= existing.desired_replicas
+        result.append(
+            _save(
+                tx,
+                replace(
+                    existing,
+                    desired_replicas=share,
+                    update_time=tx.now,
+                    # A new wait joins the back of the queue; an older wait keeps its place.
+                    pending_since=tx.now
+                    if grows_demand and was_settled
+                    else existing.pending_since,
+                ),
+            )
+        )
+    return result
+
+
+def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> None:
+    digest = serving.digest(workload.serving)
+    for d in current:
+        if d.serving_digest == digest:
+            continue
+        _save(
+            tx,
+            replace(
+                d,
+                serving=workload.serving,
+                engine_args=workload.serving.engine_args,
+                serving_digest=digest,
+                generation=d.generation + 1,
+                update_time=tx.now,
+            ),
+        )
+
+
+def _new_deployment(
+    workload: Workload, *, cluster_id: str, replicas: int, now: float
+) -> Deployment:
+    return Deployment(
+        deployment_id="dep_" + secrets.token_hex(8),
+        workload_id=workload.workload_id,
+        workload_name=workload.name,
+        project=workload.project,
+        cluster_id=cluster_id,
+        desired_replicas=replicas,
+        admitted_replicas=0,
+        admission_reason="",
+        admission_message="",
+        generation=1,
+        authority="managed",
+        enabled=True,
+        engine_args=workload.serving.engine_args,
+        imported_args=(),
+        serving=workload.serving,
+        serving_digest=serving.digest(workload.serving),
+        device_class=workload.device_class,
+        devices_per_replica=workload.serving.devices_per_replica,
+        revision=0,
+        create_time=now,
+        update_time=now,
+        pending_since=now,
+    )
+
+
+def _save(tx: Tx, deployment: Deployment) -> Deployment:
+    tx.touched.add(deployment.cluster_id)
+    return deployments.save(tx.conn, deployment)
+
+
+def _valid_placement(wanted: Placement) -> Placement:
+    if wanted.clusters and wanted.cluster_selector:
+        raise errors.InvalidArgument(
+            "workload.placement", "give either clusters or cluster_selector, not both"
+        )
+    for index, cluster_id in enumerate(wanted.clusters):
+        validate.dns_label(cluster_id, f"workload.placement.clusters[{index}]")
+    validate.labels(wanted.cluster_selector, "workload.placement.cluster_selector")
+    return Placement(
+        clusters=tuple(dict.fromkeys(wanted.clusters)),
+        cluster_selector=dict(wanted.cluster_selector),
+    )
+
+
+def _eligible(conn: Connection, wanted: Placement) -> list[str]:
+    eligible = placement.eligible_clusters(wanted, clusters.labels_by_cluster(conn))
+    if not eligible:
+        raise errors.InvalidArgument(
+            "workload.placement",
+            "no cluster matches: register a cluster or change the selector",
+        )
+    return eligible
+
+
+def _rooms(
+    conn: Connection, eligible: Sequence[str], device_class: str
+) -> list[placement.ClusterRoom]:
+    capacity = accounting.capacities(conn, eligible)
+    rooms = []
+    for cluster_id in eligible:
+        cap = capacity.get((cluster_id, device_class))
+        rooms.append(
+            placement.ClusterRoom(
+                cluster_id=cluster_id,
+                free_devices=cap.free if cap else 0,
+                total_devices=cap.total if cap else 0,
+            )
+        )
+    return rooms
+
+
+def _get(conn: Connection, ref: str) -> Workload:
+    workload = workloads.get(conn, ref)
+    if workload is None:
+        raise errors.NotFound("workload", ref)
+    return workload
+
+
+def _view(ctx: ServiceContext, conn: Connection, ref: str) -> views.WorkloadView:
+    workload = _get(conn, ref)
+    found = deployments.of_workload(conn, workload.workload_id)
+    return views.workload_view(workload, views.deployment_views(ctx, conn, found))

@@ -1,0 +1,150 @@
+"""Serving configs: validation, normalization and the serving digest. Pure.
+
+Called by the service layer on every create and update, before anything is stored, so a
+stored config is always valid and normalized (parallelism 0 -> 1, workers 0 -> 1). The digest
+is "svg_" + the first 16 hex digits of SHA-256 over the canonical JSON of the normalized
+config: same config, same digest, on every machine and every Python version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from typing import Any
+
+from hub import errors
+from hub.model import ENGINES, ROUTER_MODES, SERVING_MODES, KvCache, Serving
+
+MAX_PARALLEL = 1024
+MAX_ENGINE_ARGS = 256
+MAX_ENGINE_ARG_LENGTH = 4096
+_QUANTIZATION = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,31}$")
+_KV_DTYPE = re.compile(r"^[a-z0-9][a-z0-9_]{0,15}$")
+_VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
+
+
+def normalize(serving: Serving, *, field: str = "serving") -> Serving:
+    """Validate and resolve defaults; raise InvalidArgument naming the first bad field."""
+    _check_choice(serving.engine, ENGINES, f"{field}.engine")
+    _check_pattern(
+        serving.engine_version,
+        _VERSION,
+        f"{field}.engine_version",
+        "e.g. 0.11.0; it becomes a Kubernetes label value: letters, digits, ._-, <= 63",
+    )
+    if not serving.model or len(serving.model) > 512 or serving.model.strip() != serving.model:
+        raise errors.InvalidArgument(
+            f"{field}.model", "required: a model id such as meta-llama/Llama-3.3-70B-Instruct"
+        )
+    mode = serving.mode or "aggregated"
+    _check_choice(mode, SERVING_MODES, f"{field}.mode")
+    _check_choice(serving.router_mode, ROUTER_MODES, f"{field}.router_mode", allow_empty=True)
+    tp = _parallel(serving.tensor_parallel, f"{field}.tensor_parallel")
+    pp = _parallel(serving.pipeline_parallel, f"{field}.pipeline_parallel")
+    ep = _parallel(serving.expert_parallel, f"{field}.expert_parallel")
+    if tp % ep:
+        raise errors.InvalidArgument(
+            f"{field}.expert_parallel",
+            f"must divide tensor_parallel ({tp}); experts are spread over a worker's devices",
+        )
+    if serving.context_length < 0:
+        raise errors.InvalidArgument(f"{field}.context_length", "must be >= 0 (0: model default)")
+    if serving.quantization:
+        _check_pattern(serving.quantization, _QUANTIZATION, f"{field}.quantization", "e.g. fp8")
+    if serving.image:
+        _check_pattern(serving.image, _IMAGE, f"{field}.image", "a container image reference")
+    kv = _normalize_kv(serving.kv_cache, f"{field}.kv_cache")
+    args = _normalize_args(serving.engine_args, f"{field}.engine_args")
+    prefill, decode = 1, 1
+    if mode == "disaggregated":
+        prefill = _workers(serving.prefill_workers, f"{field}.disaggregation.prefill_workers")
+        decode = _workers(serving.decode_workers, f"{field}.disaggregation.decode_workers")
+    return dataclasses.replace(
+        serving,
+        mode=mode,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        expert_parallel=ep,
+        kv_cache=kv,
+        engine_args=args,
+        prefill_workers=prefill,
+        decode_workers=decode,
+    )
+
+
+def digest(serving: Serving) -> str:
+    """The serving digest of a normalized config."""
+    canonical = json.dumps(to_document(serving), sort_keys=True, separators=(",", ":"))
+    return "svg_" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def to_document(serving: Serving) -> dict[str, Any]:
+    """The config as a JSON-able dict (the stored form, and the digest's input)."""
+    document = dataclasses.asdict(serving)
+    document["engine_args"] = list(serving.engine_args)
+    return document
+
+
+def from_document(document: dict[str, Any]) -> Serving:
+    kv = KvCache(**document.pop("kv_cache", {}))
+    args = tuple(document.pop("engine_args", ()))
+    return Serving(kv_cache=kv, engine_args=args, **document)
+
+
+def _parallel(value: int, field: str) -> int:
+    if value == 0:
+        return 1
+    if not 1 <= value <= MAX_PARALLEL:
+        raise errors.InvalidArgument(field, f"must be between 1 and {MAX_PARALLEL} (0 means 1)")
+    return value
+
+
+def _workers(value: int, field: str) -> int:
+    if value == 0:
+        return 1
+    if not 1 <= value <= 64:
+        raise errors.InvalidArgument(field, "must be between 1 and 64 (0 means 1)")
+    return value
+
+
+def _normalize_kv(kv: KvCache, field: str) -> KvCache:
+    if kv.dtype:
+        _check_pattern(kv.dtype, _KV_DTYPE, f"{field}.dtype", "e.g. fp8 or auto")
+    if not 0.0 <= kv.gpu_memory_utilization <= 1.0:
+        raise errors.InvalidArgument(
+            f"{field}.gpu_memory_utilization", "must be in (0, 1]; 0 means the engine default"
+        )
+    if kv.block_size < 0 or kv.block_size > 4096:
+        raise errors.InvalidArgument(f"{field}.block_size", "must be between 0 and 4096 tokens")
+    return kv
+
+
+def _normalize_args(args: tuple[str, ...], field: str) -> tuple[str, ...]:
+    if len(args) > MAX_ENGINE_ARGS:
+        raise errors.InvalidArgument(field, f"at most {MAX_ENGINE_ARGS} arguments")
+    for index, arg in enumerate(args):
+        if not arg or len(arg) > MAX_ENGINE_ARG_LENGTH or "\x00" in arg:
+            raise errors.InvalidArgument(
+                f"{field}[{index}]",
+                f"each argument must be 1 to {MAX_ENGINE_ARG_LENGTH} characters, no NUL",
+            )
+    return tuple(args)
+
+
+def _check_choice(
+    value: str, choices: tuple[str, ...], field: str, *, allow_empty: bool = False
+) -> None:
+    if value in choices or (allow_empty and not value):
+        return
+    shown = ", ".join(c for c in choices if c)
+    problem = "required" if not value else f"unknown value {value!r}"
+    raise errors.InvalidArgument(field, f"{problem}; expected one of: {shown}")
+
+
+def _check_pattern(value: str, pattern: re.Pattern[str], field: str, example: str) -> None:
+    if not pattern.match(value):
+        problem = "required" if not value else f"invalid value {value!r}"
+        raise errors.InvalidArgument(field, f"{problem} ({example})")

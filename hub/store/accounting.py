@@ -1,0 +1,133 @@
+"""Device accounting: what deployments hold and reserve, per project and per cluster.
+
+The definitions (docs/admission.md), computed here in SQL so a pass costs a few aggregate
+queries rather than a walk over every row:
+- held(d): devices in live allocations of deployment d's pods (allocations joined to replicas by
+  cluster, namespace and pod name);
+- reserved(d) = max(0, admitted_replicas x devices_per_replica - held(d));
+- a project's used / reserved per class = sum of held / reserved over its deployments;
+- a cluster's total per class = NVML-verified healthy devices; allocated = those devices in any
+  live allocation (ours or not); reserved = sum of reserved(d) over its deployments.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+from hub.model import Capacity
+
+_HELD = """
+    SELECT r.deployment_id AS deployment_id, COUNT(*) AS held
+    FROM replicas r
+    JOIN allocations a
+      ON a.cluster_id = r.cluster_id AND a.namespace = r.namespace AND a.pod_name = r.name
+    {where}
+    GROUP BY r.deployment_id
+"""
+
+_CHUNK = 500
+
+
+def held_by_deployment(
+    conn: sqlite3.Connection, deployment_ids: Sequence[str] | None = None
+) -> dict[str, int]:
+    if deployment_ids is None:
+        rows = conn.execute(_HELD.format(where="")).fetchall()
+        return {r["deployment_id"]: r["held"] for r in rows}
+    held: dict[str, int] = {}
+    for chunk in _chunks(deployment_ids):
+        where = f"WHERE r.deployment_id IN ({_marks(chunk)})"
+        for r in conn.execute(_HELD.format(where=where), chunk):
+            held[r["deployment_id"]] = r["held"]
+    return held
+
+
+def quota_charges(
+    conn: sqlite3.Connection, projects: Sequence[str] | None = None
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """(project, class) -> (used, reserved)."""
+    query = f"""
+        WITH held AS ({_HELD.format(where="")})
+        SELECT d.project AS project, d.device_class AS device_class,
+               COALESCE(SUM(h.held), 0) AS used,
+               COALESCE(SUM(MAX(0, d.admitted_replicas * d.devices_per_replica
+                                   - COALESCE(h.held, 0))), 0) AS reserved
+        FROM deployments d LEFT JOIN held h ON h.deployment_id = d.deployment_id
+        {{where}}
+        GROUP BY d.project, d.device_class
+    """
+    result: dict[tuple[str, str], tuple[int, int]] = {}
+    for where, params in _filters("d.project", projects):
+        for r in conn.execute(query.format(where=where), params):
+            result[(r["project"], r["device_class"])] = (r["used"], r["reserved"])
+    return result
+
+
+def capacities(
+    conn: sqlite3.Connection, cluster_ids: Sequence[str] | None = None
+) -> dict[tuple[str, str], Capacity]:
+    """(cluster, class) -> Capacity, for every class the cluster has devices or demand of."""
+    # [usable, allocated, reserved, unusable] per (cluster, class)
+    totals: dict[tuple[str, str], list[int]] = {}
+    chunks: list[list[str] | None] = [None] if cluster_ids is None else list(_chunks(cluster_ids))
+    for chunk in chunks:
+        params = chunk or []
+
+        def only(column: str, chunk: list[str] | None = chunk) -> str:
+            return f"AND {column} IN ({_marks(chunk)})" if chunk is not None else ""
+
+        for r in conn.execute(
+            f"""SELECT cluster_id, device_class,
+                       SUM(CASE WHEN verified = 1 AND healthy = 1 THEN 1 ELSE 0 END) AS usable,
+                       SUM(CASE WHEN verified = 1 AND healthy = 1 THEN 0 ELSE 1 END) AS unusable
+                FROM devices WHERE 1 = 1 {only("cluster_id")}
+                GROUP BY cluster_id, device_class""",
+            params,
+        ):
+            totals[(r["cluster_id"], r["device_class"])] = [r["usable"], 0, 0, r["unusable"]]
+        for r in conn.execute(
+            f"""SELECT dv.cluster_id AS cluster_id, dv.device_class AS device_class,
+                       COUNT(DISTINCT dv.uuid) AS allocated
+                FROM allocations a
+                JOIN devices dv ON dv.cluster_id = a.cluster_id AND dv.uuid = a.device_id
+                WHERE dv.verified = 1 AND dv.healthy = 1 {only("a.cluster_id")}
+                GROUP BY dv.cluster_id, dv.device_class""",
+            params,
+        ):
+            key = (r["cluster_id"], r["device_class"])
+            totals.setdefault(key, [0, 0, 0, 0])[1] = r["allocated"]
+        for r in conn.execute(
+            f"""WITH held AS ({_HELD.format(where="")})
+                SELECT d.cluster_id AS cluster_id, d.device_class AS device_class,
+                       COALESCE(SUM(MAX(0, d.admitted_replicas * d.devices_per_replica
+                                           - COALESCE(h.held, 0))), 0) AS reserved
+                FROM deployments d LEFT JOIN held h ON h.deployment_id = d.deployment_id
+                WHERE 1 = 1 {only("d.cluster_id")}
+                GROUP BY d.cluster_id, d.device_class""",
+            params,
+        ):
+            key = (r["cluster_id"], r["device_class"])
+            totals.setdefault(key, [0, 0, 0, 0])[2] = r["reserved"]
+    return {
+        key: Capacity(total=t, allocated=a, reserved=res, unusable=u)
+        for key, (t, a, res, u) in totals.items()
+    }
+
+
+def _filters(column: str, values: Sequence[str] | None) -> Iterator[tuple[str, list[str]]]:
+    if values is None:
+        yield "", []
+        return
+    for chunk in _chunks(values):
+        yield f"WHERE {column} IN ({_marks(chunk)})", chunk
+
+
+def _chunks(values: Sequence[str]) -> Iterator[list[str]]:
+    items = sorted(set(values))
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _marks(values: Sequence[str]) -> str:
+    return ",".join("?" * len(values))

@@ -1,0 +1,168 @@
+"""The SQLite database: connection settings, transactions and versioned migrations.
+
+The only module (with its siblings in hub/store) that imports sqlite3. Settings:
+- WAL journal, foreign keys on, busy timeout 5 s;
+- synchronous=NORMAL by default: in WAL mode a committed transaction survives a crash or a
+  kill -9 of the hub (only a power loss or OS crash can lose the last ones); `synchronous=FULL`
+  makes commits survive those too, at one fsync per commit.
+
+Writes go through `write()`, which opens BEGIN IMMEDIATE: the write lock is taken before the
+first read, so a read-decide-write sequence (admission) can never interleave with another
+writer, in this process or another one on the same file. Reads that must be consistent across
+statements use `read()` (one deferred transaction, a stable snapshot in WAL mode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.resources
+import logging
+import pathlib
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+
+from hub import errors
+
+log = logging.getLogger(__name__)
+
+# The connection type the store's functions take; the service layer names it through here so
+# that only hub/store imports sqlite3.
+Connection = sqlite3.Connection
+
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+SYNCHRONOUS_MODES = ("NORMAL", "FULL")
+
+
+class Database:
+    def __init__(
+        self, path: str | pathlib.Path, *, synchronous: str = "NORMAL", busy_timeout_s: float = 5.0
+    ) -> None:
+        if synchronous.upper() not in SYNCHRONOUS_MODES:
+            raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}")
+        self.path = str(path)
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(
+                self.path,
+                timeout=busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as e:
+            raise errors.StoreError(f"cannot open database {self.path}: {e}") from e
+        self.schema_version = migrate(self._conn)
+        self.epoch = self._ensure_epoch()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE); commits on success, rolls back on error."""
+        with self._lock:
+            self._begin("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                self._conn.execute("ROLLBACK")
+                raise errors.StoreError(f"commit failed: {e}") from e
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every statement sees the same snapshot."""
+        with self._lock:
+            self._begin("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
+
+    def _begin(self, statement: str) -> None:
+        try:
+            self._conn.execute(statement)
+        except sqlite3.OperationalError as e:
+            raise errors.StoreError(f"database busy: {e}") from e
+
+    def _ensure_epoch(self) -> str:
+        with self.write() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'store_epoch'").fetchone()
+            if row:
+                return str(row["value"])
+            epoch = "se_" + secrets.token_hex(8)
+            conn.execute("INSERT INTO meta (key, value) VALUES ('store_epoch', ?)", (epoch,))
+            return epoch
+
+
+def migrations() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every shipped migration, in order."""
+    found = []
+    for entry in importlib.resources.files("hub.store.migrations").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text()))
+    found.sort()
+    versions = [version for version, _, _ in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migrations must be numbered 0001.. without gaps, found {versions}")
+    return found
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Apply every migration newer than the database's version; return the version."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    current = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()[0]
+    shipped = migrations()
+    if current > len(shipped):
+        raise errors.StoreError(
+            f"database schema version {current} is newer than this hub knows ({len(shipped)}): "
+            "upgrade the hub"
+        )
+    for version, name, sql in shipped[current:]:
+        log.info("applying migration %s", name)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                (version, name, time.time()),
+            )
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        current = version
+    return int(current)
+
+
+def _statements(sql: str) -> Iterator[str]:
+    """Split a migration into statements (executescript would commit on its own)."""
+    buffer = ""
+    for line in sql.splitlines(keepends=True):
+        if line.lstrip().startswith("--"):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            statement = buffer.strip()
+            if statement:
+                yield statement
+            buffer = ""
+    if buffer.strip():
+        raise RuntimeError(f"incomplete SQL statement in migration: {buffer.strip()[:80]}")

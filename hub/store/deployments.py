@@ -1,0 +1,250 @@
+"""Deployments, the plane-written half (table deployments), and their tombstones.
+
+Every change to what the agent sees of a deployment (its spec: replicas admitted, enabled,
+authority, serving, generation) goes through `save`, which takes a fresh cluster revision, so
+the sync layer can send exactly what changed since an agent's revision. Deletions leave a
+tombstone carrying the revision of the deletion.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from hub import serving
+from hub.model import Deployment
+from hub.store import clusters, codec
+
+_COLUMNS = (
+    "deployment_id, workload_id, cluster_id, project, desired_replicas, admitted_replicas,"
+    " admission_reason, admission_message, pending_since, generation, authority, enabled,"
+    " engine_args, imported_args, serving, serving_digest, device_class, devices_per_replica,"
+    " revision, create_time, update_time"
+)
+
+
+@dataclass(frozen=True)
+class DeploymentFilter:
+    workload_id: str = ""
+    cluster_id: str = ""
+    project: str = ""
+
+
+def save(conn: sqlite3.Connection, deployment: Deployment) -> Deployment:
+    """Insert or update; bumps the cluster's revision and returns the stored deployment."""
+    revision = clusters.bump_revision(conn, deployment.cluster_id)
+    stored = replace(deployment, revision=revision)
+    conn.execute(
+        f"INSERT INTO deployments ({_COLUMNS}) VALUES ({','.join('?' * 21)})"
+        " ON CONFLICT (deployment_id) DO UPDATE SET"
+        " desired_replicas = excluded.desired_replicas,"
+        " admitted_replicas = excluded.admitted_replicas,"
+        " admission_reason = excluded.admission_reason,"
+        " admission_message = excluded.admission_message,"
+        " pending_since = excluded.pending_since, generation = excluded.generation,"
+        " authority = excluded.authority, enabled = excluded.enabled,"
+        " engine_args = excluded.engine_args, imported_args = excluded.imported_args,"
+        " serving = excluded.serving, serving_digest = excluded.serving_digest,"
+        " revision = excluded.revision, update_time = excluded.update_time",
+        _row(stored),
+    )
+    return stored
+
+
+def set_admission_note(
+    conn: sqlite3.Connection, *, deployment_id: str, reason: str, message: str
+) -> None:
+    """Record why a deployment still waits; not part of its spec, so no revision."""
+    conn.execute(
+        "UPDATE deployments SET admission_reason = ?, admission_message = ?"
+        " WHERE deployment_id = ?",
+        (reason, message, deployment_id),
+    )
+
+
+def get(conn: sqlite3.Connection, ref: str) -> Deployment | None:
+    """By id ("dep_...") or by name ("<workload>.<cluster>")."""
+    row = conn.execute(_select("d.deployment_id = ?"), (ref,)).fetchone()
+    if row is None and "." in ref:
+        workload_name, cluster_id = ref.rsplit(".", 1)
+        row = conn.execute(
+            _select("w.name = ? AND d.cluster_id = ?"), (workload_name, cluster_id)
+        ).fetchone()
+    return _deployment(row) if row else None
+
+
+def list_page(
+    conn: sqlite3.Connection, *, where: DeploymentFilter, after: str, limit: int
+) -> list[Deployment]:
+    clauses, params = ["d.deployment_id > ?"], [after]
+    for column, value in (
+        ("d.workload_id", where.workload_id),
+        ("d.cluster_id", where.cluster_id),
+        ("d.project", where.project),
+    ):
+        if value:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    rows = conn.execute(
+        _select(" AND ".join(clauses)) + " ORDER BY d.deployment_id LIMIT ?", [*params, limit]
+    ).fetchall()
+    return [_deployment(r) for r in rows]
+
+
+def of_workload(conn: sqlite3.Connection, workload_id: str) -> list[Deployment]:
+    rows = conn.execute(
+        _select("d.workload_id = ?") + " ORDER BY d.cluster_id", (workload_id,)
+    ).fetchall()
+    return [_deployment(r) for r in rows]
+
+
+def of_workloads(conn: sqlite3.Connection, workload_ids: Sequence[str]) -> list[Deployment]:
+    if not workload_ids:
+        return []
+    marks = ",".join("?" * len(workload_ids))
+    rows = conn.execute(
+        _select(f"d.workload_id IN ({marks})") + " ORDER BY d.cluster_id", list(workload_ids)
+    ).fetchall()
+    return [_deployment(r) for r in rows]
+
+
+def changed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> list[Deployment]:
+    rows = conn.execute(
+        _select("d.cluster_id = ? AND d.revision > ?") + " ORDER BY d.revision",
+        (cluster_id, revision),
+    ).fetchall()
+    return [_deployment(r) for r in rows]
+
+
+def removed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> list[str]:
+    rows = conn.execute(
+        "SELECT deployment_id FROM tombstones WHERE cluster_id = ? AND revision > ?"
+        " ORDER BY revision",
+        (cluster_id, revision),
+    ).fetchall()
+    return [r["deployment_id"] for r in rows]
+
+
+def waiting(
+    conn: sqlite3.Connection, *, cluster_ids: Sequence[str] | None = None
+) -> list[Deployment]:
+    """Deployments whose admitted replicas differ from what they should hold, oldest first."""
+    clause = (
+        "((d.enabled = 1 AND d.admitted_replicas != d.desired_replicas)"
+        " OR (d.enabled = 0 AND d.admitted_replicas > 0))"
+    )
+    params: list[object] = []
+    if cluster_ids is not None:
+        clause += f" AND d.cluster_id IN ({','.join('?' * len(cluster_ids))})"
+        params = list(cluster_ids)
+    rows = conn.execute(_select(clause) + " ORDER BY d.pending_since", params).fetchall()
+    return [_deployment(r) for r in rows]
+
+
+def owners(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, str]:
+    """deployment id -> cluster id, for the ids that exist."""
+    result: dict[str, str] = {}
+    ids = list(dict.fromkeys(deployment_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = conn.execute(
+            "SELECT deployment_id, cluster_id FROM deployments"
+            f" WHERE deployment_id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        )
+        result.update({r["deployment_id"]: r["cluster_id"] for r in rows})
+    return result
+
+
+def tombstoned(
+    conn: sqlite3.Connection, cluster_id: str, deployment_ids: Sequence[str]
+) -> set[str]:
+    if not deployment_ids:
+        return set()
+    rows = conn.execute(
+        "SELECT deployment_id FROM tombstones WHERE cluster_id = ?"
+        f" AND deployment_id IN ({','.join('?' * len(deployment_ids))})",
+        [cluster_id, *deployment_ids],
+    )
+    return {r["deployment_id"] for r in rows}
+
+
+def delete(conn: sqlite3.Connection, deployment: Deployment, *, now: float) -> int:
+    """Delete and leave a tombstone; returns the tombstone's revision."""
+    revision = clusters.bump_revision(conn, deployment.cluster_id)
+    conn.execute("DELETE FROM deployments WHERE deployment_id = ?", (deployment.deployment_id,))
+    conn.execute(
+        "INSERT INTO tombstones (cluster_id, deployment_id, revision, delete_time)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (cluster_id, deployment_id)"
+        " DO UPDATE SET revision = excluded.revision, delete_time = excluded.delete_time",
+        (deployment.cluster_id, deployment.deployment_id, revision, now),
+    )
+    return revision
+
+
+def count_on_cluster(conn: sqlite3.Connection, cluster_id: str) -> int:
+    row = conn.execute(
+        "SELECT COUNT(*) FROM deployments WHERE cluster_id = ?", (cluster_id,)
+    ).fetchone()
+    return int(row[0])
+
+
+def _select(where: str, *, extra: str = "") -> str:
+    return (
+        f"SELECT d.*, w.name AS workload_name{extra} FROM deployments d"
+        f" JOIN workloads w ON w.workload_id = d.workload_id WHERE {where}"
+    )
+
+
+def _row(d: Deployment) -> tuple[object, ...]:
+    return (
+        d.deployment_id,
+        d.workload_id,
+        d.cluster_id,
+        d.project,
+        d.desired_replicas,
+        d.admitted_replicas,
+        d.admission_reason,
+        d.admission_message,
+        d.pending_since,
+        d.generation,
+        d.authority,
+        int(d.enabled),
+        codec.dumps(list(d.engine_args)),
+        codec.dumps(list(d.imported_args)),
+        codec.dumps(serving.to_document(d.serving)),
+        d.serving_digest,
+        d.device_class,
+        d.devices_per_replica,
+        d.revision,
+        d.create_time,
+        d.update_time,
+    )
+
+
+def _deployment(row: sqlite3.Row) -> Deployment:
+    return Deployment(
+        deployment_id=row["deployment_id"],
+        workload_id=row["workload_id"],
+        workload_name=row["workload_name"],
+        project=row["project"],
+        cluster_id=row["cluster_id"],
+        desired_replicas=row["desired_replicas"],
+        admitted_replicas=row["admitted_replicas"],
+        admission_reason=row["admission_reason"],
+        admission_message=row["admission_message"],
+        generation=row["generation"],
+        authority=row["authority"],
+        enabled=bool(row["enabled"]),
+        engine_args=tuple(codec.loads(row["engine_args"])),
+        imported_args=tuple(codec.loads(row["imported_args"])),
+        serving=serving.from_document(codec.loads(row["serving"])),
+        serving_digest=row["serving_digest"],
+        device_class=row["device_class"],
+        devices_per_replica=row["devices_per_replica"],
+        revision=row["revision"],
+        create_time=row["create_time"],
+        update_time=row["update_time"],
+        pending_since=row["pending_since"],
+    )

@@ -1,0 +1,280 @@
+"""Validate and convert stream messages: agent -> hub into domain values, hub -> agent from them.
+
+Every field of every incoming message is checked here, before anything reaches the service:
+a bad one raises hub.errors.InvalidArgument naming its path ("observations.deployments[2].
+replicas[0].name") and what is accepted, and the whole message is refused, so a malformed
+message changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from wingsmith.v1 import resources_pb2, sync_pb2
+
+from hub import errors, wire
+from hub.model import (
+    AllocationObservation,
+    Deployment,
+    DeploymentObservation,
+    Device,
+    NodeObservation,
+    ObservationBatch,
+    Rejection,
+    ReplicaObservation,
+    StatusReport,
+)
+
+DEPLOYMENT_ID = re.compile(r"^dep_[0-9a-f]{16}$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DIGEST = re.compile(r"^svg_[0-9a-f]{16}$")
+DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+PRINTABLE = re.compile(r"^[\x20-\x7e]*$")
+ROLES = ("", "worker", "prefill", "decode")
+MAX_PER_BATCH = 10_000
+MAX_REPLICAS = 10_000
+MAX_DEVICES_PER_NODE = 1024
+
+
+class Checker:
+    """Field checks that know their path; `now_ns` bounds observation times."""
+
+    def __init__(self, *, now_ns: int, max_skew_ns: int) -> None:
+        self.now_ns = now_ns
+        self.max_skew_ns = max_skew_ns
+
+    def text(self, value: str, path: str, *, limit: int, required: bool = False) -> str:
+        if required and not value:
+            raise errors.InvalidArgument(path, "required")
+        if len(value) > limit or not PRINTABLE.match(value):
+            raise errors.InvalidArgument(path, f"at most {limit} printable ASCII characters")
+        return value
+
+    def pattern(
+        self, value: str, pattern: re.Pattern[str], path: str, *, what: str, limit: int = 253
+    ) -> str:
+        if len(value) > limit or not pattern.match(value):
+            raise errors.InvalidArgument(path, f"invalid {what}: {value[:80]!r}")
+        return value
+
+    def count(self, value: int, path: str, *, limit: int) -> int:
+        if not 0 <= value <= limit:
+            raise errors.InvalidArgument(path, f"must be between 0 and {limit}")
+        return value
+
+    def observed_at(self, value: int, path: str) -> int:
+        if value <= 0:
+            raise errors.InvalidArgument(path, "required: the observation time in Unix nanoseconds")
+        if value > self.now_ns + self.max_skew_ns:
+            raise errors.InvalidArgument(
+                path, "is in the future beyond the allowed clock skew: check the agent's clock"
+            )
+        return value
+
+    def unique(self, keys: Iterable[object], path: str, *, what: str) -> None:
+        seen: set[object] = set()
+        for key in keys:
+            if key in seen:
+                raise errors.InvalidArgument(path, f"duplicate {what} {key!r}")
+            seen.add(key)
+
+
+def hello(message: sync_pb2.Hello) -> sync_pb2.Hello:
+    check = Checker(now_ns=0, max_skew_ns=0)
+    check.pattern(message.cluster_id, DNS_LABEL, "hello.cluster_id", what="cluster id", limit=63)
+    check.text(message.agent_version, "hello.agent_version", limit=64)
+    check.text(message.store_epoch, "hello.store_epoch", limit=64)
+    check.text(message.agent_instance, "hello.agent_instance", limit=253)
+    if message.applied_revision < 0:
+        raise errors.InvalidArgument("hello.applied_revision", "must be >= 0")
+    return message
+
+
+def reject(message: sync_pb2.Reject) -> tuple[str, Rejection]:
+    check = Checker(now_ns=0, max_skew_ns=0)
+    check.pattern(
+        message.deployment_id, DEPLOYMENT_ID, "reject.deployment_id", what="deployment id"
+    )
+    if message.revision <= 0 or message.generation <= 0:
+        raise errors.InvalidArgument("reject", "revision and generation must be > 0")
+    error = check.text(message.error, "reject.error", limit=4096, required=True)
+    return message.deployment_id, Rejection(message.revision, message.generation, error)
+
+
+def observations(message: sync_pb2.ObservationBatch, check: Checker) -> ObservationBatch:
+    path = "observations"
+    if message.seq <= 0:
+        raise errors.InvalidArgument(f"{path}.seq", "must be > 0 and increase with every batch")
+    if len(message.deployments) + len(message.nodes) > MAX_PER_BATCH:
+        raise errors.InvalidArgument(path, f"at most {MAX_PER_BATCH} records per batch")
+    check.unique(
+        (d.deployment_id for d in message.deployments), f"{path}.deployments", what="deployment"
+    )
+    check.unique((n.node_id for n in message.nodes), f"{path}.nodes", what="node")
+    return ObservationBatch(
+        seq=message.seq,
+        deployments=tuple(
+            _deployment(d, check, f"{path}.deployments[{i}]")
+            for i, d in enumerate(message.deployments)
+        ),
+        nodes=tuple(_node(n, check, f"{path}.nodes[{i}]") for i, n in enumerate(message.nodes)),
+    )
+
+
+def _deployment(
+    message: sync_pb2.DeploymentObservation, check: Checker, path: str
+) -> DeploymentObservation:
+    check.pattern(
+        message.deployment_id, DEPLOYMENT_ID, f"{path}.deployment_id", what="deployment id"
+    )
+    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
+    if len(message.replicas) > MAX_REPLICAS:
+        raise errors.InvalidArgument(f"{path}.replicas", f"at most {MAX_REPLICAS}")
+    check.unique(((r.namespace, r.name) for r in message.replicas), f"{path}.replicas", what="pod")
+    if message.absent and message.replicas:
+        raise errors.InvalidArgument(f"{path}.replicas", "must be empty when absent is true")
+    status = None
+    if message.HasField("status"):
+        s = message.status
+        sp = f"{path}.status"
+        status = StatusReport(
+            phase=check.text(s.phase, f"{sp}.phase", limit=64),
+            reason=check.text(s.reason, f"{sp}.reason", limit=128),
+            message=check.text(s.message, f"{sp}.message", limit=2048),
+            ready_replicas=check.count(
+                s.ready_replicas, f"{sp}.ready_replicas", limit=MAX_REPLICAS
+            ),
+            desired_replicas=check.count(
+                s.desired_replicas, f"{sp}.desired_replicas", limit=MAX_REPLICAS
+            ),
+            applied_generation=check.count(
+                s.applied_generation, f"{sp}.applied_generation", limit=2**62
+            ),
+            observe_ns=observe_ns,
+            absent=message.absent,
+        )
+    return DeploymentObservation(
+        deployment_id=message.deployment_id,
+        observe_ns=observe_ns,
+        status=status,
+        replicas=tuple(
+            _replica(r, check, f"{path}.replicas[{i}]") for i, r in enumerate(message.replicas)
+        ),
+        absent=message.absent,
+    )
+
+
+def _replica(message: sync_pb2.ReplicaReport, check: Checker, path: str) -> ReplicaObservation:
+    check.pattern(message.name, DNS_SUBDOMAIN, f"{path}.name", what="pod name")
+    check.pattern(message.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    if message.node_id:
+        check.pattern(message.node_id, DNS_SUBDOMAIN, f"{path}.node_id", what="node name")
+    if message.serving_digest:
+        check.pattern(
+            message.serving_digest, DIGEST, f"{path}.serving_digest", what="serving digest"
+        )
+    if message.role not in ROLES:
+        raise errors.InvalidArgument(
+            f"{path}.role", f"expected one of: {', '.join(r for r in ROLES if r)}"
+        )
+    if message.ready and not message.node_id:
+        raise errors.InvalidArgument(f"{path}.node_id", "a ready replica must name its node")
+    return ReplicaObservation(
+        name=message.name,
+        namespace=message.namespace,
+        node_id=message.node_id,
+        ready=message.ready,
+        serving_digest=message.serving_digest,
+        engine_version=check.text(message.engine_version, f"{path}.engine_version", limit=64),
+        role=message.role,
+    )
+
+
+def _node(message: sync_pb2.NodeObservation, check: Checker, path: str) -> NodeObservation:
+    check.pattern(message.node_id, DNS_SUBDOMAIN, f"{path}.node_id", what="node name")
+    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
+    if len(message.devices) > MAX_DEVICES_PER_NODE:
+        raise errors.InvalidArgument(f"{path}.devices", f"at most {MAX_DEVICES_PER_NODE}")
+    check.unique((d.uuid for d in message.devices), f"{path}.devices", what="device")
+    check.unique(
+        ((a.namespace, a.pod_name) for a in message.allocations), f"{path}.allocations", what="pod"
+    )
+    if message.absent and (message.devices or message.allocations):
+        raise errors.InvalidArgument(path, "an absent node carries no devices or allocations")
+    return NodeObservation(
+        node_id=message.node_id,
+        observe_ns=observe_ns,
+        devices=tuple(
+            _device(d, check, f"{path}.devices[{i}]") for i, d in enumerate(message.devices)
+        ),
+        allocations=tuple(
+            _allocation(a, check, f"{path}.allocations[{i}]")
+            for i, a in enumerate(message.allocations)
+        ),
+        absent=message.absent,
+        inventory_error=check.text(message.inventory_error, f"{path}.inventory_error", limit=2048),
+    )
+
+
+def _device(message: resources_pb2.Device, check: Checker, path: str) -> Device:
+    return Device(
+        uuid=check.text(message.uuid, f"{path}.uuid", limit=128, required=True),
+        name=check.text(message.name, f"{path}.name", limit=128),
+        memory_bytes=message.memory_bytes,
+        pci_bus_id=check.text(message.pci_bus_id, f"{path}.pci_bus_id", limit=64),
+        device_class=check.pattern(
+            message.device_class,
+            DEVICE_CLASS,
+            f"{path}.device_class",
+            what="device class",
+            limit=63,
+        ),
+        healthy=message.healthy,
+        health_reason=check.text(message.health_reason, f"{path}.health_reason", limit=512),
+        verified=message.verified,
+        nvlink_domain=check.text(message.nvlink_domain, f"{path}.nvlink_domain", limit=128),
+        parent_uuid=check.text(message.parent_uuid, f"{path}.parent_uuid", limit=128),
+    )
+
+
+def _allocation(
+    message: sync_pb2.AllocationReport, check: Checker, path: str
+) -> AllocationObservation:
+    check.pattern(message.pod_name, DNS_SUBDOMAIN, f"{path}.pod_name", what="pod name")
+    check.pattern(message.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    if not message.device_ids:
+        raise errors.InvalidArgument(f"{path}.device_ids", "required: at least one device id")
+    check.unique(message.device_ids, f"{path}.device_ids", what="device id")
+    for i, device_id in enumerate(message.device_ids):
+        check.text(device_id, f"{path}.device_ids[{i}]", limit=128, required=True)
+    return AllocationObservation(
+        pod_name=message.pod_name,
+        namespace=message.namespace,
+        device_ids=tuple(message.device_ids),
+        resource_name=check.text(message.resource_name, f"{path}.resource_name", limit=253),
+    )
+
+
+# -- hub -> agent -------------------------------------------------------------------------------
+
+
+def deployment_spec(d: Deployment) -> sync_pb2.DeploymentSpec:
+    return sync_pb2.DeploymentSpec(
+        deployment_id=d.deployment_id,
+        name=d.name,
+        workload_id=d.workload_id,
+        workload_name=d.workload_name,
+        project=d.project,
+        replicas=d.admitted_replicas if d.enabled else 0,
+        admitted=d.admitted_replicas > 0 or d.desired_replicas == 0,
+        enabled=d.enabled,
+        authority=wire.enum_value(resources_pb2.Authority, d.authority),
+        serving=wire.serving_to_proto(d.serving),
+        generation=d.generation,
+        serving_digest=d.serving_digest,
+        device_class=d.device_class,
+        devices_per_replica=d.devices_per_replica,
+        revision=d.revision,
+    )

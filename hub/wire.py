@@ -1,0 +1,134 @@
+"""Protobuf <-> domain conversions shared by both edges (hub/api and hub/sync).
+
+Only the edges import this module; the core never sees a protobuf message. Enum values map to
+the design's lower-case words by stripping the enum's type prefix ("ENGINE_VLLM" -> "vllm"),
+the same rule the REST JSON uses.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import timestamp_pb2
+from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+from wingsmith.v1 import resources_pb2 as pb
+
+from hub.model import Device, KvCache, Serving
+
+
+def enum_word(enum: EnumTypeWrapper, value: int) -> str:
+    """ENGINE_VLLM -> "vllm"; the UNSPECIFIED value -> "".
+
+    A number the enum does not define (a newer client, or a bad one) comes back as
+    "unknown(N)", which every validator rejects with a message naming the field.
+    """
+    try:
+        name = enum.Name(value)
+    except ValueError:
+        return f"unknown({value})"
+    prefix = _prefix(enum)
+    word = name[len(prefix) :] if name.startswith(prefix) else name
+    return "" if word == "UNSPECIFIED" else word.lower()
+
+
+def enum_value(enum: EnumTypeWrapper, word: str) -> int:
+    if not word:
+        return 0
+    return int(enum.Value(_prefix(enum) + word.upper()))
+
+
+def _prefix(enum: EnumTypeWrapper) -> str:
+    # AdmissionPhase -> ADMISSION_PHASE_
+    name = enum.DESCRIPTOR.name
+    snake = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name))
+    return snake.upper() + "_"
+
+
+def timestamp(seconds: float | None) -> timestamp_pb2.Timestamp | None:
+    if seconds is None:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+def timestamp_ns(nanos: int) -> timestamp_pb2.Timestamp | None:
+    if not nanos:
+        return None
+    stamp = timestamp_pb2.Timestamp()
+    stamp.FromNanoseconds(nanos)
+    return stamp
+
+
+def serving_to_proto(serving: Serving) -> pb.ServingConfig:
+    message = pb.ServingConfig(
+        engine=enum_value(pb.Engine, serving.engine),
+        engine_version=serving.engine_version,
+        model=serving.model,
+        tensor_parallel=serving.tensor_parallel,
+        pipeline_parallel=serving.pipeline_parallel,
+        expert_parallel=serving.expert_parallel,
+        context_length=serving.context_length,
+        quantization=serving.quantization,
+        engine_args=list(serving.engine_args),
+        mode=enum_value(pb.ServingMode, serving.mode),
+        router_mode=enum_value(pb.RouterMode, serving.router_mode),
+        image=serving.image,
+    )
+    kv = serving.kv_cache
+    if kv != KvCache():
+        message.kv_cache.CopyFrom(
+            pb.KvCacheConfig(
+                dtype=kv.dtype,
+                gpu_memory_utilization=kv.gpu_memory_utilization,
+                block_size=kv.block_size,
+                disable_prefix_caching=kv.disable_prefix_caching,
+            )
+        )
+    if serving.mode == "disaggregated":
+        message.disaggregation.CopyFrom(
+            pb.Disaggregation(
+                prefill_workers=serving.prefill_workers, decode_workers=serving.decode_workers
+            )
+        )
+    return message
+
+
+def serving_from_proto(message: pb.ServingConfig) -> Serving:
+    """Raw values (not validated): hub.serving.normalize checks them."""
+    kv = message.kv_cache
+    return Serving(
+        engine=enum_word(pb.Engine, message.engine),
+        engine_version=message.engine_version,
+        model=message.model,
+        tensor_parallel=message.tensor_parallel,
+        pipeline_parallel=message.pipeline_parallel,
+        expert_parallel=message.expert_parallel,
+        context_length=message.context_length,
+        quantization=message.quantization,
+        kv_cache=KvCache(
+            dtype=kv.dtype,
+            gpu_memory_utilization=kv.gpu_memory_utilization,
+            block_size=kv.block_size,
+            disable_prefix_caching=kv.disable_prefix_caching,
+        ),
+        engine_args=tuple(message.engine_args),
+        mode=enum_word(pb.ServingMode, message.mode) or "aggregated",
+        prefill_workers=message.disaggregation.prefill_workers,
+        decode_workers=message.disaggregation.decode_workers,
+        router_mode=enum_word(pb.RouterMode, message.router_mode),
+        image=message.image,
+    )
+
+
+def device_to_proto(device: Device) -> pb.Device:
+    return pb.Device(
+        uuid=device.uuid,
+        name=device.name,
+        memory_bytes=device.memory_bytes,
+        pci_bus_id=device.pci_bus_id,
+        device_class=device.device_class,
+        healthy=device.healthy,
+        health_reason=device.health_reason,
+        verified=device.verified,
+        nvlink_domain=device.nvlink_domain,
+        parent_uuid=device.parent_uuid,
+    )

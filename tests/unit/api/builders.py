@@ -1,0 +1,104 @@
+"""Builders of fully populated resources: every field set, so a round trip proves them all."""
+
+from __future__ import annotations
+
+from google.protobuf import timestamp_pb2
+from wingsmith.v1 import resources_pb2 as pb
+
+
+def _time(seconds: int, nanos: int = 0) -> timestamp_pb2.Timestamp:
+    return timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)
+
+
+def serving_config() -> pb.ServingConfig:
+    return pb.ServingConfig(
+        engine=pb.ENGINE_SGLANG,
+        engine_version="0.4.6",
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        tensor_parallel=4,
+        pipeline_parallel=2,
+        expert_parallel=2,
+        context_length=32768,
+        quantization="fp8",
+        kv_cache=pb.KvCacheConfig(
+            dtype="fp8", gpu_memory_utilization=0.9, block_size=32, disable_prefix_caching=True
+        ),
+        engine_args=["--max-num-seqs", "256"],
+        mode=pb.SERVING_MODE_DISAGGREGATED,
+        disaggregation=pb.Disaggregation(prefill_workers=1, decode_workers=3),
+        router_mode=pb.ROUTER_MODE_ROUND_ROBIN,
+        image="nvcr.io/nvidia/ai-dynamo/sglang-runtime:0.4.6",
+    )
+
+
+def workload() -> pb.Workload:
+    return pb.Workload(
+        workload_id="wl_1",
+        name="llama-70b",
+        project="team-a",
+        replicas=6,
+        device_class="H100-80GB",
+        serving=serving_config(),
+        placement=pb.Placement(clusters=["east", "west"], cluster_selector={"tier": "gold"}),
+        phase=pb.ADMISSION_PHASE_RUNNING,
+        degraded=True,
+        ready_replicas=5,
+        deployments=[
+            pb.DeploymentSummary(
+                deployment_id="dep_1",
+                name="llama-70b.east",
+                cluster_id="east",
+                desired_replicas=3,
+                ready_replicas=2,
+                admission_phase=pb.ADMISSION_PHASE_PENDING,
+                admission_reason=pb.ADMISSION_REASON_INSUFFICIENT_CAPACITY,
+                generation=2**40,
+                serving_digest="svg_ab12",
+                stale=True,
+            )
+        ],
+        devices_per_replica=8,
+        create_time=_time(1_700_000_000),
+        update_time=_time(1_700_000_100, 500_000_000),
+    )
+
+
+def deployment() -> pb.Deployment:
+    return pb.Deployment(
+        deployment_id="dep_1",
+        name="llama-70b.east",
+        workload_id="wl_1",
+        workload_name="llama-70b",
+        project="team-a",
+        cluster_id="east",
+        desired_replicas=3,
+        admitted_replicas=2,
+        admission_phase=pb.ADMISSION_PHASE_ADMITTED,
+        admission_reason=pb.ADMISSION_REASON_INSUFFICIENT_QUOTA,
+        admission_message="1 replica waits for quota",
+        generation=2**53 + 1,  # above float precision: must stay exact
+        authority=pb.AUTHORITY_OBSERVED,
+        enabled=True,
+        engine_args=["--enforce-eager"],
+        imported_args=["--model", "x"],
+        serving_digest="svg_ab12",
+        device_class="H100-80GB",
+        devices_per_replica=8,
+        serving=serving_config(),
+        status=pb.DeploymentStatus(
+            phase="successful",
+            reason="ok",
+            message="all good",
+            ready_replicas=2,
+            desired_replicas=2,
+            stale=True,
+            observe_time=_time(1_700_000_200),
+        ),
+        live_digests={"svg_ab12": 2, "svg_0000": 1},
+        degraded=True,
+        sync=pb.SyncState(
+            revision=41, applied=True, rejected_error="bad flag", rejected_generation=3
+        ),
+        create_time=_time(1_700_000_000),
+        update_time=_time(1_700_000_300),
+    )

@@ -1,0 +1,176 @@
+"""Admission decisions (hub/admission.py): table-driven over quota, capacity and order."""
+
+from __future__ import annotations
+
+import pytest
+
+from hub.admission import AdmissionView, Demand, decide
+from hub.model import (
+    REASON_DISABLED,
+    REASON_INSUFFICIENT_CAPACITY,
+    REASON_INSUFFICIENT_QUOTA,
+    REASON_NONE,
+)
+
+H100 = "H100-80GB"
+
+
+def demand(
+    deployment_id: str = "d1",
+    *,
+    project: str = "search",
+    cluster: str = "east",
+    per_replica: int = 4,
+    desired: int = 1,
+    admitted: int = 0,
+    enabled: bool = True,
+    since: float = 0.0,
+    device_class: str = H100,
+) -> Demand:
+    return Demand(
+        deployment_id=deployment_id,
+        project=project,
+        cluster_id=cluster,
+        device_class=device_class,
+        devices_per_replica=per_replica,
+        desired_replicas=desired,
+        admitted_replicas=admitted,
+        enabled=enabled,
+        pending_since=since,
+    )
+
+
+def view(*, limit: int | None = 16, charged: int = 0, free: int = 16) -> AdmissionView:
+    return AdmissionView(
+        quota_limits={} if limit is None else {("search", H100): limit},
+        quota_charged={("search", H100): charged},
+        cluster_free={("east", H100): free},
+    )
+
+
+@pytest.mark.parametrize(
+    ("case", "the_demand", "the_view", "admitted", "reason"),
+    [
+        ("fits", demand(desired=2), view(), 2, REASON_NONE),
+        ("quota exactly full after", demand(desired=4), view(limit=16), 4, REASON_NONE),
+        ("quota one device short", demand(desired=4), view(limit=15), 0, REASON_INSUFFICIENT_QUOTA),
+        ("quota already spent", demand(desired=1), view(charged=14), 0, REASON_INSUFFICIENT_QUOTA),
+        (
+            "no quota for the class",
+            demand(desired=1),
+            view(limit=None),
+            0,
+            REASON_INSUFFICIENT_QUOTA,
+        ),
+        ("capacity exactly enough", demand(desired=2), view(free=8), 2, REASON_NONE),
+        ("capacity short", demand(desired=2), view(free=7), 0, REASON_INSUFFICIENT_CAPACITY),
+        (
+            "cluster without the class",
+            demand(desired=1),
+            view(free=0),
+            0,
+            REASON_INSUFFICIENT_CAPACITY,
+        ),
+        (
+            "quota is checked before capacity",
+            demand(desired=8),
+            view(limit=4, free=0),
+            0,
+            REASON_INSUFFICIENT_QUOTA,
+        ),
+        ("zero replicas need nothing", demand(desired=0), view(limit=0, free=0), 0, REASON_NONE),
+        (
+            "scale-down releases at once",
+            demand(desired=1, admitted=3),
+            view(limit=0, free=0),
+            1,
+            REASON_NONE,
+        ),
+        (
+            "disabled releases everything",
+            demand(desired=3, admitted=3, enabled=False),
+            view(),
+            0,
+            REASON_DISABLED,
+        ),
+        (
+            "scale-up admits only the delta",
+            demand(desired=3, admitted=2),
+            view(charged=8, free=4),
+            3,
+            REASON_NONE,
+        ),
+        (
+            "scale-up that does not fit keeps what runs",
+            demand(desired=4, admitted=2),
+            view(charged=8, free=4),
+            2,
+            REASON_INSUFFICIENT_CAPACITY,
+        ),
+    ],
+)
+def test_one_demand(
+    case: str, the_demand: Demand, the_view: AdmissionView, admitted: int, reason: str
+) -> None:
+    (decision,) = decide([the_demand], the_view)
+    assert (decision.admitted_replicas, decision.reason) == (admitted, reason), case
+    assert bool(decision.message) == (reason != REASON_NONE), case
+
+
+def test_quota_is_spent_as_demands_are_admitted_so_the_second_waits() -> None:
+    decisions = decide([demand("a", desired=2), demand("b", desired=2, since=1)], view(limit=12))
+    assert [(d.deployment_id, d.admitted_replicas, d.reason) for d in decisions] == [
+        ("a", 2, REASON_NONE),
+        ("b", 0, REASON_INSUFFICIENT_QUOTA),
+    ]
+
+
+def test_capacity_is_spent_as_demands_are_admitted() -> None:
+    decisions = decide([demand("a", desired=3), demand("b", desired=1, since=1)], view(free=16))
+    assert [d.reason for d in decisions] == [REASON_NONE, REASON_NONE]
+    decisions = decide(
+        [demand("a", desired=3), demand("b", desired=2, since=1)], view(limit=100, free=12)
+    )
+    assert [d.reason for d in decisions] == [REASON_NONE, REASON_INSUFFICIENT_CAPACITY]
+
+
+def test_oldest_first_but_a_big_waiter_does_not_block_a_small_one() -> None:
+    big = demand("big", desired=4, since=0)
+    small = demand("small", desired=1, since=5)
+    decisions = {d.deployment_id: d for d in decide([small, big], view(free=8))}
+    assert decisions["big"].reason == REASON_INSUFFICIENT_CAPACITY
+    assert decisions["small"].admitted_replicas == 1
+
+
+def test_order_follows_pending_since_not_input_order() -> None:
+    first = demand("z-first", desired=2, since=0)
+    second = demand("a-second", desired=2, since=1)
+    decisions = {d.deployment_id: d for d in decide([second, first], view(free=8))}
+    assert decisions["z-first"].admitted_replicas == 2
+    assert decisions["a-second"].reason == REASON_INSUFFICIENT_CAPACITY
+
+
+def test_projects_and_clusters_are_accounted_separately() -> None:
+    the_view = AdmissionView(
+        quota_limits={("search", H100): 4, ("ads", H100): 4},
+        quota_charged={},
+        cluster_free={("east", H100): 4, ("west", H100): 4},
+    )
+    decisions = decide(
+        [
+            demand("a", project="search", cluster="east"),
+            demand("b", project="ads", cluster="west", since=1),
+        ],
+        the_view,
+    )
+    assert all(d.admitted_replicas == 1 for d in decisions)
+
+
+def test_device_classes_are_accounted_separately() -> None:
+    the_view = AdmissionView(
+        quota_limits={("search", H100): 4, ("search", "A100-40GB"): 4},
+        quota_charged={("search", H100): 4},
+        cluster_free={("east", H100): 0, ("east", "A100-40GB"): 4},
+    )
+    (decision,) = decide([demand(device_class="A100-40GB")], the_view)
+    assert decision.admitted_replicas == 1

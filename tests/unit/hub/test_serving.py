@@ -1,0 +1,105 @@
+"""Serving configs (hub/serving.py): validation, normalization, digests."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hub import errors, serving
+from hub.model import KvCache, Serving
+
+BASE = Serving(engine="vllm", engine_version="0.11.0", model="meta-llama/Llama-3.3-70B-Instruct")
+
+
+def test_defaults_resolve_zero_parallelism_to_one() -> None:
+    normalized = serving.normalize(
+        dataclasses.replace(BASE, tensor_parallel=0, pipeline_parallel=0)
+    )
+    assert (
+        normalized.tensor_parallel,
+        normalized.pipeline_parallel,
+        normalized.expert_parallel,
+    ) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    ("case", "changes", "devices"),
+    [
+        ("tp x pp", {"tensor_parallel": 4, "pipeline_parallel": 2}, 8),
+        ("expert parallel adds no devices", {"tensor_parallel": 8, "expert_parallel": 8}, 8),
+        (
+            "disaggregated counts every worker",
+            {
+                "tensor_parallel": 2,
+                "mode": "disaggregated",
+                "prefill_workers": 1,
+                "decode_workers": 2,
+            },
+            6,
+        ),
+    ],
+)
+def test_devices_per_replica(case: str, changes: dict[str, object], devices: int) -> None:
+    assert serving.normalize(dataclasses.replace(BASE, **changes)).devices_per_replica == devices, (
+        case
+    )  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"engine": "vlm"}, "serving.engine"),
+        ({"engine": ""}, "serving.engine"),
+        ({"engine_version": ""}, "serving.engine_version"),
+        ({"engine_version": "0.11.0+cu128"}, "serving.engine_version"),
+        ({"model": ""}, "serving.model"),
+        ({"tensor_parallel": -1}, "serving.tensor_parallel"),
+        ({"tensor_parallel": 4, "expert_parallel": 3}, "serving.expert_parallel"),
+        ({"context_length": -5}, "serving.context_length"),
+        ({"quantization": "FP 8"}, "serving.quantization"),
+        (
+            {"kv_cache": KvCache(gpu_memory_utilization=1.5)},
+            "serving.kv_cache.gpu_memory_utilization",
+        ),
+        ({"engine_args": ("--ok", "")}, "serving.engine_args[1]"),
+        ({"mode": "both"}, "serving.mode"),
+        ({"router_mode": "random"}, "serving.router_mode"),
+    ],
+)
+def test_invalid_configs_name_the_field(changes: dict[str, object], field: str) -> None:
+    with pytest.raises(errors.InvalidArgument) as caught:
+        serving.normalize(dataclasses.replace(BASE, **changes))  # type: ignore[arg-type]
+    assert caught.value.field == field
+
+
+def test_digest_is_stable_and_has_the_documented_shape() -> None:
+    digest = serving.digest(serving.normalize(BASE))
+    assert digest == serving.digest(serving.normalize(BASE))
+    assert digest.startswith("svg_") and len(digest) == 20
+
+
+def test_digest_changes_with_every_serving_field_and_only_then() -> None:
+    base = serving.normalize(BASE)
+    for changes in (
+        {"engine_version": "0.12.0"},
+        {"model": "other/model"},
+        {"context_length": 4096},
+        {"tensor_parallel": 2},
+        {"quantization": "fp8"},
+        {"kv_cache": KvCache(dtype="fp8")},
+        {"engine_args": ("--enforce-eager",)},
+    ):
+        changed = serving.normalize(dataclasses.replace(base, **changes))  # type: ignore[arg-type]
+        assert serving.digest(changed) != serving.digest(base), changes
+    assert serving.digest(serving.from_document(serving.to_document(base))) == serving.digest(base)
+
+
+def test_a_known_digest_does_not_drift_across_releases() -> None:
+    # Same config, same digest, on every machine: pin one value so a refactor cannot change it.
+    assert serving.digest(serving.normalize(BASE)) == serving.digest(serving.normalize(BASE))
+    pinned = serving.normalize(dataclasses.replace(BASE, tensor_parallel=4))
+    assert serving.digest(pinned) == PINNED_DIGEST
+
+
+PINNED_DIGEST = "svg_c460adc57ce58de0"
