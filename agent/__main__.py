@@ -1,5 +1,5 @@
 """`python -m agent`: run the agent (same as `wingsmith agent`)."""
 
-from agent.app import main
+from agent.main import main
 
 main()

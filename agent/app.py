@@ -15,7 +15,6 @@ backend itself is opened read-only, so a mutating call cannot even be attempted.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -27,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import grpc
-from wingsmith.v1 import sync_pb2
 
 from agent import __version__, reconcile
 from agent.cluster import port
@@ -35,11 +33,9 @@ from agent.desired import DesiredState
 from agent.observe import NodeSource, Observer
 from agent.sync import convert
 from agent.sync.client import Backoff, StreamClient
+from wingsmith.v1 import sync_pb2
 
 log = logging.getLogger("wingsmith.agent")
-
-ENV_TOKEN = "WINGSMITH_AGENT_TOKEN"
-ENV_READ_ONLY = "HANGAR_OPERATOR_READ_ONLY"
 
 
 @dataclass(frozen=True)
@@ -87,6 +83,7 @@ class Agent:
         # Set after our own writes: the simulated cluster must react at once.
         self._sim_wake = asyncio.Event()
         self._reconcile_lock = asyncio.Lock()
+        self.reconciles = 0
         self.applied = 0
         self.deleted = 0
         self.client = StreamClient(
@@ -168,6 +165,7 @@ class Agent:
 
     async def reconcile(self) -> reconcile.Plan:
         async with self._reconcile_lock:
+            self.reconciles += 1
             plan = reconcile.plan(
                 self.desired.deployments,
                 self.cluster.list_dgds(),
@@ -253,60 +251,3 @@ class Agent:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._sim_wake.wait(), timeout=min(delay, 0.5))
             self._sim_wake.clear()
-
-
-def read_only_from_env(environ: Mapping[str, str] = os.environ) -> bool:
-    return environ.get(ENV_READ_ONLY, "").strip().lower() in ("1", "true", "yes")
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="wingsmith agent", description="Run the hangar agent.")
-    parser.add_argument("--hub", default="127.0.0.1:50051", help="hub gRPC address HOST:PORT")
-    parser.add_argument("--cluster-id", required=True)
-    parser.add_argument("--token", default=None, help=f"cluster token (else ${ENV_TOKEN})")
-    parser.add_argument(
-        "--simulate",
-        metavar="SPEC",
-        help='run on a simulated cluster, e.g. "nodes=2,gpus=8,class=H100-80GB,ready_after=2s"',
-    )
-    parser.add_argument("--sim-seed", metavar="PATH", help="YAML of DGDs already running")
-    parser.add_argument("--namespace", default="wingsmith", help="namespace for our DGDs")
-    parser.add_argument(
-        "--read-only",
-        action="store_true",
-        default=None,
-        help=f"apply nothing (also ${ENV_READ_ONLY}=true)",
-    )
-    parser.add_argument("--log-level", default="INFO")
-    return parser.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    token = args.token or os.environ.get(ENV_TOKEN, "")
-    if not token:
-        raise SystemExit(f"a cluster token is required: --token or ${ENV_TOKEN}")
-    config = AgentConfig(
-        hub=args.hub,
-        cluster_id=args.cluster_id,
-        token=token,
-        namespace=args.namespace,
-        read_only=args.read_only if args.read_only is not None else read_only_from_env(),
-    )
-    if not args.simulate:
-        raise SystemExit(
-            "only the simulated cluster is available in this build: pass --simulate SPEC"
-        )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_simulated(config, spec=args.simulate, seed_path=args.sim_seed))
-
-
-async def run_simulated(config: AgentConfig, *, spec: str, seed_path: str | None = None) -> None:
-    from agent.simulation import build_simulated_agent
-
-    async with grpc.aio.insecure_channel(config.hub) as channel:
-        agent = build_simulated_agent(config, spec=spec, seed_path=seed_path, channel=channel)
-        await agent.run()

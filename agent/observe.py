@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from agent.cluster import port
 from agent.devices import verify
@@ -166,7 +166,7 @@ def ready_replicas(spec: DeploymentSpec, workers: Sequence[port.Pod]) -> int:
 
 def _status(spec: DeploymentSpec, dgd: port.Dgd, workers: Sequence[port.Pod]) -> StatusObservation:
     status = dgd.status or {}
-    ready_condition = next(
+    ready_condition: Mapping[str, Any] = next(
         (c for c in status.get("conditions", ()) if c.get("type") == "Ready"), {}
     )
     generation = str(dgd.annotations.get(ANNOTATION_GENERATION, "0"))

@@ -101,8 +101,8 @@ def plan(
         ):
             applies.append(Apply(spec.deployment_id, spec.generation, manifest))
     for deployment_id, dgd in sorted(managed_live.items()):
-        spec = desired.get(deployment_id)
-        if spec is None or (spec.authority == "managed" and not spec.should_run):
+        wanted = desired.get(deployment_id)
+        if wanted is None or (wanted.authority == "managed" and not wanted.should_run):
             deletes.append(Delete(dgd.namespace, dgd.name, deployment_id))
     return Plan(tuple(applies), tuple(deletes), tuple(failures))
 

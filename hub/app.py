@@ -23,7 +23,6 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 
 from hub import __version__
 from hub.api import control, grpc_control, rest
@@ -38,6 +37,7 @@ from hub.sync.ingest import IngestQueue
 from hub.sync.liveness import LivenessRecorder
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
+from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger("wingsmith.hub")
 

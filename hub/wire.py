@@ -7,14 +7,18 @@ the same rule the REST JSON uses.
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import timestamp_pb2
-from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
-from wingsmith.v1 import resources_pb2 as pb
 
 from hub.model import Device, KvCache, Serving
+from wingsmith.v1 import resources_pb2 as pb
+
+# A generated enum class (mypy-protobuf types each one as its own wrapper class).
+EnumType = Any
 
 
-def enum_word(enum: EnumTypeWrapper, value: int) -> str:
+def enum_word(enum: EnumType, value: int) -> str:
     """ENGINE_VLLM -> "vllm"; the UNSPECIFIED value -> "".
 
     A number the enum does not define (a newer client, or a bad one) comes back as
@@ -29,15 +33,16 @@ def enum_word(enum: EnumTypeWrapper, value: int) -> str:
     return "" if word == "UNSPECIFIED" else word.lower()
 
 
-def enum_value(enum: EnumTypeWrapper, word: str) -> int:
+def enum_value(enum: EnumType, word: str) -> Any:
+    """ "vllm" -> ENGINE_VLLM's number (typed Any: each enum has its own ValueType)."""
     if not word:
         return 0
-    return int(enum.Value(_prefix(enum) + word.upper()))
+    return enum.Value(_prefix(enum) + word.upper())
 
 
-def _prefix(enum: EnumTypeWrapper) -> str:
+def _prefix(enum: EnumType) -> str:
     # AdmissionPhase -> ADMISSION_PHASE_
-    name = enum.DESCRIPTOR.name
+    name: str = enum.DESCRIPTOR.name
     snake = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name))
     return snake.upper() + "_"
 

@@ -4,7 +4,9 @@ agent/cluster/simulated_dynamo.py counts each service's pods into `ServiceCounts
 `graph_status`; the result is what `list_dgds()` shows as `Dgd.status`.
 
 state, in order of precedence:
-- failed:       a pod failed and its service has not recovered (reason PodFailed)
+- initializing: a pod failed and its service has not recovered yet (reason PodFailed): like
+                Dynamo, a crashed pod is replaced, not a failed graph; "failed" is
+                reserved for graphs Dynamo cannot reconcile, which the simulation never has
 - pending:      a pod waits for devices that retiring its own old pods cannot give
                 (reason InsufficientDevices; the message carries the scheduler's words)
 - initializing: pods are starting or a rollout is under way (reason
@@ -75,7 +77,7 @@ def graph_status(
 def _state(services: Sequence[ServiceCounts]) -> tuple[str, str, str]:
     for s in services:
         if s.failure:
-            return "failed", REASON_FAILED, f"{s.name}: {s.failure}"
+            return "initializing", REASON_FAILED, f"{s.name}: {s.failure}"
     for s in services:
         if s.unschedulable and (s.blocked or not s.has_old):
             return (

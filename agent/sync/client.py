@@ -22,9 +22,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
-from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 from agent.desired import RevisionGap
+from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger(__name__)
 

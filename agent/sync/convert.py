@@ -3,21 +3,21 @@ fields of desired state; everything past here works with agent.model values."""
 
 from __future__ import annotations
 
-from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
-from wingsmith.v1 import resources_pb2 as pb
-from wingsmith.v1 import sync_pb2
+from typing import Any
 
 from agent.model import DeploymentSpec, KvCache, Serving
 from agent.observe import DeploymentObservation, NodeObservation, Observations
+from wingsmith.v1 import resources_pb2 as pb
+from wingsmith.v1 import sync_pb2
 
 
-def enum_word(enum: EnumTypeWrapper, value: int) -> str:
+def enum_word(enum: Any, value: int) -> str:
     """ENGINE_VLLM -> "vllm" (strip the type prefix); UNSPECIFIED or unknown -> ""."""
     try:
-        name = enum.Name(value)
+        name: str = enum.Name(value)
     except ValueError:
         return ""
-    type_name = enum.DESCRIPTOR.name
+    type_name: str = enum.DESCRIPTOR.name
     prefix = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(type_name)).upper()
     word = name.removeprefix(prefix + "_")
     return "" if word == "UNSPECIFIED" else word.lower()

@@ -13,8 +13,6 @@ from typing import Any
 
 from google.protobuf import descriptor, empty_pb2, field_mask_pb2
 from google.protobuf.message import Message
-from wingsmith.v1 import control_pb2 as cpb
-from wingsmith.v1 import resources_pb2 as pb
 
 from hub import errors, wire
 from hub.api import convert
@@ -24,6 +22,8 @@ from hub.service.context import ServiceContext
 from hub.service.workloads import WorkloadChange
 from hub.store.deployments import DeploymentFilter
 from hub.store.observations import AllocationFilter, ReplicaFilter
+from wingsmith.v1 import control_pb2 as cpb
+from wingsmith.v1 import resources_pb2 as pb
 
 WORKLOAD_MUTABLE = ("replicas", "serving", "placement")
 
@@ -216,6 +216,7 @@ def _mask_paths(
                 f"{path!r} cannot be changed; mutable fields: {', '.join(allowed)}",
             )
     probe = field_mask_pb2.FieldMask(paths=paths)
-    if not probe.IsValidForDescriptor(resource.DESCRIPTOR):
+    descriptor_of: Any = resource.DESCRIPTOR  # upb and pure-Python descriptors differ in type
+    if not probe.IsValidForDescriptor(descriptor_of):
         raise errors.InvalidArgument("update_mask", f"unknown field path in {paths}")
     return paths

@@ -6,12 +6,11 @@ decides what a resource shows.
 
 from __future__ import annotations
 
-from wingsmith.v1 import resources_pb2 as pb
-
 from hub import wire
 from hub.model import Allocation, Placement
 from hub.service import views
 from hub.service.workloads import WorkloadSpec
+from wingsmith.v1 import resources_pb2 as pb
 
 
 def project(view: views.ProjectView) -> pb.Project:

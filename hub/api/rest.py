@@ -37,7 +37,7 @@ from typing import Any, Literal
 from aiohttp import web
 
 # googleapis-common-protos ships .pyi stubs but no py.typed marker, so mypy will not read them.
-from google.api import annotations_pb2, http_pb2  # type: ignore[import-untyped]
+from google.api import annotations_pb2, http_pb2
 from google.protobuf import message_factory
 from google.protobuf.descriptor import (
     Descriptor,

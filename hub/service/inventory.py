@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hub import errors
+from hub.model import Allocation
 from hub.service import validate, views
 from hub.service.context import ServiceContext, snapshot
 from hub.store import deployments, observations
@@ -39,7 +40,7 @@ def get_replica(ctx: ServiceContext, ref: str) -> views.ReplicaView:
 
 def list_allocations(
     ctx: ServiceContext, *, where: AllocationFilter, page_size: int, page_token: str
-) -> tuple[list[observations.Allocation], str]:
+) -> tuple[list[Allocation], str]:
     limit, after = validate.page(page_size, page_token)
     with snapshot(ctx) as conn:
         where = AllocationFilter(

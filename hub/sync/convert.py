@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from wingsmith.v1 import resources_pb2, sync_pb2
-
 from hub import errors, wire
 from hub.model import (
     AllocationObservation,
@@ -25,6 +23,7 @@ from hub.model import (
     ReplicaObservation,
     StatusReport,
 )
+from wingsmith.v1 import resources_pb2, sync_pb2
 
 DEPLOYMENT_ID = re.compile(r"^dep_[0-9a-f]{16}$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")

@@ -58,7 +58,12 @@ class Fanout:
             for listener in targets:
                 listener.wake()
         else:
-            self._loop.call_soon_threadsafe(lambda: [listener.wake() for listener in targets])
+            self._loop.call_soon_threadsafe(_wake_all, targets)
+
+
+def _wake_all(listeners: list[Listener]) -> None:
+    for listener in listeners:
+        listener.wake()
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

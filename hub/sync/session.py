@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import grpc
-from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 from hub import errors
 from hub.service import clusters as cluster_service
@@ -35,6 +34,7 @@ from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
 from hub.sync.liveness import LivenessRecorder
 from hub.sync.ratelimit import TokenBucket
+from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger(__name__)
 

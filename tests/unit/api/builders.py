@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from google.protobuf import timestamp_pb2
+
 from wingsmith.v1 import resources_pb2 as pb
 
 

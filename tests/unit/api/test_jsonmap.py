@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
 from google.protobuf.message import Message
-from wingsmith.v1 import control_pb2
-from wingsmith.v1 import resources_pb2 as pb
 
 from hub.api import jsonmap
 from hub.errors import InvalidArgument
+from wingsmith.v1 import control_pb2
+from wingsmith.v1 import resources_pb2 as pb
 
 from . import builders, things
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from google.api import annotations_pb2
 from google.protobuf.descriptor import MethodDescriptor
-from wingsmith.v1 import control_pb2
-from wingsmith.v1 import resources_pb2 as pb
 
 from hub import errors
 from hub.api import rest
+from wingsmith.v1 import control_pb2
+from wingsmith.v1 import resources_pb2 as pb
 
 from . import builders
 from .server import FakeDispatch, Reply, call, serving

@@ -83,7 +83,8 @@ def test_a_failed_pod_frees_its_devices_and_is_replaced(
     assert (failed.phase, failed.ready, failed.reason) == ("Failed", False, "OOMKilled")
     (replacement,) = pods_of(cluster, "VllmWorker")
     assert replacement.name != victim.name and replacement.phase == "Running"
-    assert state(cluster) == "failed"
+    assert state(cluster) == "initializing"
+    assert cluster.list_dgds()[0].status["conditions"][0]["reason"] == "PodFailed"
     assert "OOMKilled" in cluster.list_dgds()[0].status["conditions"][0]["message"]
 
     drive(cluster, clock)

@@ -1,0 +1,35 @@
+# One-command entry points. Each target creates the virtual environment on first use
+# (.venv, Python 3.11+) and installs the project with its dev extra into it.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint check proto bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## Run the whole system: a hub and three simulated clusters (Ctrl-C stops it).
+demo: $(STAMP)
+	$(BIN)/wingsmith demo
+
+## Lint, type-check, check the layers, then run every test.
+test: lint $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy hub agent cli tools
+
+## Regenerate generated/ from protos/ (commit the result).
+proto: $(STAMP)
+	$(BIN)/python -m tools.genproto
+
+clean:
+	rm -rf $(VENV) wingsmith-demo .pytest_cache .mypy_cache .ruff_cache

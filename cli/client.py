@@ -1,0 +1,141 @@
+"""A small REST client for the hub's control API (stdlib urllib only).
+
+`HubClient(base_url, token)` sends the admin token on every call and returns parsed JSON
+objects; any error answer becomes `ApiError(status, code, message)` read from the hub's
+`{"error": {"code", "status", "message"}}` body (docs/rest.md), and no answer at all becomes
+`HubUnreachable`. It knows paths and JSON, never resource semantics: `cli.commands` does.
+
+Proxies from the environment are honoured, except for loopback hubs: a proxy cannot reach our
+127.0.0.1, and a stray $http_proxy must not break the laptop quick start.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from typing import Any
+
+from cli.errors import ApiError, HubUnreachable
+
+JsonObject = dict[str, Any]
+
+DEFAULT_TIMEOUT_S = 30.0
+# The hub caps page_size at 1000; big pages keep round trips few on large fleets.
+DEFAULT_PAGE_SIZE = 500
+# The longest error body (non-JSON, e.g. from a proxy) quoted back to the user.
+_MAX_QUOTED = 300
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+__all__ = ["ApiError", "HubClient", "HubUnreachable", "JsonObject", "error_from_body"]
+
+
+class HubClient:
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self._timeout_s = timeout_s
+        host = urllib.parse.urlsplit(self.base_url).hostname or ""
+        handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> JsonObject:
+        return self._request("GET", path, params=params)
+
+    def post(self, path: str, body: JsonObject) -> JsonObject:
+        return self._request("POST", path, body=body)
+
+    def patch(self, path: str, body: JsonObject) -> JsonObject:
+        return self._request("PATCH", path, body=body)
+
+    def delete(self, path: str) -> JsonObject:
+        return self._request("DELETE", path)
+
+    def list_all(
+        self,
+        path: str,
+        key: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        page_size: int | None = None,
+    ) -> list[JsonObject]:
+        """Every item of a List call: follows next_page_token until it is empty."""
+        items: list[JsonObject] = []
+        # DEFAULT_PAGE_SIZE read here, not bound at definition: tests shrink it to see paging.
+        query = {**(params or {}), "page_size": str(page_size or DEFAULT_PAGE_SIZE)}
+        while True:
+            page = self.get(path, query)
+            items.extend(page.get(key) or [])
+            token = page.get("next_page_token") or ""
+            if not token:
+                return items
+            query["page_token"] = token
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: JsonObject | None = None,
+    ) -> JsonObject:
+        url = self.base_url + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        headers = {"authorization": f"Bearer {self._token}", "accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["content-type"] = "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers, method=method)
+        status, raw = self._send(request)
+        return _parse_success(status, raw)
+
+    def _send(self, request: urllib.request.Request) -> tuple[int, bytes]:
+        try:
+            with self._opener.open(request, timeout=self._timeout_s) as response:
+                return int(response.status), response.read()
+        except urllib.error.HTTPError as e:
+            with e:
+                raise error_from_body(e.code, e.read(), reason=str(e.reason)) from e
+        except urllib.error.URLError as e:
+            raise HubUnreachable(self.base_url, _describe(e.reason)) from e
+        except TimeoutError as e:
+            raise HubUnreachable(self.base_url, f"no answer within {self._timeout_s:g}s") from e
+        except OSError as e:
+            # Resets and early disconnects surface here, after the connection was made.
+            raise HubUnreachable(self.base_url, _describe(e)) from e
+
+
+def error_from_body(status: int, raw: bytes, *, reason: str = "") -> ApiError:
+    """The ApiError for an HTTP error answer: the hub's JSON error, or whatever came back."""
+    try:
+        error = json.loads(raw)["error"]
+        return ApiError(status, str(error["status"]), str(error["message"]))
+    except (ValueError, KeyError, TypeError):
+        # Not the hub's shape: a proxy, aiohttp's own 413, a wrong --hub-url.
+        text = raw.decode("utf-8", errors="replace").strip()[:_MAX_QUOTED]
+        return ApiError(status, reason.upper().replace(" ", "_") or "HTTP_ERROR", text or reason)
+
+
+def _parse_success(status: int, raw: bytes) -> JsonObject:
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError as e:
+        raise ApiError(status, "INVALID_RESPONSE", f"the answer is not JSON: {e}") from e
+    if not isinstance(parsed, dict):
+        raise ApiError(status, "INVALID_RESPONSE", "the answer is not a JSON object")
+    return parsed
+
+
+def _describe(reason: object) -> str:
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    if isinstance(reason, socket.gaierror):
+        return f"cannot resolve the host name: {reason.strerror}"
+    return str(reason)

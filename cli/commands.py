@@ -1,0 +1,162 @@
+"""The client commands: one function per `wingsmith` verb, over the hub's REST API.
+
+Called by `cli.main` with arguments already parsed and checked; each function talks to the
+hub through `HubClient`, writes its result to `Context.out` in the chosen format, and lets
+`cli.errors` errors propagate for `cli.main` to report.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from cli import kinds, manifests, output
+from cli.client import HubClient, JsonObject
+from cli.errors import CliError, UsageError
+
+AGENT_TOKEN_ENV = "WINGSMITH_AGENT_TOKEN"
+
+
+@dataclass(frozen=True)
+class Context:
+    client: HubClient
+    # One of output.FORMATS.
+    output: str
+    out: TextIO
+    err: TextIO
+
+    def show(self, data: Any, *, kind: kinds.Kind) -> None:
+        print(output.render(data, fmt=self.output, kind=kind.name), file=self.out)
+
+    def note(self, message: str) -> None:
+        print(message, file=self.err)
+
+
+def resource_path(kind: kinds.Kind, ref: str) -> str:
+    # Quote everything: a ref is data, and a ':' must not be read as a custom verb.
+    return f"{kind.path}/{urllib.parse.quote(ref, safe='')}"
+
+
+# -- get --------------------------------------------------------------------------------------
+
+
+def get(ctx: Context, *, kind: kinds.Kind, ref: str | None, filters: Mapping[str, str]) -> None:
+    """One resource when `ref` is given, else every resource of the kind (all pages)."""
+    if ref is not None:
+        ctx.show(ctx.client.get(resource_path(kind, ref)), kind=kind)
+        return
+    params = {kinds.FILTER_PARAMS[name]: value for name, value in filters.items()}
+    if "workload" in filters:
+        params["workload_id"] = _workload_id(ctx.client, filters["workload"])
+    items = ctx.client.list_all(kind.path, kind.plural, params)
+    if not items and ctx.output == "table":
+        ctx.note(f"no {kind.plural} found")
+        return
+    ctx.show(items, kind=kind)
+
+
+def _workload_id(client: HubClient, ref: str) -> str:
+    """ListDeployments filters by workload id only; a name is looked up first.
+
+    Names are DNS labels (no '_'), so "wl_..." is always an id and costs no extra call.
+    """
+    if ref.startswith("wl_"):
+        return ref
+    return str(client.get(resource_path(kinds.WORKLOAD, ref))["workload_id"])
+
+
+# -- create -----------------------------------------------------------------------------------
+
+
+def create(ctx: Context, *, documents: Sequence[manifests.Document]) -> None:
+    """POST each document, projects first, then clusters, then workloads.
+
+    Stops at the first refusal; what was created before it stays (the API has no multi-object
+    transaction), and the error says which document failed.
+    """
+    created: list[JsonObject] = []
+    try:
+        for doc in manifests.in_creation_order(documents):
+            answer = ctx.client.post(doc.kind.path, doc.body)
+            created.append(answer)
+            if ctx.output == "table":
+                _report_created(ctx, doc, answer)
+    except CliError:
+        if created:
+            ctx.note(f"{len(created)} of {len(documents)} documents were created before the error")
+        raise
+    if ctx.output != "table":
+        _show_created(ctx, created)
+
+
+def _report_created(ctx: Context, doc: manifests.Document, answer: JsonObject) -> None:
+    print(f"{doc.kind.name}/{doc.name} created", file=ctx.out)
+    if doc.kind is kinds.CLUSTER:
+        print(agent_token_notice(doc.name, str(answer.get("token", ""))), file=ctx.out)
+
+
+def _show_created(ctx: Context, created: list[JsonObject]) -> None:
+    print(output.serialize(created, fmt=ctx.output), file=ctx.out)
+    for answer in created:
+        if "token" in answer:
+            cluster_id = (answer.get("cluster") or {}).get("cluster_id", "?")
+            ctx.note(f"note: the agent token of cluster {cluster_id} is in the output: shown once")
+
+
+def agent_token_notice(cluster_id: str, token: str) -> str:
+    return "\n".join(
+        [
+            "",
+            f"  Agent token for cluster {cluster_id} (shown once; the hub keeps only its hash):",
+            "",
+            f"      {token}",
+            "",
+            f"  The agent reads it from --token or ${AGENT_TOKEN_ENV}, for example:",
+            f"      {AGENT_TOKEN_ENV}={token} \\",
+            f"        wingsmith agent --cluster-id {cluster_id} --hub <hub gRPC HOST:PORT>",
+            "",
+        ]
+    )
+
+
+# -- changes ----------------------------------------------------------------------------------
+
+
+def scale(ctx: Context, *, ref: str, replicas: int) -> None:
+    kind = kinds.WORKLOAD
+    ctx.show(ctx.client.patch(resource_path(kind, ref), {"replicas": replicas}), kind=kind)
+
+
+def set_quota(ctx: Context, *, project: str, quotas: Mapping[str, int], replace: bool) -> None:
+    """Merge `quotas` into the project's (a 0 stays as a zero limit), or replace them all.
+
+    The API replaces the whole map, so merging reads it first; two operators merging at the
+    same moment can lose one change (the API has no precondition to detect that).
+    """
+    kind = kinds.PROJECT
+    path = resource_path(kind, project)
+    merged = dict(quotas)
+    if not replace:
+        merged = {**(ctx.client.get(path).get("quotas") or {}), **quotas}
+    ctx.show(ctx.client.patch(path, {"quotas": merged}), kind=kind)
+
+
+def set_enabled(ctx: Context, *, refs: Sequence[str], enabled: bool) -> None:
+    kind = kinds.DEPLOYMENT
+    updated = [ctx.client.patch(resource_path(kind, ref), {"enabled": enabled}) for ref in refs]
+    ctx.show(updated if len(updated) > 1 else updated[0], kind=kind)
+
+
+def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str]) -> None:
+    if not kind.deletable:
+        raise UsageError(f"{kind.plural} cannot be deleted")
+    deleted = []
+    for ref in refs:
+        ctx.client.delete(resource_path(kind, ref))
+        deleted.append({"kind": kind.name, "ref": ref, "deleted": True})
+        if ctx.output == "table":
+            print(f"{kind.name}/{ref} deleted", file=ctx.out)
+    if ctx.output != "table":
+        print(output.serialize(deleted, fmt=ctx.output), file=ctx.out)

@@ -1,0 +1,294 @@
+"""`wingsmith demo`: the whole system on a laptop, on the embedded defaults.
+
+One process runs a real hub (SQLite under ./wingsmith-demo/) and three real agents on
+simulated clusters of different sizes, talking over real gRPC streams on 127.0.0.1. It
+registers the clusters, creates two projects and three workloads through the control API's
+own service calls, and shows a live view until:
+- llama-70b runs (its replicas spread over east and west),
+- mixtral-8x22b waits on insufficient_quota (its project has 4 H100s, it needs 8),
+- qwen-72b waits on insufficient_capacity (it needs 8 A100s, the lab cluster has 4).
+Then it prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
+updates on every change) until Ctrl-C, which stops agents and hub cleanly.
+
+This module may import both the hub and the agent: it is wiring, like hub/app.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from agent.app import Agent, AgentConfig
+from agent.simulation import build_simulated_agent
+from agent.sync.client import Backoff
+from hub.app import HubConfig, HubServer, split_address
+from hub.model import Placement, Serving
+from hub.service import clusters, projects, workloads
+from hub.service.context import ServiceContext, Settings
+from hub.service.workloads import WorkloadSpec
+
+
+@dataclass(frozen=True)
+class DemoCluster:
+    cluster_id: str
+    labels: dict[str, str]
+    spec: str
+
+
+CLUSTERS = (
+    DemoCluster("east", {"region": "us-east", "tier": "prod"}, "nodes=2,gpus=8,class=H100-80GB"),
+    DemoCluster("west", {"region": "us-west", "tier": "prod"}, "nodes=1,gpus=8,class=H100-80GB"),
+    DemoCluster("lab", {"region": "us-east", "tier": "dev"}, "nodes=1,gpus=4,class=A100-40GB"),
+)
+PROJECTS = {"search": {"H100-80GB": 16, "A100-40GB": 8}, "research": {"H100-80GB": 4}}
+EXPECTED = {
+    "llama-70b": ("running", ""),
+    "mixtral-8x22b": ("pending", "insufficient_quota"),
+    "qwen-72b": ("pending", "insufficient_capacity"),
+}
+
+
+def _serving(model: str, *, tp: int, engine: str = "vllm", **extra: object) -> Serving:
+    return Serving(
+        engine=engine,
+        engine_version="0.11.0",
+        model=model,
+        tensor_parallel=tp,
+        context_length=8192,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+WORKLOADS = (
+    WorkloadSpec(
+        name="llama-70b",
+        project="search",
+        replicas=4,
+        device_class="H100-80GB",
+        serving=_serving("meta-llama/Llama-3.3-70B-Instruct", tp=4, quantization="fp8"),
+        placement=Placement(clusters=("east", "west")),
+    ),
+    WorkloadSpec(
+        name="mixtral-8x22b",
+        project="research",
+        replicas=2,
+        device_class="H100-80GB",
+        serving=_serving("mistralai/Mixtral-8x22B-Instruct-v0.1", tp=4, engine="sglang"),
+        placement=Placement(clusters=("east",)),
+    ),
+    WorkloadSpec(
+        name="qwen-72b",
+        project="search",
+        replicas=1,
+        device_class="A100-40GB",
+        serving=_serving("Qwen/Qwen2.5-72B-Instruct", tp=8),
+        placement=Placement(clusters=("lab",)),
+    ),
+)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="wingsmith demo", description="Run a hub and three simulated clusters."
+    )
+    parser.add_argument("--dir", default="wingsmith-demo", help="where the demo keeps its data")
+    parser.add_argument("--grpc-listen", default="127.0.0.1:50051")
+    parser.add_argument("--http-listen", default="127.0.0.1:8080")
+    parser.add_argument("--ready-after", default="2s", help="simulated pod start-up time")
+    parser.add_argument(
+        "--once", action="store_true", help="exit 0 once the three outcomes are reached"
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="with --once: give up after")
+    parser.add_argument("--log-level", default="WARNING")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        code = asyncio.run(run(args))
+    except KeyboardInterrupt:
+        code = 0
+    raise SystemExit(code)
+
+
+async def run(args: argparse.Namespace) -> int:
+    data = Path(args.dir)
+    shutil.rmtree(data, ignore_errors=True)  # every demo starts from a clean slate
+    data.mkdir(parents=True)
+    hub = HubServer(
+        HubConfig(
+            db_path=str(data / "hub.db"),
+            grpc_listen=args.grpc_listen,
+            http_listen=args.http_listen,
+            settings=Settings(heartbeat_interval_s=2.0, stale_after_s=15.0),
+        )
+    )
+    try:
+        await hub.start()
+    except (OSError, RuntimeError) as e:
+        print(f"error: cannot listen ({e}); pick free ports with --grpc-listen/--http-listen")
+        return 1
+    assert hub.ctx is not None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    channels: list[grpc.aio.Channel] = []
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        agents = _start_agents(hub, args.ready_after, channels)
+        tasks = [asyncio.create_task(agent.run()) for agent in agents]
+        # As an operator would: clusters report their devices before users place workloads.
+        await _until_reported(hub.ctx, stop)
+        _declare(hub.ctx)
+        return await _watch(hub, stop, once=args.once, timeout=args.timeout)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for channel in channels:
+            await channel.close()
+        await hub.stop()
+        print("\nstopped: hub and agents shut down cleanly.")
+
+
+def _start_agents(hub: HubServer, ready_after: str, channels: list[grpc.aio.Channel]) -> list[Agent]:
+    assert hub.ctx is not None
+    target = f"127.0.0.1:{hub.grpc_port}"
+    agents = []
+    for cluster in CLUSTERS:
+        _, token = clusters.create(hub.ctx, cluster_id=cluster.cluster_id, labels=cluster.labels)
+        channel = grpc.aio.insecure_channel(target)
+        channels.append(channel)
+        config = AgentConfig(hub=target, cluster_id=cluster.cluster_id, token=token)
+        agents.append(
+            build_simulated_agent(
+                config,
+                spec=f"{cluster.spec},ready_after={ready_after}",
+                channel=channel,
+                backoff=Backoff(base_s=0.2, cap_s=2.0),
+            )
+        )
+    return agents
+
+
+async def _until_reported(ctx: ServiceContext, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        views, _ = clusters.list_page(ctx, page_size=100, page_token="")
+        if all(v.capacity for v in views):
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=0.1)
+
+
+def _declare(ctx: ServiceContext) -> None:
+    for name, quotas in PROJECTS.items():
+        projects.create(ctx, name=name, quotas=quotas)
+    for spec in WORKLOADS:
+        workloads.create(ctx, spec)
+
+
+async def _watch(hub: HubServer, stop: asyncio.Event, *, once: bool, timeout: float) -> int:
+    assert hub.ctx is not None
+    shown = ""
+    helped = False
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not stop.is_set():
+        view = render_view(hub.ctx)
+        if view != shown:
+            print(view, flush=True)
+            shown = view
+        if _settled(hub.ctx) and not helped:
+            print(how_to_poke(hub), flush=True)
+            helped = True
+            if once:
+                return 0
+        if once and asyncio.get_running_loop().time() > deadline:
+            print("error: the demo did not settle in time", file=sys.stderr)
+            return 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=1.0)
+    return 0
+
+
+def _settled(ctx: ServiceContext) -> bool:
+    found, _ = workloads.list_page(ctx, project="", page_size=100, page_token="")
+    outcome = {
+        w.workload.name: (
+            w.phase,
+            next((d.deployment.admission_reason for d in w.deployments if d.phase == "pending"), ""),
+        )
+        for w in found
+    }
+    ready = {w.workload.name: w.ready_replicas == w.workload.replicas for w in found}
+    return all(outcome.get(n) == e for n, e in EXPECTED.items()) and ready.get("llama-70b", False)
+
+
+def render_view(ctx: ServiceContext) -> str:
+    """The live view: one line per deployment, grouped by workload, plus cluster capacity."""
+    found, _ = workloads.list_page(ctx, project="", page_size=100, page_token="")
+    lines = ["", "WORKLOAD        PROJECT    PHASE      READY  CLUSTER  ADMISSION  REASON"]
+    for w in found:
+        for i, d in enumerate(w.deployments or ()):
+            head = (
+                f"{w.workload.name:<15} {w.workload.project:<10} {w.phase:<10} "
+                f"{w.ready_replicas}/{w.workload.replicas:<4}"
+                if i == 0
+                else " " * 44
+            )
+            reason = d.deployment.admission_reason or "-"
+            lines.append(
+                f"{head} {d.deployment.cluster_id:<8} {d.phase:<10} {reason}"
+                f" ({d.ready_replicas}/{d.deployment.desired_replicas} ready)"
+            )
+    capacity, _ = clusters.list_page(ctx, page_size=100, page_token="")
+    lines.append("")
+    lines.append(
+        "clusters: "
+        + "  ".join(
+            f"{c.cluster.cluster_id}{'' if c.cluster.connected else ' (offline)'} "
+            + ", ".join(f"{cls} {cap.free}/{cap.total} free" for cls, cap in c.capacity.items())
+            for c in capacity
+        )
+    )
+    return "\n".join(lines)
+
+
+def how_to_poke(hub: HubServer) -> str:
+    http = f"{split_address(hub.config.http_listen)[0]}:{hub.http_port}"
+    grpc_address = f"{split_address(hub.config.grpc_listen)[0]}:{hub.grpc_port}"
+    token = hub.admin_token
+    return f"""
+The demo is running. Poke it (admin token: {token}):
+
+  curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/workloads
+  curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/deployments/llama-70b.east
+  curl -s -X PATCH -H 'Authorization: Bearer {token}' -d '{{"quotas": {{"H100-80GB": 8}}}}' \\
+       http://{http}/v1/projects/research      # mixtral-8x22b gets admitted
+  curl -s http://{http}/metrics | grep wingsmith_
+
+  grpcurl -plaintext {grpc_address} list
+  grpcurl -plaintext -H 'authorization: Bearer {token}' -d '{{"ref": "llama-70b"}}' \\
+       {grpc_address} wingsmith.v1.ControlService/GetWorkload
+
+  export WINGSMITH_HUB_URL=http://{http} WINGSMITH_ADMIN_TOKEN={token}
+  wingsmith get workloads
+  wingsmith get deployments --workload llama-70b
+  wingsmith scale workload llama-70b --replicas 2
+
+Ctrl-C stops the demo.
+"""

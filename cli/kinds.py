@@ -1,0 +1,84 @@
+"""The resource kinds the CLI knows: their words, REST paths and what each command may do.
+
+Pure data, read by `cli.main` (argument choices), `cli.commands` (paths) and `cli.output`
+(which table to draw). Adding a kind here is the first step of supporting it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# List filters: the CLI option name (without "--") -> the ListXRequest query parameter.
+FILTER_PARAMS = {
+    "workload": "workload_id",
+    "cluster": "cluster_id",
+    "deployment": "deployment_id",
+    "replica": "replica_id",
+    "project": "project",
+}
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    plural: str
+    # Collection path; a single resource is path + "/" + quoted ref.
+    path: str
+    # The field that names a resource in messages ("workload/llama deleted").
+    name_field: str
+    # The CLI filters (keys of FILTER_PARAMS) its list accepts.
+    filters: tuple[str, ...] = ()
+    # GET path/{ref} exists.
+    gettable: bool = True
+    # Verbs beyond get: which commands accept this kind.
+    creatable: bool = False
+    deletable: bool = False
+
+    @property
+    def words(self) -> tuple[str, str]:
+        return (self.name, self.plural)
+
+
+CLUSTER = Kind("cluster", "clusters", "/v1/clusters", "cluster_id", creatable=True, deletable=True)
+PROJECT = Kind("project", "projects", "/v1/projects", "name", creatable=True, deletable=True)
+WORKLOAD = Kind(
+    "workload",
+    "workloads",
+    "/v1/workloads",
+    "name",
+    filters=("project",),
+    creatable=True,
+    deletable=True,
+)
+DEPLOYMENT = Kind(
+    "deployment", "deployments", "/v1/deployments", "name", filters=("workload", "cluster")
+)
+REPLICA = Kind("replica", "replicas", "/v1/replicas", "name", filters=("deployment", "cluster"))
+ALLOCATION = Kind(
+    "allocation",
+    "allocations",
+    "/v1/allocations",
+    "replica_id",
+    filters=("replica", "deployment", "project", "cluster"),
+    gettable=False,
+)
+
+KINDS = (CLUSTER, PROJECT, WORKLOAD, DEPLOYMENT, REPLICA, ALLOCATION)
+
+# `create -f` applies documents in this order whatever the file's order, so that a workload
+# never arrives before the project and cluster it names.
+CREATION_ORDER = (PROJECT, CLUSTER, WORKLOAD)
+
+
+def lookup(word: str) -> Kind:
+    """The kind a singular or plural word names, case-insensitive; KeyError if none."""
+    wanted = word.lower()
+    for kind in KINDS:
+        if wanted in kind.words:
+            return kind
+    raise KeyError(word)
+
+
+def words(*, where: str = "") -> list[str]:
+    """Every accepted word (singular, then plural) of the kinds with the attribute `where`."""
+    return [w for kind in KINDS if not where or getattr(kind, where) for w in kind.words]

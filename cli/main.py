@@ -1,0 +1,332 @@
+"""`wingsmith`: argument parsing and dispatch (entry point `cli.main:main`).
+
+`hub`, `agent` and `demo` launch other programs: everything after the word goes, unparsed, to
+`hub.app.main`, `agent.app.main` or `cli.demo.main`, imported only then, so that a client
+command never loads the hub or the agent. Every other command is a REST client: its
+arguments are checked first (a usage error never needs a hub), then the hub URL and token
+are resolved (cli/config.py), then the function in cli/commands.py runs.
+
+Exit status: 0 done; 1 the hub refused, could not be reached, or a file was unusable;
+2 a usage error (argparse's convention), a missing token included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import os
+import pathlib
+import sys
+from collections.abc import Callable, Sequence
+
+from cli import commands, config, kinds, manifests, output
+from cli.client import HubClient
+from cli.errors import CliError, UsageError
+
+# word -> (module, help). The module's main(argv) runs the program.
+LAUNCHERS = {
+    "hub": ("hub.app", "run the hub (the control plane); see `wingsmith hub --help`"),
+    "agent": ("agent.app", "run a cluster agent (hangar); see `wingsmith agent --help`"),
+    "demo": ("cli.demo", "run a local demo: a hub and simulated clusters"),
+}
+
+Action = Callable[[commands.Context], None]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in LAUNCHERS:
+        # Before argparse: the launched program parses its own options (and its own --help).
+        return launch(words[0], words[1:])
+    parser = build_parser()
+    args = parser.parse_args(words)
+    if args.command in LAUNCHERS:
+        return launch(args.command, args.args)
+    sub: argparse.ArgumentParser = args.parser
+    try:
+        action: Action = args.prepare(args)
+        action(_context(args))
+    except UsageError as e:
+        sub.print_usage(sys.stderr)
+        print(f"{sub.prog}: error: {e.message}", file=sys.stderr)
+        return e.exit_code
+    except CliError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def launch(word: str, argv: list[str]) -> int:
+    module = importlib.import_module(LAUNCHERS[word][0])
+    module.main(argv)
+    return 0
+
+
+def _context(args: argparse.Namespace) -> commands.Context:
+    url = config.hub_url(args.hub_url, os.environ)
+    token = config.admin_token(
+        flag=args.token, token_file=args.token_file, environ=os.environ, cwd=pathlib.Path.cwd()
+    )
+    return commands.Context(
+        client=HubClient(url, token), output=args.output or "table", out=sys.stdout, err=sys.stderr
+    )
+
+
+# -- the parser -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wingsmith",
+        description="Wingsmith: GPU model serving across Kubernetes clusters.",
+        epilog="Client options may come before or after the command. See docs/cli.md.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _add_client_options(parser, default=None)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for word, (_, help_text) in LAUNCHERS.items():
+        launcher = sub.add_parser(word, help=help_text, add_help=False)
+        launcher.add_argument("args", nargs=argparse.REMAINDER)
+    client = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: an option given before the command is not reset by the subcommand's default.
+    _add_client_options(client, default=argparse.SUPPRESS)
+    for add in (_add_get, _add_create, _add_scale, _add_set_quota, _add_enable, _add_delete):
+        add(sub, client)
+    return parser
+
+
+def _add_client_options(parser: argparse.ArgumentParser, *, default: object) -> None:
+    group = parser.add_argument_group("hub connection and output")
+    group.add_argument(
+        "--hub-url",
+        default=default,
+        metavar="URL",
+        help=f"the hub's REST address (default: ${config.ENV_HUB_URL}, "
+        f"else {config.DEFAULT_HUB_URL})",
+    )
+    group.add_argument(
+        "--token",
+        default=default,
+        metavar="TOKEN",
+        help=f"the admin token (default: ${config.ENV_ADMIN_TOKEN}, else "
+        f"./{config.LOCAL_TOKEN_FILE})",
+    )
+    group.add_argument(
+        "--token-file",
+        default=default,
+        metavar="PATH",
+        help="read the admin token from a file, e.g. the hub's <db>.admin-token",
+    )
+    group.add_argument(
+        "-o",
+        "--output",
+        default=default,
+        choices=output.FORMATS,
+        help="output format (default: table)",
+    )
+
+
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    client: argparse.ArgumentParser,
+    *,
+    name: str,
+    help_text: str,
+    prepare: Callable[[argparse.Namespace], Action],
+) -> argparse.ArgumentParser:
+    parser = sub.add_parser(name, parents=[client], help=help_text, description=help_text)
+    parser.set_defaults(prepare=prepare, parser=parser)
+    return parser
+
+
+def _add_get(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
+) -> None:
+    parser = _command(
+        sub, client, name="get", help_text="show resources (a list, or one by REF)", prepare=_get
+    )
+    parser.add_argument(
+        "kind", metavar="KIND", type=str.lower, choices=kinds.words(), help=_choices(kinds.words())
+    )
+    parser.add_argument("ref", metavar="REF", nargs="?", help="id or name of one resource")
+    for name in kinds.FILTER_PARAMS:
+        users = ", ".join(k.plural for k in kinds.KINDS if name in k.filters)
+        parser.add_argument(
+            f"--{name}",
+            metavar={"cluster": "ID", "project": "NAME"}.get(name, "REF"),
+            help=f"only those of this {name} ({users})",
+        )
+
+
+def _get(args: argparse.Namespace) -> Action:
+    kind = kinds.lookup(args.kind)
+    filters = {
+        name: str(getattr(args, name))
+        for name in kinds.FILTER_PARAMS
+        if getattr(args, name) is not None
+    }
+    if args.ref is not None and not kind.gettable:
+        raise UsageError(f"{kind.plural} have no REF; use filters, e.g. --replica REF")
+    if args.ref is not None and filters:
+        raise UsageError("filters apply to lists, not to one resource by REF")
+    for name in filters:
+        if name not in kind.filters:
+            allowed = ", ".join(f"--{f}" for f in kind.filters) or "none"
+            raise UsageError(f"--{name} does not filter {kind.plural} (filters: {allowed})")
+    ref = args.ref
+    return lambda ctx: commands.get(ctx, kind=kind, ref=ref, filters=filters)
+
+
+def _add_create(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
+) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="create",
+        help_text="create projects, clusters and workloads from a YAML or JSON file",
+        prepare=_create,
+    )
+    parser.add_argument(
+        "-f", "--filename", required=True, metavar="FILE", help="the file, or - for stdin"
+    )
+
+
+def _create(args: argparse.Namespace) -> Action:
+    documents = manifests.read(args.filename, stdin=sys.stdin)
+    return lambda ctx: commands.create(ctx, documents=documents)
+
+
+def _add_scale(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
+) -> None:
+    parser = _command(
+        sub, client, name="scale", help_text="set a workload's total replicas", prepare=_scale
+    )
+    parser.add_argument(
+        "kind", metavar="KIND", type=str.lower, choices=kinds.WORKLOAD.words, help="workload"
+    )
+    parser.add_argument("ref", metavar="REF", help="workload id or name")
+    parser.add_argument("--replicas", required=True, type=_count, metavar="N")
+
+
+def _scale(args: argparse.Namespace) -> Action:
+    ref, replicas = str(args.ref), int(args.replicas)
+    return lambda ctx: commands.scale(ctx, ref=ref, replicas=replicas)
+
+
+def _add_set_quota(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
+) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="set-quota",
+        help_text="set a project's device limits per device class (merged into the current ones)",
+        prepare=_set_quota,
+    )
+    parser.add_argument("project", metavar="PROJECT")
+    parser.add_argument(
+        "quotas", metavar="CLASS=N", nargs="+", type=_quota, help="e.g. H100-80GB=16 (0: none)"
+    )
+    parser.add_argument(
+        "--replace", action="store_true", help="replace the whole map: unnamed classes go away"
+    )
+
+
+def _set_quota(args: argparse.Namespace) -> Action:
+    quotas: dict[str, int] = {}
+    for device_class, limit in args.quotas:
+        if device_class in quotas:
+            raise UsageError(f"device class {device_class!r} given twice")
+        quotas[device_class] = limit
+    project, replace = str(args.project), bool(args.replace)
+    return lambda ctx: commands.set_quota(ctx, project=project, quotas=quotas, replace=replace)
+
+
+def _add_enable(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
+) -> None:
+    for word, enabled in (("enable", True), ("disable", False)):
+        parser = _command(
+            sub,
+            client,
+            name=word,
+            help_text=f"{word} deployments (a disabled one holds no devices)",
+            prepare=_set_enabled(enabled),
+        )
+        parser.add_argument(
+            "kind",
+            metavar="KIND",
+            type=str.lower,
+            choices=kinds.DEPLOYMENT.words,
+            help="deployment",
+        )
+        parser.add_argument(
+            "refs", metavar="REF", nargs="+", help="deployment id or <workload>.<cluster>"
+        )
+
+
+def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], Action]:
+    def prepare(args: argparse.Namespace) -> Action:
+        refs = [str(ref) for ref in args.refs]
+        return lambda ctx: commands.set_enabled(ctx, refs=refs, enabled=enabled)
+
+    return prepare
+
+
+def _add_delete(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
+) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="delete",
+        help_text="delete workloads, projects or clusters",
+        prepare=_delete,
+    )
+    choices = kinds.words(where="deletable")
+    parser.add_argument(
+        "kind", metavar="KIND", type=str.lower, choices=choices, help=_choices(choices)
+    )
+    parser.add_argument("refs", metavar="REF", nargs="+")
+
+
+def _delete(args: argparse.Namespace) -> Action:
+    kind = kinds.lookup(args.kind)
+    refs = [str(ref) for ref in args.refs]
+    return lambda ctx: commands.delete(ctx, kind=kind, refs=refs)
+
+
+# -- argument types ---------------------------------------------------------------------------
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _quota(text: str) -> tuple[str, int]:
+    device_class, sep, limit = text.partition("=")
+    if not sep or not device_class:
+        raise argparse.ArgumentTypeError(f"expected CLASS=N (e.g. H100-80GB=16), got {text!r}")
+    return device_class, _count(limit)
+
+
+def _choices(words: Sequence[str]) -> str:
+    return "one of: " + ", ".join(words)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("wingsmith")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,193 @@
+"""Rendering resources for people (tables) and for programs (JSON, YAML).
+
+Tables have one row per resource and columns chosen per kind (`COLUMNS`); JSON and YAML show
+the hub's own JSON unchanged, so scripts see exactly what the REST API returns (a list
+command prints a list of resources, every page already joined). Pure: strings in, string out.
+
+Cells: a missing value (`null`, an empty string, a `status` the cluster has not reported yet)
+is "-"; booleans are "true"/"false" as in the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import yaml
+
+FORMATS = ("table", "json", "yaml")
+MISSING = "-"
+
+JsonObject = dict[str, Any]
+Cell = Callable[[JsonObject], str]
+
+_FRACTION = re.compile(r"\.\d+(?=Z$|[+-]\d\d:\d\d$)")
+
+
+def render(data: Any, *, fmt: str, kind: str) -> str:
+    """`data` is one resource or a list of them, of `kind` (a key of COLUMNS)."""
+    if fmt != "table":
+        return serialize(data, fmt=fmt)
+    items = data if isinstance(data, list) else [data]
+    return table(kind, items)
+
+
+def serialize(data: Any, *, fmt: str) -> str:
+    """JSON or YAML of any JSON value, keys in the hub's order."""
+    if fmt == "json":
+        return json.dumps(data, indent=2, ensure_ascii=False)
+    if fmt == "yaml":
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip("\n")
+    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def table(kind: str, items: Sequence[JsonObject]) -> str:
+    columns = COLUMNS[kind]
+    rows = [[header for header, _ in columns]]
+    rows += [[cell(item) for _, cell in columns] for item in items]
+    return format_rows(rows)
+
+
+def format_rows(rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns two spaces apart, no trailing blanks (kubectl's look)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+# -- cells ------------------------------------------------------------------------------------
+
+
+def text(value: Any) -> str:
+    if value is None or value == "":
+        return MISSING
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def timestamp(value: Any) -> str:
+    """RFC 3339 to the second: the hub's nanoseconds are noise in a table."""
+    return _FRACTION.sub("", value) if isinstance(value, str) and value else MISSING
+
+
+def field(*path: str) -> Cell:
+    """The value at a dotted path; "-" when any step is null (an unreported `status`)."""
+
+    def cell(item: JsonObject) -> str:
+        value: Any = item
+        for key in path:
+            if not isinstance(value, dict):
+                return MISSING
+            value = value.get(key)
+        return text(value)
+
+    return cell
+
+
+def _phase(key: str) -> Cell:
+    def cell(item: JsonObject) -> str:
+        phase = text(item.get(key))
+        return f"{phase} (degraded)" if item.get("degraded") else phase
+
+    return cell
+
+
+def _workload_ready(item: JsonObject) -> str:
+    return f"{text(item.get('ready_replicas'))}/{text(item.get('replicas'))}"
+
+
+def _workload_deployments(item: JsonObject) -> str:
+    clusters = [text(d.get("cluster_id")) for d in item.get("deployments") or []]
+    return ",".join(clusters) or MISSING
+
+
+def _deployment_ready(item: JsonObject) -> str:
+    # Ready is the cluster's word: unknown ("-") until it reports, never a guessed 0.
+    return f"{field('status', 'ready_replicas')(item)}/{text(item.get('desired_replicas'))}"
+
+
+def _cluster_devices(item: JsonObject) -> str:
+    devices = item.get("devices") or {}
+    parts = [
+        f"{name} {text(cap.get('free'))}/{text(cap.get('total'))} free"
+        for name, cap in sorted(devices.items())
+    ]
+    return ", ".join(parts) or MISSING
+
+
+def _count(key: str) -> Cell:
+    return lambda item: str(len(item.get(key) or []))
+
+
+def _project_quotas(item: JsonObject) -> str:
+    quotas = item.get("quotas") or {}
+    usage = item.get("usage") or {}
+    parts = []
+    for name in sorted({*quotas, *usage}):
+        used = usage.get(name) or {}
+        limit = quotas.get(name, used.get("limit", 0))
+        parts.append(f"{name} {used.get('used', 0)}+{used.get('reserved', 0)}/{limit}")
+    return ", ".join(parts) or MISSING
+
+
+def _replica_ready(item: JsonObject) -> str:
+    ready = text(item.get("ready"))
+    return f"{ready} (stale)" if item.get("stale") else ready
+
+
+def _device_ids(item: JsonObject) -> str:
+    return ",".join(item.get("device_ids") or []) or MISSING
+
+
+COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
+    "workload": (
+        ("NAME", field("name")),
+        ("PROJECT", field("project")),
+        ("PHASE", _phase("phase")),
+        ("READY/DESIRED", _workload_ready),
+        ("DEVICE-CLASS", field("device_class")),
+        ("DEPLOYMENTS", _workload_deployments),
+    ),
+    "deployment": (
+        ("NAME", field("name")),
+        ("CLUSTER", field("cluster_id")),
+        ("PHASE", _phase("admission_phase")),
+        ("REASON", field("admission_reason")),
+        ("READY/DESIRED", _deployment_ready),
+        ("GENERATION", field("generation")),
+        ("DIGEST", field("serving_digest")),
+        ("AUTHORITY", field("authority")),
+        ("ENABLED", field("enabled")),
+        ("STALE", field("status", "stale")),
+    ),
+    "cluster": (
+        ("CLUSTER", field("cluster_id")),
+        ("CONNECTED", field("connected")),
+        ("STALE", field("stale")),
+        ("LAST-SEEN", lambda item: timestamp(item.get("last_seen"))),
+        ("NODES", _count("nodes")),
+        ("DEVICES", _cluster_devices),
+    ),
+    "project": (
+        ("NAME", field("name")),
+        ("QUOTA (USED+RESERVED/LIMIT)", _project_quotas),
+    ),
+    "replica": (
+        ("NAME", field("name")),
+        ("DEPLOYMENT", field("deployment_id")),
+        ("NODE", field("node_id")),
+        ("READY", _replica_ready),
+        ("DEVICES", _count("device_ids")),
+        ("DIGEST", field("serving_digest")),
+    ),
+    "allocation": (
+        ("REPLICA", field("replica_id")),
+        ("POD", field("pod_name")),
+        ("NODE", field("node_id")),
+        ("DEVICES", _device_ids),
+        ("PROJECT", field("project")),
+    ),
+}

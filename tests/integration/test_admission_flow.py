@@ -1,0 +1,124 @@
+"""Both pending reasons and their release, on a real hub with real agents."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.harness import Hub, SimAgent, wait_until, workload
+
+
+def phase(hub: Hub, name: str) -> tuple[str, str | None]:
+    d: dict[str, Any] = hub.get(f"/v1/deployments/{name}")
+    return d["admission_phase"], d["admission_reason"]
+
+
+def with_devices(hub: Hub, cluster_id: str) -> None:
+    wait_until(lambda: hub.get(f"/v1/clusters/{cluster_id}")["devices"], what="devices reported")
+
+
+def test_insufficient_quota_waits_and_is_admitted_when_the_quota_grows(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("east")
+    hub.create_project("research", H100_80GB=4)
+    agents(cluster_id="east", token=token)
+    with_devices(hub, "east")
+
+    hub.post("/v1/workloads", workload("big", project="research", replicas=2, clusters=("east",)))
+    assert phase(hub, "big.east") == ("pending", "insufficient_quota")
+    d = hub.get("/v1/deployments/big.east")
+    assert "research" in d["admission_message"] and "4" in d["admission_message"]
+    assert hub.get("/v1/projects/research")["usage"]["H100-80GB"]["reserved"] == 0
+
+    hub.patch("/v1/projects/research", {"quotas": {"H100-80GB": 8}})
+    wait_until(lambda: phase(hub, "big.east")[0] == "running", what="admitted and running")
+    assert phase(hub, "big.east")[1] is None
+
+
+def test_insufficient_capacity_waits_and_is_admitted_when_devices_free_up(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("lab")
+    hub.create_project("search", H100_80GB=64)
+    agents(cluster_id="lab", token=token, spec="nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s")
+    with_devices(hub, "lab")
+
+    hub.post("/v1/workloads", workload("first", replicas=2, clusters=("lab",)))
+    wait_until(lambda: phase(hub, "first.lab")[0] == "running", what="first running")
+    hub.post("/v1/workloads", workload("second", replicas=1, clusters=("lab",)))
+    assert phase(hub, "second.lab") == ("pending", "insufficient_capacity")
+
+    # Demand changes: scaling the first down frees one replica's devices once its pod is gone.
+    hub.patch("/v1/workloads/first", {"replicas": 1})
+    wait_until(lambda: phase(hub, "second.lab")[0] == "running", what="second admitted")
+    cluster = hub.get("/v1/clusters/lab")["devices"]["H100-80GB"]
+    assert cluster["allocated"] == 8 and cluster["free"] == 0
+
+
+def test_deleting_a_workload_releases_its_devices_for_a_waiting_one(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("lab")
+    hub.create_project("search", H100_80GB=64)
+    agents(cluster_id="lab", token=token, spec="nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s")
+    with_devices(hub, "lab")
+    hub.post("/v1/workloads", workload("first", replicas=1, tp=8, clusters=("lab",)))
+    wait_until(lambda: phase(hub, "first.lab")[0] == "running")
+    hub.post("/v1/workloads", workload("second", replicas=1, tp=8, clusters=("lab",)))
+    assert phase(hub, "second.lab") == ("pending", "insufficient_capacity")
+
+    hub.rest("DELETE", "/v1/workloads/first")
+    wait_until(lambda: phase(hub, "second.lab")[0] == "running", what="second admitted")
+    status, _ = hub.rest("GET", "/v1/workloads/first", check=False)
+    assert status == 404
+
+
+def test_a_disabled_deployment_frees_its_devices_for_a_pending_one(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("lab")
+    hub.create_project("search", H100_80GB=64)
+    agent = agents(
+        cluster_id="lab", token=token, spec="nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
+    )
+    with_devices(hub, "lab")
+    hub.post("/v1/workloads", workload("first", replicas=2, clusters=("lab",)))
+    wait_until(lambda: phase(hub, "first.lab")[0] == "running")
+    hub.post("/v1/workloads", workload("second", replicas=2, clusters=("lab",)))
+    assert phase(hub, "second.lab") == ("pending", "insufficient_capacity")
+
+    disabled = hub.patch("/v1/deployments/first.lab", {"enabled": False})
+    assert disabled["enabled"] is False
+    assert disabled["admission_phase"] == "pending"
+    assert disabled["admission_reason"] == "disabled"
+    wait_until(lambda: phase(hub, "second.lab")[0] == "running", what="second admitted")
+    assert [d.name for d in agent.cluster.list_dgds()] == ["second"]
+
+
+def test_a_cluster_with_no_devices_of_the_class_leaves_the_deployment_pending(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("a100s")
+    hub.create_project("search", H100_80GB=16)
+    agents(cluster_id="a100s", token=token, spec="nodes=1,gpus=8,class=A100-40GB")
+    with_devices(hub, "a100s")
+    hub.post("/v1/workloads", workload("llama", replicas=1, clusters=("a100s",)))
+    assert phase(hub, "llama.a100s") == ("pending", "insufficient_capacity")
+
+
+def test_replicas_spread_over_clusters_by_free_capacity(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    for cluster_id, spec in (("east", "nodes=2,gpus=8"), ("west", "nodes=1,gpus=8")):
+        token = hub.register_cluster(cluster_id, tier="prod")
+        agents(cluster_id=cluster_id, token=token, spec=spec + ",class=H100-80GB,ready_after=0.2s")
+        with_devices(hub, cluster_id)
+    hub.create_project("search", H100_80GB=64)
+    body = workload("spread", replicas=6)
+    body["placement"] = {"cluster_selector": {"tier": "prod"}}
+    created = hub.post("/v1/workloads", body)
+    shares = {d["cluster_id"]: d["desired_replicas"] for d in created["deployments"]}
+    assert shares == {"east": 4, "west": 2}
+    wait_until(lambda: hub.get("/v1/workloads/spread")["phase"] == "running")
+    assert hub.get("/v1/workloads/spread")["ready_replicas"] == 6

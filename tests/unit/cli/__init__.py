@@ -1,0 +1,1 @@
+"""The CLI's pure parts: output formatting, manifest files, arguments, token lookup."""

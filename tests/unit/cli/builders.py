@@ -1,0 +1,89 @@
+"""Small REST JSON objects as the hub returns them, with only the fields a test changes given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+JsonObject = dict[str, Any]
+
+
+def workload(**overrides: Any) -> JsonObject:
+    base: JsonObject = {
+        "workload_id": "wl_1",
+        "name": "llama",
+        "project": "team-a",
+        "replicas": 4,
+        "device_class": "H100-80GB",
+        "phase": "running",
+        "degraded": False,
+        "ready_replicas": 4,
+        "deployments": [{"cluster_id": "east"}, {"cluster_id": "west"}],
+    }
+    return {**base, **overrides}
+
+
+def deployment(**overrides: Any) -> JsonObject:
+    base: JsonObject = {
+        "deployment_id": "dep_1",
+        "name": "llama.east",
+        "cluster_id": "east",
+        "desired_replicas": 2,
+        "admission_phase": "running",
+        "admission_reason": None,
+        "generation": 3,
+        "authority": "managed",
+        "enabled": True,
+        "serving_digest": "svg_ab12",
+        "degraded": False,
+        "status": {"ready_replicas": 2, "stale": False},
+    }
+    return {**base, **overrides}
+
+
+def cluster(**overrides: Any) -> JsonObject:
+    base: JsonObject = {
+        "cluster_id": "east",
+        "connected": True,
+        "stale": False,
+        "last_seen": "2026-01-31T12:00:05.123456789Z",
+        "nodes": [{"node_id": "n1"}, {"node_id": "n2"}],
+        "devices": {
+            "H100-80GB": {"total": 16, "free": 12},
+            "A100-40GB": {"total": 8, "free": 0},
+        },
+    }
+    return {**base, **overrides}
+
+
+def project(**overrides: Any) -> JsonObject:
+    base: JsonObject = {
+        "name": "team-a",
+        "quotas": {"H100-80GB": 16},
+        "usage": {"H100-80GB": {"used": 8, "reserved": 2, "limit": 16}},
+    }
+    return {**base, **overrides}
+
+
+def replica(**overrides: Any) -> JsonObject:
+    base: JsonObject = {
+        "replica_id": "rep_1",
+        "deployment_id": "dep_1",
+        "name": "llama-worker-0",
+        "node_id": "n1",
+        "device_ids": ["GPU-a", "GPU-b"],
+        "ready": True,
+        "stale": False,
+        "serving_digest": "svg_ab12",
+    }
+    return {**base, **overrides}
+
+
+def allocation(**overrides: Any) -> JsonObject:
+    base: JsonObject = {
+        "replica_id": "rep_1",
+        "pod_name": "llama-worker-0",
+        "node_id": "n1",
+        "device_ids": ["GPU-a", "GPU-b"],
+        "project": "team-a",
+    }
+    return {**base, **overrides}
