@@ -74,7 +74,8 @@ def create(ctx: Context, *, documents: Sequence[manifests.Document]) -> None:
     """POST each document, projects first, then clusters, then workloads.
 
     Stops at the first refusal; what was created before it stays (the API has no multi-object
-    transaction), and the error says which document failed.
+    transaction), and the error says which document failed. What was created is printed even
+    then: a cluster's agent token is shown once, and an error must not swallow it.
     """
     created: list[JsonObject] = []
     try:
@@ -87,8 +88,9 @@ def create(ctx: Context, *, documents: Sequence[manifests.Document]) -> None:
         if created:
             ctx.note(f"{len(created)} of {len(documents)} documents were created before the error")
         raise
-    if ctx.output != "table":
-        _show_created(ctx, created)
+    finally:
+        if ctx.output != "table" and created:
+            _show_created(ctx, created)
 
 
 def _report_created(ctx: Context, doc: manifests.Document, answer: JsonObject) -> None:

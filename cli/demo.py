@@ -166,7 +166,9 @@ async def run(args: argparse.Namespace) -> int:
         print("\nstopped: hub and agents shut down cleanly.")
 
 
-def _start_agents(hub: HubServer, ready_after: str, channels: list[grpc.aio.Channel]) -> list[Agent]:
+def _start_agents(
+    hub: HubServer, ready_after: str, channels: list[grpc.aio.Channel]
+) -> list[Agent]:
     assert hub.ctx is not None
     target = f"127.0.0.1:{hub.grpc_port}"
     agents = []
@@ -230,7 +232,9 @@ def _settled(ctx: ServiceContext) -> bool:
     outcome = {
         w.workload.name: (
             w.phase,
-            next((d.deployment.admission_reason for d in w.deployments if d.phase == "pending"), ""),
+            next(
+                (d.deployment.admission_reason for d in w.deployments if d.phase == "pending"), ""
+            ),
         )
         for w in found
     }

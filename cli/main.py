@@ -1,7 +1,7 @@
 """`wingsmith`: argument parsing and dispatch (entry point `cli.main:main`).
 
 `hub`, `agent` and `demo` launch other programs: everything after the word goes, unparsed, to
-`hub.app.main`, `agent.app.main` or `cli.demo.main`, imported only then, so that a client
+`hub.app.main`, `agent.main.main` or `cli.demo.main`, imported only then, so that a client
 command never loads the hub or the agent. Every other command is a REST client: its
 arguments are checked first (a usage error never needs a hub), then the hub URL and token
 are resolved (cli/config.py), then the function in cli/commands.py runs.
@@ -19,6 +19,7 @@ import os
 import pathlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from cli import commands, config, kinds, manifests, output
 from cli.client import HubClient
@@ -27,11 +28,15 @@ from cli.errors import CliError, UsageError
 # word -> (module, help). The module's main(argv) runs the program.
 LAUNCHERS = {
     "hub": ("hub.app", "run the hub (the control plane); see `wingsmith hub --help`"),
-    "agent": ("agent.app", "run a cluster agent (hangar); see `wingsmith agent --help`"),
+    # agent.main, not agent.app: it is what `python -m agent` runs (agent/__main__.py).
+    "agent": ("agent.main", "run a cluster agent (hangar); see `wingsmith agent --help`"),
     "demo": ("cli.demo", "run a local demo: a hub and simulated clusters"),
 }
 
 Action = Callable[[commands.Context], None]
+if TYPE_CHECKING:
+    # Generic only in typeshed, not at runtime.
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,7 +135,7 @@ def _add_client_options(parser: argparse.ArgumentParser, *, default: object) -> 
 
 
 def _command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    sub: Subparsers,
     client: argparse.ArgumentParser,
     *,
     name: str,
@@ -142,9 +147,7 @@ def _command(
     return parser
 
 
-def _add_get(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
-) -> None:
+def _add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = _command(
         sub, client, name="get", help_text="show resources (a list, or one by REF)", prepare=_get
     )
@@ -180,9 +183,7 @@ def _get(args: argparse.Namespace) -> Action:
     return lambda ctx: commands.get(ctx, kind=kind, ref=ref, filters=filters)
 
 
-def _add_create(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
-) -> None:
+def _add_create(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = _command(
         sub,
         client,
@@ -200,9 +201,7 @@ def _create(args: argparse.Namespace) -> Action:
     return lambda ctx: commands.create(ctx, documents=documents)
 
 
-def _add_scale(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
-) -> None:
+def _add_scale(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = _command(
         sub, client, name="scale", help_text="set a workload's total replicas", prepare=_scale
     )
@@ -218,9 +217,7 @@ def _scale(args: argparse.Namespace) -> Action:
     return lambda ctx: commands.scale(ctx, ref=ref, replicas=replicas)
 
 
-def _add_set_quota(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
-) -> None:
+def _add_set_quota(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = _command(
         sub,
         client,
@@ -247,9 +244,7 @@ def _set_quota(args: argparse.Namespace) -> Action:
     return lambda ctx: commands.set_quota(ctx, project=project, quotas=quotas, replace=replace)
 
 
-def _add_enable(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
-) -> None:
+def _add_enable(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     for word, enabled in (("enable", True), ("disable", False)):
         parser = _command(
             sub,
@@ -278,9 +273,7 @@ def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], Action]:
     return prepare
 
 
-def _add_delete(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], client: argparse.ArgumentParser
-) -> None:
+def _add_delete(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = _command(
         sub,
         client,

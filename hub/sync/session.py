@@ -134,7 +134,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             )
             session.sent_revision = first.revision if not first.empty else hello.applied_revision
             if not first.empty:
-                yield self._desired(first)
+                yield self._out(self._desired(first))
             reader = asyncio.create_task(self._read(session, request_iterator))
             async for message in self._outgoing(session, reader):
                 yield message
@@ -226,7 +226,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 )
                 if not delta.empty:
                     session.sent_revision = delta.revision
-                    yield self._desired(delta)
+                    yield self._out(self._desired(delta))
                 continue
             waiter = asyncio.create_task(session.woken.wait())
             done, _ = await asyncio.wait({waiter, reader}, return_when=asyncio.FIRST_COMPLETED)

@@ -86,6 +86,18 @@ def test_create_stops_at_the_hubs_refusal_and_says_what_was_created(
     assert "cluster/east created" in result.out
 
 
+def test_create_as_json_still_prints_the_agent_token_when_a_later_document_fails(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    bad = manifests.WORKLOAD.replace("project: team-a", "project: nope")
+    path = manifests.write(tmp_path, "---\n".join([manifests.CLUSTER, bad]))
+    result = cli("create", "-f", path, "-o", "json")
+    assert result.code == 1
+    (answer,) = json.loads(result.out)
+    assert answer["token"].startswith("wsa_")
+    assert "no such project 'nope'" in result.err
+
+
 def test_create_refuses_a_file_with_an_unknown_kind_before_creating_anything(
     cli: Runner, tmp_path: pathlib.Path
 ) -> None:

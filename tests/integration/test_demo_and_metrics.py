@@ -1,0 +1,69 @@
+"""The demo reaches its three outcomes, and /metrics carries the documented series."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.harness import Hub, SimAgent, wait_until, workload
+
+
+@pytest.mark.slow
+def test_the_demo_settles_with_one_running_one_quota_one_capacity(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "demo",
+            "--once",
+            "--dir",
+            str(tmp_path / "demo"),
+            "--ready-after",
+            "0.3s",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    final = result.stdout.split("The demo is running")[0].strip().split("\n\n")[-2]
+    assert "llama-70b       search     running    4/4" in final
+    assert "insufficient_quota" in final and "insufficient_capacity" in final
+    assert "grpcurl -plaintext" in result.stdout and "curl -s" in result.stdout
+    assert "stopped: hub and agents shut down cleanly." in result.stdout
+
+
+def test_metrics_show_agents_messages_admissions_and_phases(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=4)
+    agents(cluster_id="east", token=token)
+    wait_until(lambda: hub.get("/v1/clusters/east")["devices"], what="devices")
+    hub.post("/v1/workloads", workload("fits", replicas=1, clusters=("east",)))
+    hub.post("/v1/workloads", workload("too-big", replicas=2, clusters=("east",)))
+    wait_until(lambda: hub.get("/v1/workloads/fits")["phase"] == "running")
+
+    assert hub.metric("wingsmith_agents_connected") == 1
+    assert hub.metric("wingsmith_stream_messages_total", direction="in", type="hello") == 1
+    assert hub.metric("wingsmith_stream_messages_total", direction="in", type="observations") >= 1
+    assert hub.metric("wingsmith_stream_messages_total", direction="out", type="desired") >= 1
+    assert hub.metric("wingsmith_admission_decisions_total", result="admitted", reason="none") >= 1
+    assert (
+        hub.metric(
+            "wingsmith_admission_decisions_total", result="waiting", reason="insufficient_quota"
+        )
+        >= 1
+    )
+    assert hub.metric("wingsmith_deployments", phase="running") == 1
+    assert hub.metric("wingsmith_deployments", phase="pending") == 1

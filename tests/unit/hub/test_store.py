@@ -1,0 +1,109 @@
+"""The store: migrations, the admin token file, and level-triggered observations."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from hub import errors
+from hub.api.auth import load_or_create_token
+from hub.model import (
+    AllocationObservation,
+    Device,
+    NodeObservation,
+    ObservationBatch,
+)
+from hub.service import clusters, sync
+from hub.service.context import ServiceContext
+from hub.store import db as store_db
+from hub.store.db import Database
+
+
+def gpu(uuid: str, *, healthy: bool = True) -> Device:
+    return Device(
+        uuid, "H100", 80, "0:0", "H100-80GB", healthy=healthy, health_reason="", verified=True
+    )
+
+
+def test_migrations_apply_once_and_record_their_version(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    first = Database(path)
+    assert first.schema_version == len(store_db.migrations())
+    epoch = first.epoch
+    first.close()
+    again = Database(path)
+    assert again.schema_version == len(store_db.migrations())
+    assert again.epoch == epoch, "the store epoch survives restarts"
+    with again.read() as conn:
+        rows = conn.execute("SELECT version FROM schema_migrations").fetchall()
+        assert [r[0] for r in rows] == list(range(1, len(store_db.migrations()) + 1))
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+
+
+def test_a_database_from_a_newer_hub_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    Database(path).close()
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO schema_migrations VALUES (999, 'future.sql', 0)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(errors.StoreError):
+        Database(path)
+
+
+def test_the_admin_token_is_generated_once_with_mode_0600(tmp_path: Path) -> None:
+    db = str(tmp_path / "hub.db")
+    token, source = load_or_create_token(db, environ={})
+    assert source.endswith(".admin-token")
+    assert stat.S_IMODE(os.stat(source).st_mode) == 0o600
+    assert load_or_create_token(db, environ={}) == (token, source)
+    assert load_or_create_token(db, environ={"WINGSMITH_ADMIN_TOKEN": "from-env-token"})[0] == (
+        "from-env-token"
+    )
+
+
+def node(
+    ns: int, devices: tuple[Device, ...], allocations: tuple[AllocationObservation, ...] = ()
+) -> ObservationBatch:
+    return ObservationBatch(seq=1, nodes=(NodeObservation("n1", ns, devices, allocations),))
+
+
+def test_an_older_observation_never_overwrites_a_newer_one(tmp_path: Path) -> None:
+    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+    clusters.create(ctx, cluster_id="east", labels={})
+    now = time.time_ns()
+    sync.ingest(ctx, [("east", node(now, (gpu("GPU-new"),)))])
+    result = sync.ingest(ctx, [("east", node(now - 1_000, (gpu("GPU-old"),)))])
+    assert result.nodes_written == 0
+    (only,) = clusters.get(ctx, "east").nodes
+    assert [d.uuid for d in only.devices] == ["GPU-new"]
+
+
+def test_unchanged_node_state_is_not_rewritten_and_changes_are_seen(tmp_path: Path) -> None:
+    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+    clusters.create(ctx, cluster_id="east", labels={})
+    now = time.time_ns()
+    assert sync.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))]).capacity_changed == {"east"}
+    assert sync.ingest(ctx, [("east", node(now + 1, (gpu("GPU-1"),)))]).capacity_changed == set()
+    changed = sync.ingest(ctx, [("east", node(now + 2, (gpu("GPU-1", healthy=False),)))])
+    assert changed.capacity_changed == {"east"}
+    capacity = clusters.get(ctx, "east").capacity["H100-80GB"]
+    assert (capacity.total, capacity.unusable) == (0, 1), "an unhealthy device is not capacity"
+
+
+def test_an_absent_node_drops_its_devices(tmp_path: Path) -> None:
+    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+    clusters.create(ctx, cluster_id="east", labels={})
+    now = time.time_ns()
+    sync.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))])
+    gone = ObservationBatch(seq=2, nodes=(NodeObservation("n1", now + 1, (), (), absent=True),))
+    sync.ingest(ctx, [("east", gone)])
+    view = clusters.get(ctx, "east")
+    assert view.nodes == () and view.capacity == {}
