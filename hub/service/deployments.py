@@ -8,7 +8,7 @@ from hub import errors
 from hub.model import PHASE_FAILED, PHASE_ORDER, Deployment
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import deployments
+from hub.store import deployments, workloads
 from hub.store.db import Connection
 from hub.store.deployments import DeploymentFilter
 
@@ -23,6 +23,11 @@ def list_page(
 ) -> tuple[list[views.DeploymentView], str]:
     limit, after = validate.page(page_size, page_token)
     with snapshot(ctx) as conn:
+        if where.workload_id:
+            workload = workloads.get(conn, where.workload_id)
+            if workload is None:
+                raise errors.NotFound("workload", where.workload_id)
+            where = replace(where, workload_id=workload.workload_id)
         found = deployments.list_page(conn, where=where, after=after, limit=limit)
         result = views.deployment_views(ctx, conn, found)
     return result, validate.next_token([d.deployment_id for d in found], limit)

@@ -132,7 +132,7 @@ def waiting(
     """Deployments whose admitted replicas differ from what they should hold, oldest first."""
     clause = (
         "((d.enabled = 1 AND d.admitted_replicas != d.desired_replicas)"
-        " OR (d.enabled = 0 AND d.admitted_replicas > 0))"
+        " OR (d.enabled = 0 AND (d.admitted_replicas > 0 OR d.admission_reason != 'disabled')))"
     )
     params: list[object] = []
     if cluster_ids is not None:

@@ -122,3 +122,26 @@ def test_replicas_spread_over_clusters_by_free_capacity(
     assert shares == {"east": 4, "west": 2}
     wait_until(lambda: hub.get("/v1/workloads/spread")["phase"] == "running")
     assert hub.get("/v1/workloads/spread")["ready_replicas"] == 6
+
+
+def test_disabling_a_pending_deployment_shows_the_disabled_reason(hub: Hub) -> None:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("chat", clusters=("east",)))
+    assert phase(hub, "chat.east") == ("pending", "insufficient_capacity")
+    hub.patch("/v1/deployments/chat.east", {"enabled": False})
+    assert phase(hub, "chat.east") == ("pending", "disabled")
+    assert hub.get("/v1/deployments/chat.east")["admission_message"] == "deployment is disabled"
+    hub.patch("/v1/deployments/chat.east", {"enabled": True})
+    assert phase(hub, "chat.east") == ("pending", "insufficient_capacity")
+
+
+def test_the_deployment_list_filters_by_workload_name_or_id(hub: Hub) -> None:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    created = hub.post("/v1/workloads", workload("chat", clusters=("east",)))
+    by_name = hub.get("/v1/deployments?workload_id=chat")["deployments"]
+    by_id = hub.get(f"/v1/deployments?workload_id={created['workload_id']}")["deployments"]
+    assert by_name == by_id and len(by_name) == 1
+    status, _ = hub.rest("GET", "/v1/deployments?workload_id=ghost", check=False)
+    assert status == 404
