@@ -145,3 +145,35 @@ def test_the_deployment_list_filters_by_workload_name_or_id(hub: Hub) -> None:
     assert by_name == by_id and len(by_name) == 1
     status, _ = hub.rest("GET", "/v1/deployments?workload_id=ghost", check=False)
     assert status == 404
+
+
+def test_changing_placement_moves_replicas_and_keeps_remaining_shares(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    for cluster_id in ("east", "west"):
+        token = hub.register_cluster(cluster_id)
+        agents(cluster_id=cluster_id, token=token)
+        with_devices(hub, cluster_id)
+    hub.create_project("search", H100_80GB=64)
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    wait_until(lambda: hub.get("/v1/workloads/chat")["phase"] == "running")
+    moved = hub.patch("/v1/workloads/chat", {"placement": {"clusters": ["west"]}})
+    assert [(d["cluster_id"], d["desired_replicas"]) for d in moved["deployments"]] == [("west", 2)]
+    wait_until(lambda: hub.get("/v1/workloads/chat")["phase"] == "running", what="moved")
+    status, _ = hub.rest("GET", "/v1/deployments/chat.east", check=False)
+    assert status == 404
+    wait_until(lambda: not hub.get("/v1/allocations?cluster_id=east")["allocations"])
+
+
+def test_allocations_by_project(hub: Hub, agents: Callable[..., SimAgent]) -> None:
+    token = hub.register_cluster("east")
+    agents(cluster_id="east", token=token)
+    with_devices(hub, "east")
+    hub.create_project("search", H100_80GB=16)
+    hub.create_project("ads", H100_80GB=16)
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    hub.post("/v1/workloads", workload("ranker", project="ads", replicas=1, clusters=("east",)))
+    wait_until(lambda: hub.get("/v1/workloads/ranker")["phase"] == "running")
+    wait_until(lambda: len(hub.get("/v1/allocations?project=search")["allocations"]) == 2)
+    ads = hub.get("/v1/allocations?project=ads")["allocations"]
+    assert len(ads) == 1 and len(ads[0]["device_ids"]) == 4

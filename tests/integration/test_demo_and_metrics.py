@@ -67,3 +67,36 @@ def test_metrics_show_agents_messages_admissions_and_phases(
     )
     assert hub.metric("wingsmith_deployments", phase="running") == 1
     assert hub.metric("wingsmith_deployments", phase="pending") == 1
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
+    import signal
+
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "demo",
+            "--dir",
+            str(tmp_path / "demo"),
+            "--ready-after",
+            "0.3s",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("Ctrl-C stops the demo"):
+            break
+    process.send_signal(signal.SIGINT)
+    rest, _ = process.communicate(timeout=30)
+    assert process.returncode == 0
+    assert "stopped: hub and agents shut down cleanly." in rest
