@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Mapping, Sequence
 
 import grpc
 
 from agent.app import AgentConfig
+from agent.devices import diagnose
 from agent.simulation import build_simulated_agent
 
 ENV_TOKEN = "WINGSMITH_AGENT_TOKEN"
@@ -49,6 +51,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["devices"]:
+        # The node diagnostic (agent/devices/diagnose.py) parses its own options.
+        raise SystemExit(diagnose.main(words[1:]))
     args = parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

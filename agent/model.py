@@ -74,8 +74,22 @@ class DeploymentSpec:
     device_class: str
     devices_per_replica: int
     revision: int = 0
+    # Extra replicas admitted for a rollout (old and new side by side up to replicas + surge).
+    surge_replicas: int = 0
+    # An adopted DGD's coordinates; empty for the agent's own (named after the workload).
+    dgd_namespace: str = ""
+    dgd_name: str = ""
+    adopted: bool = False
 
     @property
     def should_run(self) -> bool:
         """The agent may run it: admitted, enabled and managed."""
         return self.admitted and self.enabled and self.authority == "managed"
+
+    def workers_of(self, role: str) -> int:
+        """Worker pods of one role in one replica (role: worker, prefill or decode)."""
+        if role == "prefill":
+            return self.serving.prefill_workers
+        if role == "decode" and self.serving.mode == "disaggregated":
+            return self.serving.decode_workers
+        return 1

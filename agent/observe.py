@@ -1,13 +1,15 @@
 """The observer: what runs in the cluster, as level-triggered observations for the hub.
 
 Reads the cluster port (DGDs, pods), each node's NVML inventory and kubelet allocations, and
-builds one observation per deployment and per node. It remembers what it last sent and returns
-only what changed, so a quiet cluster sends nothing but heartbeats; `reset()` (after every
-reconnect) makes the next collection send everything, since the hub's view is unknown.
+builds one observation per deployment, per node and per DGD we did not create (discovered,
+agent/discover.py). It remembers what it last sent and returns only what changed, so a quiet
+cluster sends nothing but heartbeats; `reset()` (after every reconnect) makes the next
+collection send everything, since the hub's view is unknown.
 
-Per deployment: the DGD's status, and its worker pods as replicas (frontends are not replicas:
-they hold no devices and serve no model). Per node: every device, verified against the
-kubelet (agent/devices/verify.py), and every GPU allocation.
+Per deployment: its DGD (ours by label, or an adopted one by its coordinates), the DGD's status
+and replicas, and its worker pods as replicas (frontends are not replicas: they hold no devices
+and serve no model). Per node: every device, verified against the kubelet
+(agent/devices/verify.py), and every GPU allocation.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from agent import discover
 from agent.cluster import port
+from agent.cluster.shape import main_worker, role_of, worker_args
 from agent.devices import verify
 from agent.devices.model import DeviceInventory, Gpu
+from agent.discover import DiscoveredObservation, PodReport
 from agent.kubelet.model import PodResourcesSource
 from agent.model import DeploymentSpec
-from agent.reconcile import ANNOTATION_GENERATION, ours
+from agent.reconcile import ANNOTATION_GENERATION, dgd_of
 
 T = TypeVar("T")
 
@@ -46,22 +51,13 @@ class StatusObservation:
 
 
 @dataclass(frozen=True)
-class ReplicaObservation:
-    name: str
-    namespace: str
-    node_id: str
-    ready: bool
-    serving_digest: str
-    engine_version: str
-    role: str
-
-
-@dataclass(frozen=True)
 class DeploymentObservation:
     deployment_id: str
     status: StatusObservation | None
-    replicas: tuple[ReplicaObservation, ...]
+    replicas: tuple[PodReport, ...]
     absent: bool = False
+    # The main worker's args as the DGD runs them (drift checks of adopted deployments).
+    live_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,10 +79,11 @@ class NodeObservation:
 class Observations:
     deployments: tuple[DeploymentObservation, ...]
     nodes: tuple[NodeObservation, ...]
+    discovered: tuple[DiscoveredObservation, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.deployments and not self.nodes
+        return not (self.deployments or self.nodes or self.discovered)
 
 
 class Observer:
@@ -97,38 +94,54 @@ class Observer:
         self._nodes = nodes
         self._sent_deployments: dict[str, DeploymentObservation] = {}
         self._sent_nodes: dict[str, NodeObservation] = {}
+        self._sent_discovered: dict[str, DiscoveredObservation] = {}
+        # Device class per node, from the last inventory read (for discovered DGDs).
+        self._node_classes: dict[str, str] = {}
 
     def reset(self) -> None:
         self._sent_deployments.clear()
         self._sent_nodes.clear()
+        self._sent_discovered.clear()
 
     def collect(self, desired: Mapping[str, DeploymentSpec]) -> Observations:
         """What changed since the last collection (everything after a reset)."""
-        current_d = self._deployments(desired)
-        current_n = {n.node_id: n for n in (self._node(source) for source in self._nodes())}
-        changed_d = _changed(self._sent_deployments, current_d, gone=_absent_deployment)
-        changed_n = _changed(self._sent_nodes, current_n, gone=_absent_node)
-        return Observations(tuple(changed_d), tuple(changed_n))
+        dgds = self._cluster.list_dgds()
+        workers = workers_by_graph(self._cluster.list_pods())
+        nodes = {n.node_id: n for n in (self._node(source) for source in self._nodes())}
+        deployments = self._deployments(desired, dgds, workers)
+        found = {
+            f"{d.namespace}/{d.name}": discover.describe(
+                d, workers.get((d.namespace, d.name), []), self._node_classes
+            )
+            for d in dgds
+            # Without our deployment-id label: neither made nor taken over by Wingsmith.
+            if not d.labels.get(port.LABEL_DEPLOYMENT_ID)
+        }
+        return Observations(
+            tuple(_changed(self._sent_deployments, deployments, gone=_absent_deployment)),
+            tuple(_changed(self._sent_nodes, nodes, gone=_absent_node)),
+            tuple(_changed(self._sent_discovered, found, gone=_absent_discovered)),
+        )
 
     def _deployments(
-        self, desired: Mapping[str, DeploymentSpec]
+        self,
+        desired: Mapping[str, DeploymentSpec],
+        dgds: Sequence[port.Dgd],
+        workers: Mapping[tuple[str, str], list[port.Pod]],
     ) -> dict[str, DeploymentObservation]:
-        dgds = {ours(d): d for d in self._cluster.list_dgds() if ours(d)}
-        pods: dict[str, list[port.Pod]] = {}
-        for pod in self._cluster.list_pods():
-            deployment_id = pod.labels.get(port.LABEL_DEPLOYMENT_ID)
-            if deployment_id and pod.labels.get(port.DYNAMO_COMPONENT_TYPE) == "worker":
-                pods.setdefault(deployment_id, []).append(pod)
         result = {}
         for deployment_id, spec in desired.items():
-            dgd = dgds.get(deployment_id)
+            dgd = dgd_of(spec, dgds)
             if dgd is None:
                 continue
-            workers = sorted(pods.get(deployment_id, []), key=lambda p: (p.namespace, p.name))
+            pods = workers.get((dgd.namespace, dgd.name), [])
+            services = dgd.spec.get("services", {})
+            main = main_worker(services)
             result[deployment_id] = DeploymentObservation(
                 deployment_id=deployment_id,
-                status=_status(spec, dgd, workers),
-                replicas=tuple(_replica(p) for p in workers),
+                status=_status(spec, dgd, pods),
+                replicas=tuple(discover.pod_report(p) for p in pods),
+                live_args=tuple(worker_args(services[main])) if main else (),
             )
         return result
 
@@ -144,6 +157,9 @@ class Observer:
             DeviceObservation(gpu=verify.with_reason(v), verified=v.verified)
             for v in verify.verify(inventory, allocatable)
         )
+        classes = [g.device_class for g in inventory.devices if not g.parent_uuid]
+        if classes:
+            self._node_classes[source.node_id] = max(sorted(set(classes)), key=classes.count)
         errors = "; ".join(e for e in (inventory.error, kubelet_error) if e)
         return NodeObservation(
             node_id=source.node_id,
@@ -153,15 +169,35 @@ class Observer:
         )
 
 
+def workers_by_graph(pods: Sequence[port.Pod]) -> dict[tuple[str, str], list[port.Pod]]:
+    """Worker pods per DGD (namespace, name), by the label Dynamo puts on every pod."""
+    result: dict[tuple[str, str], list[port.Pod]] = {}
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
+        graph = pod.labels.get(port.DYNAMO_GRAPH)
+        if graph and pod.labels.get(port.DYNAMO_COMPONENT_TYPE) == "worker":
+            result.setdefault((pod.namespace, graph), []).append(pod)
+    return result
+
+
 def ready_replicas(spec: DeploymentSpec, workers: Sequence[port.Pod]) -> int:
     """Ready replicas: aggregated, one per ready worker; disaggregated, the number of complete
     prefill + decode sets among the ready workers."""
     ready = [p for p in workers if p.ready]
     if spec.serving.mode != "disaggregated":
         return len(ready)
-    prefill = sum(1 for p in ready if _role(p) == "prefill")
-    decode = sum(1 for p in ready if _role(p) == "decode")
+    prefill = sum(1 for p in ready if discover.pod_report(p).role == "prefill")
+    decode = sum(1 for p in ready if discover.pod_report(p).role == "decode")
     return min(prefill // spec.serving.prefill_workers, decode // spec.serving.decode_workers)
+
+
+def live_replicas(spec: DeploymentSpec, dgd: port.Dgd) -> int:
+    """The replicas the DGD itself asks for: what the cluster is trying to achieve."""
+    services: Mapping[str, Any] = dgd.spec.get("services", {})
+    main = main_worker(services)
+    if main is None:
+        return 0
+    pods = int(services[main].get("replicas", 0) or 0)
+    return pods // max(1, spec.workers_of(role_of(main, services[main])))
 
 
 def _status(spec: DeploymentSpec, dgd: port.Dgd, workers: Sequence[port.Pod]) -> StatusObservation:
@@ -175,25 +211,8 @@ def _status(spec: DeploymentSpec, dgd: port.Dgd, workers: Sequence[port.Pod]) ->
         reason=str(ready_condition.get("reason", "")),
         message=str(ready_condition.get("message", ""))[:2048],
         ready_replicas=ready_replicas(spec, workers),
-        desired_replicas=spec.replicas,
+        desired_replicas=live_replicas(spec, dgd),
         applied_generation=int(generation) if generation.isdigit() else 0,
-    )
-
-
-def _role(pod: port.Pod) -> str:
-    sub = pod.labels.get(port.DYNAMO_SUB_COMPONENT_TYPE, "")
-    return sub if sub in ("prefill", "decode") else "worker"
-
-
-def _replica(pod: port.Pod) -> ReplicaObservation:
-    return ReplicaObservation(
-        name=pod.name,
-        namespace=pod.namespace,
-        node_id=pod.node_name,
-        ready=pod.ready and bool(pod.node_name),
-        serving_digest=pod.labels.get(port.LABEL_SERVING_DIGEST, ""),
-        engine_version=pod.labels.get(port.LABEL_ENGINE_VERSION, ""),
-        role=_role(pod),
     )
 
 
@@ -203,6 +222,11 @@ def _absent_deployment(deployment_id: str) -> DeploymentObservation:
 
 def _absent_node(node_id: str) -> NodeObservation:
     return NodeObservation(node_id=node_id, devices=(), allocations=(), absent=True)
+
+
+def _absent_discovered(key: str) -> DiscoveredObservation:
+    namespace, _, name = key.partition("/")
+    return discover.absent(namespace, name)
 
 
 def _changed(sent: dict[str, T], current: Mapping[str, T], *, gone: Callable[[str], T]) -> list[T]:

@@ -5,15 +5,20 @@ transaction, calls `decide`, and commits the decisions in that same transaction,
 admissions can never both spend the same quota or the same free device (docs/admission.md).
 
 Accounting, per device class:
-- A deployment *charges* max(admitted_replicas x devices_per_replica, devices it holds in live
-  allocations). The charge is `used` (allocated) plus `reserved` (admitted, not yet allocated).
-- A project's quota is spent by the charges of its deployments: admit only if
-  charged + delta <= limit.
+- A deployment *charges* max((admitted + surge replicas) x devices_per_replica, devices it
+  holds in live allocations): `used` (allocated) plus `reserved` (admitted, not yet allocated).
+- A project's quota is spent by the charges of its deployments: admit only if the charge after
+  admitting still fits the limit (charged + delta <= limit).
 - A cluster's free devices = verified healthy devices - allocated devices (anyone's pods) -
   reservations of admitted deployments. Admit only if delta <= free.
-- Demand is all or nothing per deployment: the delta (desired - admitted replicas) is admitted
-  whole or waits whole. Already admitted replicas keep running while a scale-up waits.
+- Demand is all or nothing per deployment: the delta (desired - admitted replicas, less what the
+  deployment already holds) is admitted whole or waits whole. Admitted replicas keep running
+  while a scale-up waits.
 - Scale-downs and disabled deployments release at once (they need no check).
+- A rolling deployment may also get *surge* replicas, so old and new run side by side: as many
+  as quota and capacity allow, up to its admitted replicas, granted after every regular demand
+  of the pass (a rollout never takes room a waiting deployment could use). With no surge the
+  rollout replaces old replicas in place (docs/rollouts.md): it is never blocked.
 
 Order: best-effort FIFO. Demands are considered oldest first (pending_since); one that does not
 fit does not block a later, smaller one that does.
@@ -22,7 +27,7 @@ fit does not block a later, smaller one that does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hub.model import (
     REASON_DISABLED,
@@ -46,6 +51,13 @@ class Demand:
     admitted_replicas: int
     enabled: bool
     pending_since: float
+    # Devices its pods hold now (an adopted deployment holds them before any admission).
+    held: int = 0
+    rolling: bool = False
+    surge_replicas: int = 0
+
+    def charge(self, *, admitted: int, surge: int) -> int:
+        return max((admitted + surge) * self.devices_per_replica, self.held)
 
 
 @dataclass(frozen=True)
@@ -63,66 +75,130 @@ class Decision:
     admitted_replicas: int
     reason: str
     message: str
+    surge_replicas: int = 0
 
     @property
     def waiting(self) -> bool:
         return self.reason not in (REASON_NONE, REASON_DISABLED)
 
 
+class _Ledger:
+    """Quota charged and capacity free, spent as the pass admits."""
+
+    def __init__(self, view: AdmissionView) -> None:
+        self.limits = view.quota_limits
+        self.charged = dict(view.quota_charged)
+        self.free = dict(view.cluster_free)
+
+    def headroom(self, demand: Demand) -> tuple[int | None, int]:
+        """(quota left or None when the class has no quota, free devices)."""
+        key = (demand.project, demand.device_class)
+        limit = self.limits.get(key)
+        quota_left = None if limit is None else limit - self.charged.get(key, 0)
+        return quota_left, self.free.get((demand.cluster_id, demand.device_class), 0)
+
+    def spend(self, demand: Demand, devices: int) -> None:
+        """Charge `devices` (negative: give back what a scale-down or release frees)."""
+        if devices == 0:
+            return
+        quota_key = (demand.project, demand.device_class)
+        capacity_key = (demand.cluster_id, demand.device_class)
+        self.charged[quota_key] = self.charged.get(quota_key, 0) + devices
+        self.free[capacity_key] = self.free.get(capacity_key, 0) - devices
+
+
 def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
-    """One decision per demand, oldest first, spending quota and capacity as it goes."""
-    charged = dict(view.quota_charged)
-    free = dict(view.cluster_free)
-    decisions = []
-    for demand in sorted(demands, key=lambda d: (d.pending_since, d.deployment_id)):
-        decision = _decide_one(demand, view.quota_limits, charged, free)
-        grown = decision.admitted_replicas - demand.admitted_replicas
-        if grown > 0:
-            delta = grown * demand.devices_per_replica
-            quota_key = (demand.project, demand.device_class)
-            capacity_key = (demand.cluster_id, demand.device_class)
-            charged[quota_key] = charged.get(quota_key, 0) + delta
-            free[capacity_key] = free.get(capacity_key, 0) - delta
-        decisions.append(decision)
-    return decisions
+    """One decision per demand: first release the surge of rollouts that ended, then admit
+    demands oldest first, spending quota and capacity as it goes, then grant surge to rolling
+    deployments from what is left."""
+    ledger = _Ledger(view)
+    ordered = [
+        _release_surge(d, ledger)
+        for d in sorted(demands, key=lambda d: (d.pending_since, d.deployment_id))
+    ]
+    decisions = {}
+    for demand in ordered:
+        decision = _decide_one(demand, ledger)
+        ledger.spend(
+            demand,
+            demand.charge(admitted=decision.admitted_replicas, surge=demand.surge_replicas)
+            - demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas),
+        )
+        decisions[demand.deployment_id] = decision
+    for demand in ordered:
+        decision = decisions[demand.deployment_id]
+        decisions[demand.deployment_id] = _with_surge(demand, decision, ledger)
+    return [decisions[d.deployment_id] for d in demands]
 
 
-def _decide_one(
-    demand: Demand,
-    limits: Mapping[QuotaKey, int],
-    charged: Mapping[QuotaKey, int],
-    free: Mapping[CapacityKey, int],
-) -> Decision:
+def _release_surge(demand: Demand, ledger: _Ledger) -> Demand:
+    """A deployment no longer rolling (or disabled) gives its surge back before anyone asks."""
+    if not demand.surge_replicas or (demand.rolling and demand.enabled):
+        return demand
+    admitted = demand.admitted_replicas
+    ledger.spend(
+        demand,
+        demand.charge(admitted=admitted, surge=0)
+        - demand.charge(admitted=admitted, surge=demand.surge_replicas),
+    )
+    return replace(demand, surge_replicas=0)
+
+
+def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
     if not demand.enabled:
         return Decision(demand.deployment_id, 0, REASON_DISABLED, "deployment is disabled")
     if demand.desired_replicas <= demand.admitted_replicas:
         return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
-    delta = (demand.desired_replicas - demand.admitted_replicas) * demand.devices_per_replica
-    quota_key = (demand.project, demand.device_class)
-    limit = limits.get(quota_key)
-    if limit is None:
+    delta = demand.charge(admitted=demand.desired_replicas, surge=demand.surge_replicas) - (
+        demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas)
+    )
+    quota_left, free = ledger.headroom(demand)
+    if quota_left is None:
         return Decision(
             demand.deployment_id,
             demand.admitted_replicas,
             REASON_INSUFFICIENT_QUOTA,
             f"project {demand.project} has no quota for {demand.device_class}",
         )
-    spent = charged.get(quota_key, 0)
-    if spent + delta > limit:
+    if delta > quota_left:
+        limit = ledger.limits[(demand.project, demand.device_class)]
         return Decision(
             demand.deployment_id,
             demand.admitted_replicas,
             REASON_INSUFFICIENT_QUOTA,
             f"needs {delta} {demand.device_class}; project {demand.project} has "
-            f"{max(0, limit - spent)} of {limit} left",
+            f"{max(0, quota_left)} of {limit} left",
         )
-    room = free.get((demand.cluster_id, demand.device_class), 0)
-    if delta > room:
+    if delta > free:
         return Decision(
             demand.deployment_id,
             demand.admitted_replicas,
             REASON_INSUFFICIENT_CAPACITY,
             f"needs {delta} {demand.device_class}; cluster {demand.cluster_id} has "
-            f"{max(0, room)} free",
+            f"{max(0, free)} free",
         )
     return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
+
+
+def _with_surge(demand: Demand, decision: Decision, ledger: _Ledger) -> Decision:
+    """Grant, keep or release surge replicas for a rollout (never more than admitted)."""
+    admitted = decision.admitted_replicas
+    surge = 0
+    if demand.rolling and demand.enabled and admitted > 0:
+        surge = min(demand.surge_replicas, admitted)
+        quota_left, free = ledger.headroom(demand)
+        room = 0 if quota_left is None else min(quota_left, free)
+        while surge < admitted:
+            step = demand.charge(admitted=admitted, surge=surge + 1) - demand.charge(
+                admitted=admitted, surge=surge
+            )
+            if step > room:
+                break
+            room -= step
+            surge += 1
+    ledger.spend(
+        demand,
+        demand.charge(admitted=admitted, surge=surge)
+        - demand.charge(admitted=admitted, surge=demand.surge_replicas),
+    )
+    return Decision(decision.deployment_id, admitted, decision.reason, decision.message, surge)

@@ -154,10 +154,21 @@ class Deployment:
     update_time: float
     # Admission order: when the deployment last started waiting (best-effort FIFO).
     pending_since: float = 0.0
+    # Extra replicas admitted while a serving change rolls out (docs/rollouts.md).
+    surge_replicas: int = 0
+    rolling: bool = False
+    # An adopted deployment's DGD (not the agent's own) and the discovered entry it came from.
+    dgd_namespace: str = ""
+    dgd_name: str = ""
+    adopted_from: str = ""
 
     @property
     def name(self) -> str:
         return f"{self.workload_name}.{self.cluster_id}"
+
+    @property
+    def adopted(self) -> bool:
+        return bool(self.adopted_from)
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,8 @@ class StatusReport:
     applied_generation: int
     observe_ns: int
     absent: bool = False
+    # The worker's args as the DGD runs them (drift checks of adopted deployments).
+    live_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,6 +265,7 @@ class DeploymentObservation:
     status: StatusReport | None
     replicas: tuple[ReplicaObservation, ...]
     absent: bool = False
+    live_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -273,7 +287,59 @@ class NodeObservation:
 
 
 @dataclass(frozen=True)
+class DiscoveredService:
+    name: str
+    component_type: str
+    sub_component_type: str
+    replicas: int
+    ready_replicas: int
+    gpus_per_pod: int
+    image: str
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DiscoveredObservation:
+    namespace: str
+    name: str
+    observe_ns: int
+    absent: bool = False
+    backend_framework: str = ""
+    services: tuple[DiscoveredService, ...] = ()
+    replicas: int = 0
+    ready_replicas: int = 0
+    imported_args: tuple[str, ...] = ()
+    engine_version: str = ""
+    device_class: str = ""
+    devices_per_replica: int = 0
+    pods: tuple[ReplicaObservation, ...] = ()
+
+
+DISCOVERED_STATES = ("new", "tracked", "ignored", "promoted")
+
+
+@dataclass(frozen=True)
+class Discovered:
+    discovered_id: str
+    cluster_id: str
+    namespace: str
+    name: str
+    state: str
+    gone: bool
+    observation: DiscoveredObservation
+    first_seen: float
+    last_seen: float
+    gone_time: float | None = None
+    workload_id: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.cluster_id}.{self.namespace}.{self.name}"
+
+
+@dataclass(frozen=True)
 class ObservationBatch:
     seq: int
     deployments: tuple[DeploymentObservation, ...] = ()
     nodes: tuple[NodeObservation, ...] = ()
+    discovered: tuple[DiscoveredObservation, ...] = ()

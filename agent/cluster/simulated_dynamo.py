@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.cluster.port import GPU_RESOURCE, Dgd, Pod
@@ -41,6 +42,7 @@ from agent.cluster.simulated_objects import (
 from agent.cluster.simulated_rollout import (
     Holder,
     fits_all,
+    max_surge,
     max_unavailable,
     plan_room,
 )
@@ -275,6 +277,10 @@ class DynamoController:
         for pod in candidates:
             if pod.key not in self._pending:
                 continue
+            annotations = self.graphs[pod.graph_key].graph.annotations
+            if self._surge_spent(annotations, pod.owner):
+                self._set_reason(pod, self._surge_reason(annotations, pod.owner))
+                continue
             node = self.hw.first_fit(pod.template.gpu_request)
             if node is None:
                 self._set_reason(pod, self._unschedulable(pod.template.gpu_request))
@@ -286,10 +292,10 @@ class DynamoController:
     def _make_room(self, state: GraphState, now: float) -> bool:
         progressed = False
         for service in state.services.values():
-            progressed |= self._make_room_for(service, now)
+            progressed |= self._make_room_for(state, service, now)
         return progressed
 
-    def _make_room_for(self, service: Service, now: float) -> bool:
+    def _make_room_for(self, state: GraphState, service: Service, now: float) -> bool:
         """Retire old pods so waiting new ones get devices, within maxUnavailable.
 
         The budget is how many ready pods may go: ready - (desired - maxUnavailable). When it
@@ -310,6 +316,15 @@ class DynamoController:
         holders = {p.key: p for p in old if p.devices}
         progressed = False
         for pod in waiting:
+            if self._surge_spent(state.graph.annotations, service):
+                # No pod beyond replicas + surge may hold devices: an old one must go first.
+                victim = self._retirable(service, budget)
+                if victim is None:
+                    service.blocked = not starting
+                    break
+                budget -= 1 if victim.ready else 0
+                holders.pop(victim.key, None)
+                self._remove(victim)
             node = self.hw.first_fit(pod.template.gpu_request)
             if node is None:
                 plan = plan_room(
@@ -334,6 +349,36 @@ class DynamoController:
             else:
                 starting = True
         return progressed
+
+    @staticmethod
+    def _surge_spent(annotations: Mapping[str, str], service: Service) -> bool:
+        """Has a rolling service as many pods holding devices as replicas + max surge?"""
+        limit = max_surge(annotations, service.name)
+        if limit is None:
+            return False
+        new, old = service.generations()
+        if not old:
+            return False
+        holding = sum(1 for p in new + old if p.scheduled)
+        return holding >= service.template.replicas + limit
+
+    @staticmethod
+    def _surge_reason(annotations: Mapping[str, str], service: Service) -> str:
+        limit = max_surge(annotations, service.name)
+        return f"WaitingForSurge: an old replica must retire first (max surge {limit})"
+
+    @staticmethod
+    def _retirable(service: Service, budget: int) -> SimPod | None:
+        """The old pod to retire for one new one: not-ready ones cost nothing, a ready one
+        only within the maxUnavailable budget."""
+        _, old = service.generations()
+        scheduled = sorted((p for p in old if p.scheduled), key=SimPod.rank)
+        if not scheduled:
+            return None
+        victim = scheduled[0]
+        if victim.ready and budget < 1:
+            return None
+        return victim
 
     def _could_finish(self, waiting: list[SimPod], old: list[SimPod]) -> bool:
         room = {n.name: len(n.free()) for n in self.hw}

@@ -17,15 +17,37 @@ Rules, per service with D desired replicas (docs/simulated-cluster.md):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 MAX_UNAVAILABLE_FRACTION = 0.25
+# DGD annotation: JSON object service name -> how many pods beyond `replicas` that service may
+# hold devices for during a rollout. Absent (or a service missing from it): no limit, so the
+# new generation comes up on every free device while the old stays. Wingsmith's agent sets it
+# from the surge the hub admitted (quota and capacity reserved for it), docs/rollouts.md.
+MAX_SURGE_ANNOTATION = "wingsmith.dev/max-surge"
 
 
 def max_unavailable(desired: int) -> int:
     # Kubernetes rounds a percentage maxUnavailable down; at least 1 so a full cluster can move.
     return max(1, int(desired * MAX_UNAVAILABLE_FRACTION))
+
+
+def max_surge(annotations: Mapping[str, str], service: str) -> int | None:
+    """The service's surge limit from the graph's annotation; None means unlimited. A value
+    that cannot be read counts as 0: the safe reading of a limit someone meant to set."""
+    raw = annotations.get(MAX_SURGE_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        limits = json.loads(raw)
+        value = limits.get(service) if isinstance(limits, dict) else None
+    except ValueError:
+        return 0
+    if value is None:
+        return None
+    return max(0, int(value)) if isinstance(value, int) else 0
 
 
 def removal_rank(*, scheduled: bool, ready: bool, seq: int) -> tuple[bool, bool, int]:

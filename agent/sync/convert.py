@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.discover import DiscoveredObservation, PodReport
 from agent.model import DeploymentSpec, KvCache, Serving
 from agent.observe import DeploymentObservation, NodeObservation, Observations
 from wingsmith.v1 import resources_pb2 as pb
@@ -66,6 +67,10 @@ def deployment(message: sync_pb2.DeploymentSpec) -> DeploymentSpec:
         device_class=message.device_class,
         devices_per_replica=message.devices_per_replica,
         revision=message.revision,
+        surge_replicas=message.surge_replicas,
+        dgd_namespace=message.dgd_namespace,
+        dgd_name=message.dgd_name,
+        adopted=message.adopted,
     )
 
 
@@ -76,6 +81,51 @@ def observation_batch(
         seq=seq,
         deployments=[_deployment_observation(d, now_ns) for d in observations.deployments],
         nodes=[_node_observation(n, now_ns) for n in observations.nodes],
+        discovered=[_discovered_observation(d, now_ns) for d in observations.discovered],
+    )
+
+
+def _replica_report(r: PodReport) -> sync_pb2.ReplicaReport:
+    return sync_pb2.ReplicaReport(
+        name=r.name,
+        namespace=r.namespace,
+        node_id=r.node_id,
+        ready=r.ready,
+        serving_digest=r.serving_digest,
+        engine_version=r.engine_version,
+        role=r.role,
+    )
+
+
+def _discovered_observation(
+    d: DiscoveredObservation, now_ns: int
+) -> sync_pb2.DiscoveredObservation:
+    return sync_pb2.DiscoveredObservation(
+        namespace=d.namespace,
+        name=d.name,
+        observe_unix_nanos=now_ns,
+        absent=d.absent,
+        backend_framework=d.backend_framework,
+        services=[
+            pb.DiscoveredService(
+                name=s.name,
+                component_type=s.component_type,
+                sub_component_type=s.sub_component_type,
+                replicas=s.replicas,
+                ready_replicas=s.ready_replicas,
+                gpus_per_pod=s.gpus_per_pod,
+                image=s.image,
+                args=list(s.args),
+            )
+            for s in d.services
+        ],
+        replicas=d.replicas,
+        ready_replicas=d.ready_replicas,
+        imported_args=list(d.imported_args),
+        engine_version=d.engine_version,
+        device_class=d.device_class,
+        devices_per_replica=d.devices_per_replica,
+        pods=[_replica_report(p) for p in d.pods],
     )
 
 
@@ -86,18 +136,8 @@ def _deployment_observation(
         deployment_id=d.deployment_id,
         observe_unix_nanos=now_ns,
         absent=d.absent,
-        replicas=[
-            sync_pb2.ReplicaReport(
-                name=r.name,
-                namespace=r.namespace,
-                node_id=r.node_id,
-                ready=r.ready,
-                serving_digest=r.serving_digest,
-                engine_version=r.engine_version,
-                role=r.role,
-            )
-            for r in d.replicas
-        ],
+        replicas=[_replica_report(r) for r in d.replicas],
+        live_args=list(d.live_args),
     )
     if d.status is not None:
         s = d.status

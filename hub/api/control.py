@@ -17,7 +17,7 @@ from google.protobuf.message import Message
 from hub import errors, wire
 from hub.api import convert
 from hub.api.auth import AdminAuth
-from hub.service import clusters, deployments, inventory, projects, workloads
+from hub.service import adoption, authority, clusters, deployments, inventory, projects, workloads
 from hub.service.context import ServiceContext
 from hub.service.workloads import WorkloadChange
 from hub.store.deployments import DeploymentFilter
@@ -151,6 +151,53 @@ class ControlHandlers:
             return convert.deployment(deployments.get(self._ctx, request.ref))
         view = deployments.set_enabled(self._ctx, request.ref, enabled=request.deployment.enabled)
         return convert.deployment(view)
+
+    def SetDeploymentAuthority(
+        self, request: cpb.SetDeploymentAuthorityRequest
+    ) -> pb.Deployment:
+        view = authority.set_authority(
+            self._ctx,
+            request.ref,
+            authority=wire.enum_word(pb.Authority, request.authority),
+            accept_differences=request.accept_differences,
+        )
+        return convert.deployment(view)
+
+    def ReviewDeployment(self, request: cpb.ReviewDeploymentRequest) -> cpb.DeploymentReview:
+        return convert.review(authority.review(self._ctx, request.ref))
+
+    # -- discovered ---------------------------------------------------------------------------
+
+    def ListDiscovered(self, request: cpb.ListDiscoveredRequest) -> cpb.ListDiscoveredResponse:
+        found, token = adoption.list_page(
+            self._ctx,
+            cluster_id=request.cluster_id,
+            include_ignored=request.include_ignored,
+            page_size=request.page_size,
+            page_token=request.page_token,
+        )
+        return cpb.ListDiscoveredResponse(
+            discovered=[convert.discovered(d) for d in found], next_page_token=token
+        )
+
+    def GetDiscovered(self, request: cpb.GetDiscoveredRequest) -> pb.Discovered:
+        return convert.discovered(adoption.get(self._ctx, request.ref))
+
+    def TrackDiscovered(self, request: cpb.TrackDiscoveredRequest) -> pb.Discovered:
+        return convert.discovered(adoption.track(self._ctx, request.ref))
+
+    def IgnoreDiscovered(self, request: cpb.IgnoreDiscoveredRequest) -> pb.Discovered:
+        return convert.discovered(adoption.ignore(self._ctx, request.ref))
+
+    def PromoteDiscovered(self, request: cpb.PromoteDiscoveredRequest) -> pb.Workload:
+        view = adoption.promote(
+            self._ctx,
+            request.ref,
+            project=request.project,
+            workload_name=request.workload_name,
+            device_class=request.device_class,
+        )
+        return convert.workload(view)
 
     # -- observations -------------------------------------------------------------------------
 

@@ -7,9 +7,11 @@ decides what a resource shows.
 from __future__ import annotations
 
 from hub import wire
-from hub.model import Allocation, Placement
+from hub.model import Allocation, Discovered, Placement
 from hub.service import views
+from hub.service.authority import Review
 from hub.service.workloads import WorkloadSpec
+from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
 
 
@@ -95,7 +97,14 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         ),
         create_time=wire.timestamp(d.create_time),
         update_time=wire.timestamp(d.update_time),
+        drift=[difference(x) for x in view.drift],
     )
+    if view.rollout is not None:
+        message.rollout.CopyFrom(rollout(view.rollout))
+    if d.adopted:
+        message.adopted_from.CopyFrom(
+            pb.AdoptedFrom(discovered_id=d.adopted_from, namespace=d.dgd_namespace, name=d.dgd_name)
+        )
     if view.status is not None:
         report = view.status.report
         message.status.CopyFrom(
@@ -112,6 +121,21 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
     return message
 
 
+def rollout(r: views.RolloutView) -> pb.RolloutStatus:
+    return pb.RolloutStatus(
+        state=pb.ROLLOUT_STATE_ROLLING if r.rolling else pb.ROLLOUT_STATE_CONVERGED,
+        generation=r.generation,
+        serving_digest=r.serving_digest,
+        ready_on_target=r.ready_on_target,
+        replicas_on_older=r.replicas_on_older,
+        surge_replicas=r.surge_replicas,
+    )
+
+
+def difference(x: views.Difference) -> pb.Difference:
+    return pb.Difference(field=x.field, declared=x.declared, observed=x.observed)
+
+
 def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
     d = view.deployment
     return pb.DeploymentSummary(
@@ -125,6 +149,15 @@ def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
         generation=d.generation,
         serving_digest=d.serving_digest,
         stale=view.stale,
+        live_digests=view.live_digests,
+        rollout_state=(
+            pb.ROLLOUT_STATE_UNSPECIFIED
+            if view.rollout is None
+            else pb.ROLLOUT_STATE_ROLLING
+            if view.rollout.rolling
+            else pb.ROLLOUT_STATE_CONVERGED
+        ),
+        authority=wire.enum_value(pb.Authority, d.authority),
     )
 
 
@@ -198,4 +231,66 @@ def workload_spec(message: pb.Workload) -> WorkloadSpec:
         device_class=message.device_class,
         serving=wire.serving_from_proto(message.serving),
         placement=placement_from_proto(message.placement),
+    )
+
+
+def discovered(d: Discovered) -> pb.Discovered:
+    o = d.observation
+    return pb.Discovered(
+        discovered_id=d.discovered_id,
+        name=d.ref,
+        cluster_id=d.cluster_id,
+        namespace=d.namespace,
+        dgd_name=d.name,
+        state=wire.enum_value(pb.DiscoveredState, d.state),
+        gone=d.gone,
+        backend_framework=o.backend_framework,
+        services=[
+            pb.DiscoveredService(
+                name=s.name,
+                component_type=s.component_type,
+                sub_component_type=s.sub_component_type,
+                replicas=s.replicas,
+                ready_replicas=s.ready_replicas,
+                gpus_per_pod=s.gpus_per_pod,
+                image=s.image,
+                args=list(s.args),
+            )
+            for s in o.services
+        ],
+        replicas=o.replicas,
+        ready_replicas=o.ready_replicas,
+        imported_args=list(o.imported_args),
+        engine_version=o.engine_version,
+        device_class=o.device_class,
+        devices_per_replica=o.devices_per_replica,
+        workload_id=d.workload_id,
+        first_seen=wire.timestamp(d.first_seen),
+        last_seen=wire.timestamp(d.last_seen),
+        gone_time=wire.timestamp(d.gone_time),
+    )
+
+
+def review(r: Review) -> cpb.DeploymentReview:
+    view = r.view
+    d = view.deployment
+    report = view.status.report if view.status else None
+    return cpb.DeploymentReview(
+        deployment_id=d.deployment_id,
+        name=d.name,
+        authority=wire.enum_value(pb.Authority, d.authority),
+        adopted=d.adopted,
+        differences=[difference(x) for x in r.differences],
+        restarts_pods=r.restarts_pods,
+        summary=r.summary,
+        engine_args=list(d.engine_args),
+        imported_args=list(d.imported_args),
+        live_args=list(view.live_args),
+        declared_replicas=d.desired_replicas,
+        live_replicas=report.desired_replicas if report else 0,
+        ready_replicas=view.ready_replicas,
+        declared_engine_version=d.serving.engine_version,
+        live_engine_versions=list(view.engine_versions),
+        declared_serving_digest=d.serving_digest,
+        live_digests=view.live_digests,
     )

@@ -11,8 +11,8 @@ Steps of a pass:
 1. list the deployments whose admitted replicas differ from what they should hold;
 2. read quota limits, quota charges of their projects, free capacity of their clusters;
 3. decide, oldest first (pure);
-4. write the decisions: a changed admitted count is a spec change (new cluster revision, the
-   agent is told); a changed reason or message is only a note.
+4. write the decisions: a changed admitted or surge count is a spec change (new cluster
+   revision, the agent is told); a changed reason or message is only a note.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def run(
         projects_in_scope=sorted({d.project for d in waiting}),
         clusters_in_scope=sorted({d.cluster_id for d in waiting}),
     )
+    held = accounting.held_by_deployment(tx.conn, [d.deployment_id for d in waiting])
     demands = [
         Demand(
             deployment_id=d.deployment_id,
@@ -58,6 +59,9 @@ def run(
             admitted_replicas=d.admitted_replicas,
             enabled=d.enabled,
             pending_since=d.pending_since,
+            held=held.get(d.deployment_id, 0),
+            rolling=d.rolling,
+            surge_replicas=d.surge_replicas,
         )
         for d in waiting
     ]
@@ -80,12 +84,16 @@ def _view(tx: Tx, *, projects_in_scope: list[str], clusters_in_scope: list[str])
 
 
 def _commit(tx: Tx, current: Deployment, decision: Decision) -> None:
-    if decision.admitted_replicas != current.admitted_replicas:
+    if (decision.admitted_replicas, decision.surge_replicas) != (
+        current.admitted_replicas,
+        current.surge_replicas,
+    ):
         deployments.save(
             tx.conn,
             replace(
                 current,
                 admitted_replicas=decision.admitted_replicas,
+                surge_replicas=decision.surge_replicas,
                 admission_reason=decision.reason,
                 admission_message=decision.message,
                 update_time=tx.now,

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hub import errors
-from hub.model import Deployment, ObservationBatch, Rejection
+from hub.model import Deployment, DeploymentObservation, ObservationBatch, Rejection
 from hub.service import admit
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import clusters, deployments, observations
+from hub.store import clusters, deployments, discovered, observations
 
 
 @dataclass(frozen=True)
@@ -122,6 +122,15 @@ def authorize(ctx: ServiceContext, cluster_id: str, batch: ObservationBatch) -> 
         )
 
 
+def rollout_done(deployment: Deployment, observation: DeploymentObservation) -> bool:
+    """Every replica runs the current digest and as many are ready as are admitted."""
+    status = observation.status
+    if status is None or observation.absent:
+        return False
+    on_target = all(r.serving_digest == deployment.serving_digest for r in observation.replicas)
+    return on_target and status.ready_replicas >= deployment.admitted_replicas
+
+
 @dataclass(frozen=True)
 class IngestResult:
     deployments_written: int
@@ -138,6 +147,7 @@ def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -
     with transaction(ctx) as tx:
         ids = [d.deployment_id for _, batch in items for d in batch.deployments]
         owners = deployments.owners(tx.conn, ids)
+        rolling = {d.deployment_id: d for d in deployments.rolling(tx.conn, list(owners))}
         for cluster_id, batch in items:
             for obs in batch.deployments:
                 if owners.get(obs.deployment_id) != cluster_id:
@@ -147,6 +157,16 @@ def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -
                     changed.add(cluster_id)
                     written_d += 1
                     records += 1 + len(obs.replicas)
+                    current = rolling.get(obs.deployment_id)
+                    if current is not None and rollout_done(current, obs):
+                        deployments.set_rolling(
+                            tx.conn, deployment_id=current.deployment_id, rolling=False
+                        )
+            for sighting in batch.discovered:
+                if discovered.write(
+                    tx.conn, cluster_id=cluster_id, observation=sighting, now=tx.now
+                ):
+                    records += 1
             for node in batch.nodes:
                 if observations.write_node(tx.conn, cluster_id=cluster_id, observation=node):
                     changed.add(cluster_id)

@@ -8,7 +8,7 @@ nothing of it counts as ready.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hub import phases
@@ -38,6 +38,26 @@ class StatusView:
 
 
 @dataclass(frozen=True)
+class RolloutView:
+    rolling: bool
+    generation: int
+    serving_digest: str
+    ready_on_target: int
+    replicas_on_older: int
+    surge_replicas: int
+
+
+@dataclass(frozen=True)
+class Difference:
+    field: str
+    declared: str
+    observed: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: declared {self.declared or '(none)'}, observed {self.observed}"
+
+
+@dataclass(frozen=True)
 class DeploymentView:
     deployment: Deployment
     phase: str
@@ -48,6 +68,10 @@ class DeploymentView:
     stale: bool
     applied: bool
     rejection: Rejection | None
+    rollout: RolloutView | None = None
+    drift: tuple[Difference, ...] = ()
+    live_args: tuple[str, ...] = ()
+    engine_versions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,7 +127,8 @@ def deployment_views(
     reports = observations.reports(conn, ids)
     rejections = observations.rejections(conn, ids)
     counts = observations.pod_counts(conn, ids)
-    digests = observations.live_digests(conn, ids)
+    digests = observations.digest_counts(conn, ids)
+    versions = observations.engine_versions(conn, ids)
     held = accounting.held_by_deployment(conn, ids)
     applied = {
         c.cluster_id: c.applied_revision
@@ -136,20 +161,83 @@ def deployment_views(
             if report is not None
             else None
         )
+        by_digest = digests.get(d.deployment_id, {})
+        live = {} if is_stale_cluster else _live_digests(by_digest)
+        engine_versions = tuple(sorted(versions.get(d.deployment_id, set())))
         views.append(
             DeploymentView(
                 deployment=d,
                 phase=phase,
                 status=status,
                 ready_replicas=ready,
-                live_digests={} if is_stale_cluster else digests.get(d.deployment_id, {}),
+                live_digests=live,
                 degraded=status is not None and ready < d.desired_replicas,
                 stale=is_stale_cluster,
                 applied=applied.get(d.cluster_id, 0) >= d.revision,
                 rejection=rejection if rejection and rejection.generation >= d.generation else None,
+                rollout=_rollout(d, by_digest) if report is not None else None,
+                drift=(
+                    drift(d, report, live, engine_versions)
+                    if report is not None and not is_stale_cluster
+                    else ()
+                ),
+                live_args=report.live_args if report is not None else (),
+                engine_versions=engine_versions,
             )
         )
     return views
+
+
+UNLABELED = "unlabeled"
+
+
+def _live_digests(counts: Mapping[str, observations.DigestCount]) -> dict[str, int]:
+    """Replicas up (scheduled on a node) per serving digest: during a rollout the old ones
+    still serving and the new ones starting. Pods Wingsmith did not render show as
+    "unlabeled"."""
+    return {(digest or UNLABELED): c.running for digest, c in sorted(counts.items()) if c.running}
+
+
+def _on_target(d: Deployment, digest: str) -> bool:
+    # Pods of an adopted DGD carry no digest until Wingsmith changes their template: they run
+    # what was adopted, which is the target unless a change is rolling out.
+    return digest == d.serving_digest or (digest == "" and d.adopted and not d.rolling)
+
+
+def _rollout(d: Deployment, counts: Mapping[str, observations.DigestCount]) -> RolloutView:
+    return RolloutView(
+        rolling=d.rolling,
+        generation=d.generation,
+        serving_digest=d.serving_digest,
+        ready_on_target=sum(c.ready for g, c in counts.items() if _on_target(d, g)),
+        replicas_on_older=sum(c.pods for g, c in counts.items() if not _on_target(d, g)),
+        surge_replicas=d.surge_replicas,
+    )
+
+
+def drift(
+    d: Deployment,
+    report: StatusReport,
+    live_digests: Mapping[str, int],
+    engine_versions: Sequence[str],
+) -> tuple[Difference, ...]:
+    """How the cluster differs from the declaration. For a managed deployment the declared
+    replicas are the admitted ones (what the agent was told to run)."""
+    found = []
+    declared_replicas = d.admitted_replicas if d.authority == "managed" else d.desired_replicas
+    if report.desired_replicas != declared_replicas:
+        found.append(Difference("replicas", str(declared_replicas), str(report.desired_replicas)))
+    other = sorted(g for g in live_digests if g not in (d.serving_digest, UNLABELED))
+    if other and not d.rolling:
+        found.append(Difference("serving_digest", d.serving_digest, ", ".join(other)))
+    versions = [v for v in engine_versions if v != d.serving.engine_version]
+    if versions:
+        found.append(
+            Difference("engine_version", d.serving.engine_version, ", ".join(engine_versions))
+        )
+    if d.adopted and tuple(d.engine_args) != tuple(report.live_args):
+        found.append(Difference("engine_args", " ".join(d.engine_args), " ".join(report.live_args)))
+    return tuple(found)
 
 
 def workload_view(workload: Workload, deployments: Sequence[DeploymentView]) -> WorkloadView:

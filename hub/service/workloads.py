@@ -17,7 +17,7 @@ from hub import errors, placement, serving
 from hub.model import Deployment, Placement, Serving, Workload
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
-from hub.store import accounting, clusters, deployments, projects, workloads
+from hub.store import accounting, clusters, deployments, discovered, projects, workloads
 from hub.store.db import Connection
 
 MAX_WORKLOAD_NAME = 40
@@ -131,6 +131,8 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
                 "changing devices per replica (parallelism or disaggregated workers) needs a new"
                 " workload: admission and placement were decided per replica size",
             )
+        if any(d.adopted for d in current):
+            _check_adopted_change(workload, new_serving, new_placement)
         if new_serving is not None:
             workload = replace(workload, serving=new_serving)
         if change.replicas is not None:
@@ -153,6 +155,7 @@ def delete(ctx: ServiceContext, ref: str) -> None:
             deployments.delete(tx.conn, d, now=tx.now)
             tx.touched.add(d.cluster_id)
         workloads.delete(tx.conn, workload.workload_id)
+        discovered.release_workload(tx.conn, workload.workload_id)
         # Released reservations may let waiting deployments in.
         admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
 
@@ -233,6 +236,8 @@ def _rescale(
 
 
 def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> None:
+    """A new serving digest is a new generation. A managed deployment with admitted replicas
+    starts rolling out: admission may grant it surge so old and new run side by side."""
     digest = serving.digest(workload.serving)
     for d in current:
         if d.serving_digest == digest:
@@ -245,8 +250,31 @@ def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> Non
                 engine_args=workload.serving.engine_args,
                 serving_digest=digest,
                 generation=d.generation + 1,
+                rolling=d.authority == "managed" and d.admitted_replicas > 0,
                 update_time=tx.now,
             ),
+        )
+
+
+def _check_adopted_change(
+    workload: Workload, new_serving: Serving | None, new_placement: Placement | None
+) -> None:
+    """An adopted deployment keeps the cluster's own pod template: Wingsmith enforces its
+    replicas and, once set, engine_args as the worker's args; nothing else can change."""
+    if new_placement is not None and new_placement != workload.placement:
+        raise errors.FailedPrecondition(
+            f"workload {workload.name} was adopted and is pinned to its cluster",
+            ["its placement cannot change"],
+        )
+    if new_serving is None:
+        return
+    if replace(new_serving, engine_args=()) != replace(workload.serving, engine_args=()):
+        raise errors.FailedPrecondition(
+            f"workload {workload.name} was adopted: its pod template is the cluster's",
+            [
+                "change engine_args (the worker's args) or replicas",
+                "to change anything else, create a workload Wingsmith renders",
+            ],
         )
 
 

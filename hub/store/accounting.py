@@ -4,7 +4,7 @@ The definitions (docs/admission.md), computed here in SQL so a pass costs a few 
 queries rather than a walk over every row:
 - held(d): devices in live allocations of deployment d's pods (allocations joined to replicas by
   cluster, namespace and pod name);
-- reserved(d) = max(0, admitted_replicas x devices_per_replica - held(d));
+- reserved(d) = max(0, (admitted + surge replicas) x devices_per_replica - held(d));
 - a project's used / reserved per class = sum of held / reserved over its deployments;
 - a cluster's total per class = NVML-verified healthy devices; allocated = those devices in any
   live allocation (ours or not); reserved = sum of reserved(d) over its deployments.
@@ -26,6 +26,10 @@ _HELD = """
     GROUP BY r.deployment_id
 """
 
+# reserved(d), in SQL: what an admitted deployment (and its rollout surge) holds in reserve.
+_RESERVED = (
+    "MAX(0, (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica - COALESCE(h.held, 0))"
+)
 _CHUNK = 500
 
 
@@ -51,8 +55,7 @@ def quota_charges(
         WITH held AS ({_HELD.format(where="")})
         SELECT d.project AS project, d.device_class AS device_class,
                COALESCE(SUM(h.held), 0) AS used,
-               COALESCE(SUM(MAX(0, d.admitted_replicas * d.devices_per_replica
-                                   - COALESCE(h.held, 0))), 0) AS reserved
+               COALESCE(SUM({_RESERVED}), 0) AS reserved
         FROM deployments d LEFT JOIN held h ON h.deployment_id = d.deployment_id
         {{where}}
         GROUP BY d.project, d.device_class
@@ -100,8 +103,7 @@ def capacities(
         for r in conn.execute(
             f"""WITH held AS ({_HELD.format(where="")})
                 SELECT d.cluster_id AS cluster_id, d.device_class AS device_class,
-                       COALESCE(SUM(MAX(0, d.admitted_replicas * d.devices_per_replica
-                                           - COALESCE(h.held, 0))), 0) AS reserved
+                       COALESCE(SUM({_RESERVED}), 0) AS reserved
                 FROM deployments d LEFT JOIN held h ON h.deployment_id = d.deployment_id
                 WHERE 1 = 1 {only("d.cluster_id")}
                 GROUP BY d.cluster_id, d.device_class""",

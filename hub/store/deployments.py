@@ -20,7 +20,8 @@ _COLUMNS = (
     "deployment_id, workload_id, cluster_id, project, desired_replicas, admitted_replicas,"
     " admission_reason, admission_message, pending_since, generation, authority, enabled,"
     " engine_args, imported_args, serving, serving_digest, device_class, devices_per_replica,"
-    " revision, create_time, update_time"
+    " revision, create_time, update_time, surge_replicas, rolling, dgd_namespace, dgd_name,"
+    " adopted_from"
 )
 
 
@@ -36,7 +37,7 @@ def save(conn: sqlite3.Connection, deployment: Deployment) -> Deployment:
     revision = clusters.bump_revision(conn, deployment.cluster_id)
     stored = replace(deployment, revision=revision)
     conn.execute(
-        f"INSERT INTO deployments ({_COLUMNS}) VALUES ({','.join('?' * 21)})"
+        f"INSERT INTO deployments ({_COLUMNS}) VALUES ({','.join('?' * 26)})"
         " ON CONFLICT (deployment_id) DO UPDATE SET"
         " desired_replicas = excluded.desired_replicas,"
         " admitted_replicas = excluded.admitted_replicas,"
@@ -46,7 +47,10 @@ def save(conn: sqlite3.Connection, deployment: Deployment) -> Deployment:
         " authority = excluded.authority, enabled = excluded.enabled,"
         " engine_args = excluded.engine_args, imported_args = excluded.imported_args,"
         " serving = excluded.serving, serving_digest = excluded.serving_digest,"
-        " revision = excluded.revision, update_time = excluded.update_time",
+        " revision = excluded.revision, update_time = excluded.update_time,"
+        " surge_replicas = excluded.surge_replicas, rolling = excluded.rolling,"
+        " dgd_namespace = excluded.dgd_namespace, dgd_name = excluded.dgd_name,"
+        " adopted_from = excluded.adopted_from",
         _row(stored),
     )
     return stored
@@ -60,6 +64,14 @@ def set_admission_note(
         "UPDATE deployments SET admission_reason = ?, admission_message = ?"
         " WHERE deployment_id = ?",
         (reason, message, deployment_id),
+    )
+
+
+def set_rolling(conn: sqlite3.Connection, *, deployment_id: str, rolling: bool) -> None:
+    """Mark a rollout started or ended; not part of the agent's spec, so no revision (the
+    surge it frees is, and admission changes it with a revision)."""
+    conn.execute(
+        "UPDATE deployments SET rolling = ? WHERE deployment_id = ?", (int(rolling), deployment_id)
     )
 
 
@@ -132,7 +144,10 @@ def waiting(
     """Deployments whose admitted replicas differ from what they should hold, oldest first."""
     clause = (
         "((d.enabled = 1 AND d.admitted_replicas != d.desired_replicas)"
-        " OR (d.enabled = 0 AND (d.admitted_replicas > 0 OR d.admission_reason != 'disabled')))"
+        " OR (d.enabled = 0 AND (d.admitted_replicas > 0 OR d.admission_reason != 'disabled'))"
+        # A rollout that could use more surge, or holds surge it no longer may.
+        " OR (d.rolling = 1 AND d.surge_replicas < d.admitted_replicas)"
+        " OR (d.surge_replicas > 0 AND (d.rolling = 0 OR d.surge_replicas > d.admitted_replicas)))"
     )
     params: list[object] = []
     if cluster_ids is not None:
@@ -140,6 +155,20 @@ def waiting(
         params = list(cluster_ids)
     rows = conn.execute(_select(clause) + " ORDER BY d.pending_since", params).fetchall()
     return [_deployment(r) for r in rows]
+
+
+def rolling(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> list[Deployment]:
+    """The deployments among these that are rolling out."""
+    result: list[Deployment] = []
+    ids = list(dict.fromkeys(deployment_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = conn.execute(
+            _select(f"d.rolling = 1 AND d.deployment_id IN ({','.join('?' * len(chunk))})"),
+            chunk,
+        ).fetchall()
+        result.extend(_deployment(r) for r in rows)
+    return result
 
 
 def owners(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, str]:
@@ -220,6 +249,11 @@ def _row(d: Deployment) -> tuple[object, ...]:
         d.revision,
         d.create_time,
         d.update_time,
+        d.surge_replicas,
+        int(d.rolling),
+        d.dgd_namespace,
+        d.dgd_name,
+        d.adopted_from,
     )
 
 
@@ -247,4 +281,9 @@ def _deployment(row: sqlite3.Row) -> Deployment:
         create_time=row["create_time"],
         update_time=row["update_time"],
         pending_since=row["pending_since"],
+        surge_replicas=row["surge_replicas"],
+        rolling=bool(row["rolling"]),
+        dgd_namespace=row["dgd_namespace"],
+        dgd_name=row["dgd_name"],
+        adopted_from=row["adopted_from"],
     )

@@ -25,6 +25,7 @@ from hub.model import (
     Replica,
     StatusReport,
 )
+from hub.store import codec
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,14 @@ def write_deployment(
     status = observation.status
     conn.execute(
         "INSERT INTO deployment_reports (deployment_id, observe_ns, has_status, phase, reason,"
-        " message, ready_replicas, desired_replicas, applied_generation, absent)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
+        " message, ready_replicas, desired_replicas, applied_generation, absent, live_args)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
         " observe_ns = excluded.observe_ns, has_status = excluded.has_status,"
         " phase = excluded.phase, reason = excluded.reason, message = excluded.message,"
         " ready_replicas = excluded.ready_replicas,"
         " desired_replicas = excluded.desired_replicas,"
-        " applied_generation = excluded.applied_generation, absent = excluded.absent",
+        " applied_generation = excluded.applied_generation, absent = excluded.absent,"
+        " live_args = excluded.live_args",
         (
             observation.deployment_id,
             observation.observe_ns,
@@ -72,6 +74,7 @@ def write_deployment(
             status.desired_replicas if status else 0,
             status.applied_generation if status else 0,
             int(observation.absent),
+            codec.dumps(list(observation.live_args)),
         ),
     )
     if status is not None and status.applied_generation:
@@ -238,6 +241,7 @@ def reports(
                     applied_generation=r["applied_generation"],
                     observe_ns=r["observe_ns"],
                     absent=bool(r["absent"]),
+                    live_args=tuple(codec.loads(r["live_args"])),
                 )
                 if r["has_status"]
                 else None
@@ -267,19 +271,42 @@ def pod_counts(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[
     return result
 
 
-def live_digests(
+@dataclass(frozen=True)
+class DigestCount:
+    pods: int
+    # Scheduled on a node (up), and ready.
+    running: int
+    ready: int
+
+
+def digest_counts(
     conn: sqlite3.Connection, deployment_ids: Sequence[str]
-) -> dict[str, dict[str, int]]:
-    """deployment id -> serving digest -> ready replicas running it."""
-    result: dict[str, dict[str, int]] = {}
+) -> dict[str, dict[str, DigestCount]]:
+    """deployment id -> serving digest -> its pods (ready or not) and ready ones."""
+    result: dict[str, dict[str, DigestCount]] = {}
     for chunk in _chunks(deployment_ids):
         for r in conn.execute(
-            "SELECT deployment_id, serving_digest, COUNT(*) AS n FROM replicas"
-            f" WHERE ready = 1 AND deployment_id IN ({_marks(chunk)})"
+            "SELECT deployment_id, serving_digest, COUNT(*) AS pods, SUM(ready) AS ready,"
+            " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
+            f" FROM replicas WHERE deployment_id IN ({_marks(chunk)})"
             " GROUP BY deployment_id, serving_digest",
             chunk,
         ):
-            result.setdefault(r["deployment_id"], {})[r["serving_digest"]] = r["n"]
+            result.setdefault(r["deployment_id"], {})[r["serving_digest"]] = DigestCount(
+                pods=r["pods"], running=r["running"] or 0, ready=r["ready"] or 0
+            )
+    return result
+
+
+def engine_versions(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
+    result: dict[str, set[str]] = {}
+    for chunk in _chunks(deployment_ids):
+        for r in conn.execute(
+            "SELECT DISTINCT deployment_id, engine_version FROM replicas"
+            f" WHERE engine_version != '' AND deployment_id IN ({_marks(chunk)})",
+            chunk,
+        ):
+            result.setdefault(r["deployment_id"], set()).add(r["engine_version"])
     return result
 
 

@@ -17,6 +17,8 @@ from hub.model import (
     Deployment,
     DeploymentObservation,
     Device,
+    DiscoveredObservation,
+    DiscoveredService,
     NodeObservation,
     ObservationBatch,
     Rejection,
@@ -35,6 +37,7 @@ ROLES = ("", "worker", "prefill", "decode")
 MAX_PER_BATCH = 10_000
 MAX_REPLICAS = 10_000
 MAX_DEVICES_PER_NODE = 1024
+MAX_ARGS = 256
 
 
 class Checker:
@@ -106,12 +109,15 @@ def observations(message: sync_pb2.ObservationBatch, check: Checker) -> Observat
     path = "observations"
     if message.seq <= 0:
         raise errors.InvalidArgument(f"{path}.seq", "must be > 0 and increase with every batch")
-    if len(message.deployments) + len(message.nodes) > MAX_PER_BATCH:
+    if len(message.deployments) + len(message.nodes) + len(message.discovered) > MAX_PER_BATCH:
         raise errors.InvalidArgument(path, f"at most {MAX_PER_BATCH} records per batch")
     check.unique(
         (d.deployment_id for d in message.deployments), f"{path}.deployments", what="deployment"
     )
     check.unique((n.node_id for n in message.nodes), f"{path}.nodes", what="node")
+    check.unique(
+        ((d.namespace, d.name) for d in message.discovered), f"{path}.discovered", what="DGD"
+    )
     return ObservationBatch(
         seq=message.seq,
         deployments=tuple(
@@ -119,6 +125,10 @@ def observations(message: sync_pb2.ObservationBatch, check: Checker) -> Observat
             for i, d in enumerate(message.deployments)
         ),
         nodes=tuple(_node(n, check, f"{path}.nodes[{i}]") for i, n in enumerate(message.nodes)),
+        discovered=tuple(
+            _discovered(d, check, f"{path}.discovered[{i}]")
+            for i, d in enumerate(message.discovered)
+        ),
     )
 
 
@@ -162,6 +172,83 @@ def _deployment(
             _replica(r, check, f"{path}.replicas[{i}]") for i, r in enumerate(message.replicas)
         ),
         absent=message.absent,
+        live_args=_args(message.live_args, check, f"{path}.live_args"),
+    )
+
+
+def _args(values: Iterable[str], check: Checker, path: str) -> tuple[str, ...]:
+    args = tuple(values)
+    if len(args) > MAX_ARGS:
+        raise errors.InvalidArgument(path, f"at most {MAX_ARGS} arguments")
+    for i, arg in enumerate(args):
+        if len(arg) > 4096 or "\x00" in arg:
+            raise errors.InvalidArgument(f"{path}[{i}]", "at most 4096 characters, no NUL")
+    return args
+
+
+def _discovered(
+    message: sync_pb2.DiscoveredObservation, check: Checker, path: str
+) -> DiscoveredObservation:
+    check.pattern(message.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    check.pattern(message.name, DNS_SUBDOMAIN, f"{path}.name", what="DGD name")
+    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
+    if message.absent:
+        return DiscoveredObservation(
+            namespace=message.namespace, name=message.name, observe_ns=observe_ns, absent=True
+        )
+    if len(message.services) > 25:
+        raise errors.InvalidArgument(f"{path}.services", "at most 25 (Dynamo's own limit)")
+    if message.device_class:
+        check.pattern(
+            message.device_class,
+            DEVICE_CLASS,
+            f"{path}.device_class",
+            what="device class",
+            limit=63,
+        )
+    if len(message.pods) > MAX_REPLICAS:
+        raise errors.InvalidArgument(f"{path}.pods", f"at most {MAX_REPLICAS}")
+    return DiscoveredObservation(
+        namespace=message.namespace,
+        name=message.name,
+        observe_ns=observe_ns,
+        backend_framework=check.text(
+            message.backend_framework, f"{path}.backend_framework", limit=32
+        ),
+        services=tuple(
+            _discovered_service(s, check, f"{path}.services[{i}]")
+            for i, s in enumerate(message.services)
+        ),
+        replicas=check.count(message.replicas, f"{path}.replicas", limit=MAX_REPLICAS),
+        ready_replicas=check.count(
+            message.ready_replicas, f"{path}.ready_replicas", limit=MAX_REPLICAS
+        ),
+        imported_args=_args(message.imported_args, check, f"{path}.imported_args"),
+        engine_version=check.text(message.engine_version, f"{path}.engine_version", limit=64),
+        device_class=message.device_class,
+        devices_per_replica=check.count(
+            message.devices_per_replica, f"{path}.devices_per_replica", limit=4096
+        ),
+        pods=tuple(_replica(p, check, f"{path}.pods[{i}]") for i, p in enumerate(message.pods)),
+    )
+
+
+def _discovered_service(
+    message: resources_pb2.DiscoveredService, check: Checker, path: str
+) -> DiscoveredService:
+    return DiscoveredService(
+        name=check.text(message.name, f"{path}.name", limit=63, required=True),
+        component_type=check.text(message.component_type, f"{path}.component_type", limit=32),
+        sub_component_type=check.text(
+            message.sub_component_type, f"{path}.sub_component_type", limit=32
+        ),
+        replicas=check.count(message.replicas, f"{path}.replicas", limit=MAX_REPLICAS),
+        ready_replicas=check.count(
+            message.ready_replicas, f"{path}.ready_replicas", limit=MAX_REPLICAS
+        ),
+        gpus_per_pod=check.count(message.gpus_per_pod, f"{path}.gpus_per_pod", limit=1024),
+        image=check.text(message.image, f"{path}.image", limit=512),
+        args=_args(message.args, check, f"{path}.args"),
     )
 
 
@@ -276,4 +363,8 @@ def deployment_spec(d: Deployment) -> sync_pb2.DeploymentSpec:
         device_class=d.device_class,
         devices_per_replica=d.devices_per_replica,
         revision=d.revision,
+        surge_replicas=d.surge_replicas,
+        dgd_namespace=d.dgd_namespace,
+        dgd_name=d.dgd_name,
+        adopted=d.adopted,
     )

@@ -525,6 +525,292 @@ class UpdateDeploymentRequest(_message.Message):
 Global___UpdateDeploymentRequest: _TypeAlias = UpdateDeploymentRequest  # noqa: Y015
 
 @_typing.final
+class SetDeploymentAuthorityRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    AUTHORITY_FIELD_NUMBER: _builtins.int
+    ACCEPT_DIFFERENCES_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    authority: _resources_pb2.Authority.ValueType
+    """managed | observed"""
+    accept_differences: _builtins.bool
+    """Promote even though the declared config differs from the live one: the agent then applies
+    the declared config, which restarts the pods whose template changes.
+    """
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+        authority: _resources_pb2.Authority.ValueType = ...,
+        accept_differences: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_differences", b"accept_differences", "authority", b"authority", "ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetDeploymentAuthorityRequest: _TypeAlias = SetDeploymentAuthorityRequest  # noqa: Y015
+
+@_typing.final
+class ReviewDeploymentRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReviewDeploymentRequest: _TypeAlias = ReviewDeploymentRequest  # noqa: Y015
+
+@_typing.final
+class DeploymentReview(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LiveDigestsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    DEPLOYMENT_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    AUTHORITY_FIELD_NUMBER: _builtins.int
+    ADOPTED_FIELD_NUMBER: _builtins.int
+    DIFFERENCES_FIELD_NUMBER: _builtins.int
+    RESTARTS_PODS_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    ENGINE_ARGS_FIELD_NUMBER: _builtins.int
+    IMPORTED_ARGS_FIELD_NUMBER: _builtins.int
+    LIVE_ARGS_FIELD_NUMBER: _builtins.int
+    DECLARED_REPLICAS_FIELD_NUMBER: _builtins.int
+    LIVE_REPLICAS_FIELD_NUMBER: _builtins.int
+    READY_REPLICAS_FIELD_NUMBER: _builtins.int
+    DECLARED_ENGINE_VERSION_FIELD_NUMBER: _builtins.int
+    LIVE_ENGINE_VERSIONS_FIELD_NUMBER: _builtins.int
+    DECLARED_SERVING_DIGEST_FIELD_NUMBER: _builtins.int
+    LIVE_DIGESTS_FIELD_NUMBER: _builtins.int
+    deployment_id: _builtins.str
+    name: _builtins.str
+    authority: _resources_pb2.Authority.ValueType
+    adopted: _builtins.bool
+    restarts_pods: _builtins.bool
+    """Promoting with these differences accepted restarts pods (their template changes)."""
+    summary: _builtins.str
+    declared_replicas: _builtins.int
+    live_replicas: _builtins.int
+    ready_replicas: _builtins.int
+    declared_engine_version: _builtins.str
+    declared_serving_digest: _builtins.str
+    @_builtins.property
+    def differences(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Difference]:
+        """Empty when promoting changes nothing on the cluster."""
+
+    @_builtins.property
+    def engine_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def imported_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def live_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The worker's args as the cluster runs them now."""
+
+    @_builtins.property
+    def live_engine_versions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def live_digests(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        deployment_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        authority: _resources_pb2.Authority.ValueType = ...,
+        adopted: _builtins.bool = ...,
+        differences: _abc.Iterable[_resources_pb2.Difference] | None = ...,
+        restarts_pods: _builtins.bool = ...,
+        summary: _builtins.str = ...,
+        engine_args: _abc.Iterable[_builtins.str] | None = ...,
+        imported_args: _abc.Iterable[_builtins.str] | None = ...,
+        live_args: _abc.Iterable[_builtins.str] | None = ...,
+        declared_replicas: _builtins.int = ...,
+        live_replicas: _builtins.int = ...,
+        ready_replicas: _builtins.int = ...,
+        declared_engine_version: _builtins.str = ...,
+        live_engine_versions: _abc.Iterable[_builtins.str] | None = ...,
+        declared_serving_digest: _builtins.str = ...,
+        live_digests: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adopted", b"adopted", "authority", b"authority", "declared_engine_version", b"declared_engine_version", "declared_replicas", b"declared_replicas", "declared_serving_digest", b"declared_serving_digest", "deployment_id", b"deployment_id", "differences", b"differences", "engine_args", b"engine_args", "imported_args", b"imported_args", "live_args", b"live_args", "live_digests", b"live_digests", "live_engine_versions", b"live_engine_versions", "live_replicas", b"live_replicas", "name", b"name", "ready_replicas", b"ready_replicas", "restarts_pods", b"restarts_pods", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeploymentReview: _TypeAlias = DeploymentReview  # noqa: Y015
+
+@_typing.final
+class ListDiscoveredRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_IGNORED_FIELD_NUMBER: _builtins.int
+    page_size: _builtins.int
+    page_token: _builtins.str
+    cluster_id: _builtins.str
+    include_ignored: _builtins.bool
+    """The default list hides ignored entries."""
+    def __init__(
+        self,
+        *,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+        cluster_id: _builtins.str = ...,
+        include_ignored: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "include_ignored", b"include_ignored", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDiscoveredRequest: _TypeAlias = ListDiscoveredRequest  # noqa: Y015
+
+@_typing.final
+class ListDiscoveredResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DISCOVERED_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    @_builtins.property
+    def discovered(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Discovered]: ...
+    def __init__(
+        self,
+        *,
+        discovered: _abc.Iterable[_resources_pb2.Discovered] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["discovered", b"discovered", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListDiscoveredResponse: _TypeAlias = ListDiscoveredResponse  # noqa: Y015
+
+@_typing.final
+class GetDiscoveredRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetDiscoveredRequest: _TypeAlias = GetDiscoveredRequest  # noqa: Y015
+
+@_typing.final
+class TrackDiscoveredRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrackDiscoveredRequest: _TypeAlias = TrackDiscoveredRequest  # noqa: Y015
+
+@_typing.final
+class IgnoreDiscoveredRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IgnoreDiscoveredRequest: _TypeAlias = IgnoreDiscoveredRequest  # noqa: Y015
+
+@_typing.final
+class PromoteDiscoveredRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
+    WORKLOAD_NAME_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    project: _builtins.str
+    """The project the workload belongs to (its quota is charged for what runs)."""
+    workload_name: _builtins.str
+    """The workload's name; default: the DGD's name."""
+    device_class: _builtins.str
+    """Default: the class of the devices its pods run on."""
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+        project: _builtins.str = ...,
+        workload_name: _builtins.str = ...,
+        device_class: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_class", b"device_class", "project", b"project", "ref", b"ref", "workload_name", b"workload_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PromoteDiscoveredRequest: _TypeAlias = PromoteDiscoveredRequest  # noqa: Y015
+
+@_typing.final
 class ListReplicasRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -121,6 +121,41 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.UpdateDeploymentRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Deployment.FromString,
                 _registered_method=True)
+        self.SetDeploymentAuthority = channel.unary_unary(
+                '/wingsmith.v1.ControlService/SetDeploymentAuthority',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.SetDeploymentAuthorityRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Deployment.FromString,
+                _registered_method=True)
+        self.ReviewDeployment = channel.unary_unary(
+                '/wingsmith.v1.ControlService/ReviewDeployment',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.ReviewDeploymentRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.DeploymentReview.FromString,
+                _registered_method=True)
+        self.ListDiscovered = channel.unary_unary(
+                '/wingsmith.v1.ControlService/ListDiscovered',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.ListDiscoveredRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.ListDiscoveredResponse.FromString,
+                _registered_method=True)
+        self.GetDiscovered = channel.unary_unary(
+                '/wingsmith.v1.ControlService/GetDiscovered',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.GetDiscoveredRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Discovered.FromString,
+                _registered_method=True)
+        self.TrackDiscovered = channel.unary_unary(
+                '/wingsmith.v1.ControlService/TrackDiscovered',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.TrackDiscoveredRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Discovered.FromString,
+                _registered_method=True)
+        self.IgnoreDiscovered = channel.unary_unary(
+                '/wingsmith.v1.ControlService/IgnoreDiscovered',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.IgnoreDiscoveredRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Discovered.FromString,
+                _registered_method=True)
+        self.PromoteDiscovered = channel.unary_unary(
+                '/wingsmith.v1.ControlService/PromoteDiscovered',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.PromoteDiscoveredRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
+                _registered_method=True)
         self.ListReplicas = channel.unary_unary(
                 '/wingsmith.v1.ControlService/ListReplicas',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ListReplicasRequest.SerializeToString,
@@ -253,6 +288,56 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetDeploymentAuthority(self, request, context):
+        """Promote to managed (the agent takes control) or demote to observed (it lets go; nothing
+        is deleted). Promotion refuses with FAILED_PRECONDITION, listing the differences, when the
+        declared config differs from the live one, unless accept_differences is true.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReviewDeployment(self, request, context):
+        """What promoting would change: imported vs declared args, live vs declared config.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDiscovered(self, request, context):
+        """Discovered workloads: found running, never declared.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDiscovered(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TrackDiscovered(self, request, context):
+        """Keep it in the inventory, observed only; no deployment is created.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IgnoreDiscovered(self, request, context):
+        """Not interesting: hidden from the default list.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PromoteDiscovered(self, request, context):
+        """A workload pinned to the cluster, with one deployment set to authority observed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListReplicas(self, request, context):
         """Replicas and allocations (the cluster's observations).
         """
@@ -359,6 +444,41 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.UpdateDeployment,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.UpdateDeploymentRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_resources__pb2.Deployment.SerializeToString,
+            ),
+            'SetDeploymentAuthority': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetDeploymentAuthority,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.SetDeploymentAuthorityRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Deployment.SerializeToString,
+            ),
+            'ReviewDeployment': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReviewDeployment,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.ReviewDeploymentRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.DeploymentReview.SerializeToString,
+            ),
+            'ListDiscovered': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDiscovered,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.ListDiscoveredRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.ListDiscoveredResponse.SerializeToString,
+            ),
+            'GetDiscovered': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDiscovered,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.GetDiscoveredRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Discovered.SerializeToString,
+            ),
+            'TrackDiscovered': grpc.unary_unary_rpc_method_handler(
+                    servicer.TrackDiscovered,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.TrackDiscoveredRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Discovered.SerializeToString,
+            ),
+            'IgnoreDiscovered': grpc.unary_unary_rpc_method_handler(
+                    servicer.IgnoreDiscovered,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.IgnoreDiscoveredRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Discovered.SerializeToString,
+            ),
+            'PromoteDiscovered': grpc.unary_unary_rpc_method_handler(
+                    servicer.PromoteDiscovered,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.PromoteDiscoveredRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Workload.SerializeToString,
             ),
             'ListReplicas': grpc.unary_unary_rpc_method_handler(
                     servicer.ListReplicas,
@@ -835,6 +955,195 @@ class ControlService:
             '/wingsmith.v1.ControlService/UpdateDeployment',
             wingsmith_dot_v1_dot_control__pb2.UpdateDeploymentRequest.SerializeToString,
             wingsmith_dot_v1_dot_resources__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetDeploymentAuthority(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/SetDeploymentAuthority',
+            wingsmith_dot_v1_dot_control__pb2.SetDeploymentAuthorityRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Deployment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReviewDeployment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/ReviewDeployment',
+            wingsmith_dot_v1_dot_control__pb2.ReviewDeploymentRequest.SerializeToString,
+            wingsmith_dot_v1_dot_control__pb2.DeploymentReview.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDiscovered(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/ListDiscovered',
+            wingsmith_dot_v1_dot_control__pb2.ListDiscoveredRequest.SerializeToString,
+            wingsmith_dot_v1_dot_control__pb2.ListDiscoveredResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDiscovered(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/GetDiscovered',
+            wingsmith_dot_v1_dot_control__pb2.GetDiscoveredRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Discovered.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TrackDiscovered(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/TrackDiscovered',
+            wingsmith_dot_v1_dot_control__pb2.TrackDiscoveredRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Discovered.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IgnoreDiscovered(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/IgnoreDiscovered',
+            wingsmith_dot_v1_dot_control__pb2.IgnoreDiscoveredRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Discovered.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PromoteDiscovered(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/PromoteDiscovered',
+            wingsmith_dot_v1_dot_control__pb2.PromoteDiscoveredRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
             options,
             channel_credentials,
             insecure,

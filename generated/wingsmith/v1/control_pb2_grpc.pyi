@@ -71,6 +71,22 @@ class ControlServiceStub:
     GetDeployment: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetDeploymentRequest, _resources_pb2.Deployment]
     UpdateDeployment: _grpc.UnaryUnaryMultiCallable[_control_pb2.UpdateDeploymentRequest, _resources_pb2.Deployment]
     """Mutable: enabled."""
+    SetDeploymentAuthority: _grpc.UnaryUnaryMultiCallable[_control_pb2.SetDeploymentAuthorityRequest, _resources_pb2.Deployment]
+    """Promote to managed (the agent takes control) or demote to observed (it lets go; nothing
+    is deleted). Promotion refuses with FAILED_PRECONDITION, listing the differences, when the
+    declared config differs from the live one, unless accept_differences is true.
+    """
+    ReviewDeployment: _grpc.UnaryUnaryMultiCallable[_control_pb2.ReviewDeploymentRequest, _control_pb2.DeploymentReview]
+    """What promoting would change: imported vs declared args, live vs declared config."""
+    ListDiscovered: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListDiscoveredRequest, _control_pb2.ListDiscoveredResponse]
+    """Discovered workloads: found running, never declared."""
+    GetDiscovered: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetDiscoveredRequest, _resources_pb2.Discovered]
+    TrackDiscovered: _grpc.UnaryUnaryMultiCallable[_control_pb2.TrackDiscoveredRequest, _resources_pb2.Discovered]
+    """Keep it in the inventory, observed only; no deployment is created."""
+    IgnoreDiscovered: _grpc.UnaryUnaryMultiCallable[_control_pb2.IgnoreDiscoveredRequest, _resources_pb2.Discovered]
+    """Not interesting: hidden from the default list."""
+    PromoteDiscovered: _grpc.UnaryUnaryMultiCallable[_control_pb2.PromoteDiscoveredRequest, _resources_pb2.Workload]
+    """A workload pinned to the cluster, with one deployment set to authority observed."""
     ListReplicas: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListReplicasRequest, _control_pb2.ListReplicasResponse]
     """Replicas and allocations (the cluster's observations)."""
     GetReplica: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetReplicaRequest, _resources_pb2.Replica]
@@ -107,6 +123,22 @@ class ControlServiceAsyncStub(ControlServiceStub):
     GetDeployment: _aio.UnaryUnaryMultiCallable[_control_pb2.GetDeploymentRequest, _resources_pb2.Deployment]  # type: ignore[assignment]
     UpdateDeployment: _aio.UnaryUnaryMultiCallable[_control_pb2.UpdateDeploymentRequest, _resources_pb2.Deployment]  # type: ignore[assignment]
     """Mutable: enabled."""
+    SetDeploymentAuthority: _aio.UnaryUnaryMultiCallable[_control_pb2.SetDeploymentAuthorityRequest, _resources_pb2.Deployment]  # type: ignore[assignment]
+    """Promote to managed (the agent takes control) or demote to observed (it lets go; nothing
+    is deleted). Promotion refuses with FAILED_PRECONDITION, listing the differences, when the
+    declared config differs from the live one, unless accept_differences is true.
+    """
+    ReviewDeployment: _aio.UnaryUnaryMultiCallable[_control_pb2.ReviewDeploymentRequest, _control_pb2.DeploymentReview]  # type: ignore[assignment]
+    """What promoting would change: imported vs declared args, live vs declared config."""
+    ListDiscovered: _aio.UnaryUnaryMultiCallable[_control_pb2.ListDiscoveredRequest, _control_pb2.ListDiscoveredResponse]  # type: ignore[assignment]
+    """Discovered workloads: found running, never declared."""
+    GetDiscovered: _aio.UnaryUnaryMultiCallable[_control_pb2.GetDiscoveredRequest, _resources_pb2.Discovered]  # type: ignore[assignment]
+    TrackDiscovered: _aio.UnaryUnaryMultiCallable[_control_pb2.TrackDiscoveredRequest, _resources_pb2.Discovered]  # type: ignore[assignment]
+    """Keep it in the inventory, observed only; no deployment is created."""
+    IgnoreDiscovered: _aio.UnaryUnaryMultiCallable[_control_pb2.IgnoreDiscoveredRequest, _resources_pb2.Discovered]  # type: ignore[assignment]
+    """Not interesting: hidden from the default list."""
+    PromoteDiscovered: _aio.UnaryUnaryMultiCallable[_control_pb2.PromoteDiscoveredRequest, _resources_pb2.Workload]  # type: ignore[assignment]
+    """A workload pinned to the cluster, with one deployment set to authority observed."""
     ListReplicas: _aio.UnaryUnaryMultiCallable[_control_pb2.ListReplicasRequest, _control_pb2.ListReplicasResponse]  # type: ignore[assignment]
     """Replicas and allocations (the cluster's observations)."""
     GetReplica: _aio.UnaryUnaryMultiCallable[_control_pb2.GetReplicaRequest, _resources_pb2.Replica]  # type: ignore[assignment]
@@ -242,6 +274,64 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Deployment, _abc.Awaitable[_resources_pb2.Deployment]]:
         """Mutable: enabled."""
+
+    @_abc_1.abstractmethod
+    def SetDeploymentAuthority(
+        self,
+        request: _control_pb2.SetDeploymentAuthorityRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Deployment, _abc.Awaitable[_resources_pb2.Deployment]]:
+        """Promote to managed (the agent takes control) or demote to observed (it lets go; nothing
+        is deleted). Promotion refuses with FAILED_PRECONDITION, listing the differences, when the
+        declared config differs from the live one, unless accept_differences is true.
+        """
+
+    @_abc_1.abstractmethod
+    def ReviewDeployment(
+        self,
+        request: _control_pb2.ReviewDeploymentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_control_pb2.DeploymentReview, _abc.Awaitable[_control_pb2.DeploymentReview]]:
+        """What promoting would change: imported vs declared args, live vs declared config."""
+
+    @_abc_1.abstractmethod
+    def ListDiscovered(
+        self,
+        request: _control_pb2.ListDiscoveredRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_control_pb2.ListDiscoveredResponse, _abc.Awaitable[_control_pb2.ListDiscoveredResponse]]:
+        """Discovered workloads: found running, never declared."""
+
+    @_abc_1.abstractmethod
+    def GetDiscovered(
+        self,
+        request: _control_pb2.GetDiscoveredRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Discovered, _abc.Awaitable[_resources_pb2.Discovered]]: ...
+
+    @_abc_1.abstractmethod
+    def TrackDiscovered(
+        self,
+        request: _control_pb2.TrackDiscoveredRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Discovered, _abc.Awaitable[_resources_pb2.Discovered]]:
+        """Keep it in the inventory, observed only; no deployment is created."""
+
+    @_abc_1.abstractmethod
+    def IgnoreDiscovered(
+        self,
+        request: _control_pb2.IgnoreDiscoveredRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Discovered, _abc.Awaitable[_resources_pb2.Discovered]]:
+        """Not interesting: hidden from the default list."""
+
+    @_abc_1.abstractmethod
+    def PromoteDiscovered(
+        self,
+        request: _control_pb2.PromoteDiscoveredRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
+        """A workload pinned to the cluster, with one deployment set to authority observed."""
 
     @_abc_1.abstractmethod
     def ListReplicas(

@@ -151,6 +151,57 @@ SERVING_MODE_DISAGGREGATED: ServingMode.ValueType  # 2
 """Separate prefill and decode worker roles."""
 Global___ServingMode: _TypeAlias = ServingMode  # noqa: Y015
 
+class _RolloutState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RolloutStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RolloutState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    ROLLOUT_STATE_UNSPECIFIED: _RolloutState.ValueType  # 0
+    ROLLOUT_STATE_CONVERGED: _RolloutState.ValueType  # 1
+    """Every replica runs the deployment's current serving digest."""
+    ROLLOUT_STATE_ROLLING: _RolloutState.ValueType  # 2
+    """Replicas of an older generation are still up, or the new one is not ready yet."""
+
+class RolloutState(_RolloutState, metaclass=_RolloutStateEnumTypeWrapper): ...
+
+ROLLOUT_STATE_UNSPECIFIED: RolloutState.ValueType  # 0
+ROLLOUT_STATE_CONVERGED: RolloutState.ValueType  # 1
+"""Every replica runs the deployment's current serving digest."""
+ROLLOUT_STATE_ROLLING: RolloutState.ValueType  # 2
+"""Replicas of an older generation are still up, or the new one is not ready yet."""
+Global___RolloutState: _TypeAlias = RolloutState  # noqa: Y015
+
+class _DiscoveredState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _DiscoveredStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_DiscoveredState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    DISCOVERED_STATE_UNSPECIFIED: _DiscoveredState.ValueType  # 0
+    DISCOVERED_STATE_NEW: _DiscoveredState.ValueType  # 1
+    """Seen, nobody decided yet."""
+    DISCOVERED_STATE_TRACKED: _DiscoveredState.ValueType  # 2
+    """Kept in the inventory as observed only; no deployment."""
+    DISCOVERED_STATE_IGNORED: _DiscoveredState.ValueType  # 3
+    """Not interesting: hidden from the default list."""
+    DISCOVERED_STATE_PROMOTED: _DiscoveredState.ValueType  # 4
+    """A workload with one observed deployment was made from it."""
+
+class DiscoveredState(_DiscoveredState, metaclass=_DiscoveredStateEnumTypeWrapper):
+    """What the hub decided about a workload the agent found running."""
+
+DISCOVERED_STATE_UNSPECIFIED: DiscoveredState.ValueType  # 0
+DISCOVERED_STATE_NEW: DiscoveredState.ValueType  # 1
+"""Seen, nobody decided yet."""
+DISCOVERED_STATE_TRACKED: DiscoveredState.ValueType  # 2
+"""Kept in the inventory as observed only; no deployment."""
+DISCOVERED_STATE_IGNORED: DiscoveredState.ValueType  # 3
+"""Not interesting: hidden from the default list."""
+DISCOVERED_STATE_PROMOTED: DiscoveredState.ValueType  # 4
+"""A workload with one observed deployment was made from it."""
+Global___DiscoveredState: _TypeAlias = DiscoveredState  # noqa: Y015
+
 class _RouterMode:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -697,10 +748,126 @@ class Placement(_message.Message):
 Global___Placement: _TypeAlias = Placement  # noqa: Y015
 
 @_typing.final
+class RolloutStatus(_message.Message):
+    """A rollout's progress: which generation is live, and how much of it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    SERVING_DIGEST_FIELD_NUMBER: _builtins.int
+    READY_ON_TARGET_FIELD_NUMBER: _builtins.int
+    REPLICAS_ON_OLDER_FIELD_NUMBER: _builtins.int
+    SURGE_REPLICAS_FIELD_NUMBER: _builtins.int
+    state: Global___RolloutState.ValueType
+    generation: _builtins.int
+    """The generation and serving digest the deployment is rolling to (or converged on)."""
+    serving_digest: _builtins.str
+    ready_on_target: _builtins.int
+    """Ready replicas on that digest, and replicas (ready or not) still on older ones."""
+    replicas_on_older: _builtins.int
+    surge_replicas: _builtins.int
+    """Extra replicas admitted for the rollout (quota and capacity reserved): old + new may run
+    side by side up to admitted + surge replicas.
+    """
+    def __init__(
+        self,
+        *,
+        state: Global___RolloutState.ValueType = ...,
+        generation: _builtins.int = ...,
+        serving_digest: _builtins.str = ...,
+        ready_on_target: _builtins.int = ...,
+        replicas_on_older: _builtins.int = ...,
+        surge_replicas: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["generation", b"generation", "ready_on_target", b"ready_on_target", "replicas_on_older", b"replicas_on_older", "serving_digest", b"serving_digest", "state", b"state", "surge_replicas", b"surge_replicas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RolloutStatus: _TypeAlias = RolloutStatus  # noqa: Y015
+
+@_typing.final
+class Difference(_message.Message):
+    """One way the cluster differs from what the plane declares."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIELD_FIELD_NUMBER: _builtins.int
+    DECLARED_FIELD_NUMBER: _builtins.int
+    OBSERVED_FIELD_NUMBER: _builtins.int
+    field: _builtins.str
+    """replicas | serving_digest | engine_version | engine_args"""
+    declared: _builtins.str
+    observed: _builtins.str
+    def __init__(
+        self,
+        *,
+        field: _builtins.str = ...,
+        declared: _builtins.str = ...,
+        observed: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["declared", b"declared", "field", b"field", "observed", b"observed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Difference: _TypeAlias = Difference  # noqa: Y015
+
+@_typing.final
+class AdoptedFrom(_message.Message):
+    """Where an adopted deployment came from."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DISCOVERED_ID_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    discovered_id: _builtins.str
+    namespace: _builtins.str
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        discovered_id: _builtins.str = ...,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["discovered_id", b"discovered_id", "name", b"name", "namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdoptedFrom: _TypeAlias = AdoptedFrom  # noqa: Y015
+
+@_typing.final
 class DeploymentSummary(_message.Message):
     """One deployment of a workload, as the workload shows it."""
 
     DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LiveDigestsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
 
     DEPLOYMENT_ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
@@ -712,6 +879,9 @@ class DeploymentSummary(_message.Message):
     GENERATION_FIELD_NUMBER: _builtins.int
     SERVING_DIGEST_FIELD_NUMBER: _builtins.int
     STALE_FIELD_NUMBER: _builtins.int
+    LIVE_DIGESTS_FIELD_NUMBER: _builtins.int
+    ROLLOUT_STATE_FIELD_NUMBER: _builtins.int
+    AUTHORITY_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     name: _builtins.str
     cluster_id: _builtins.str
@@ -722,6 +892,10 @@ class DeploymentSummary(_message.Message):
     generation: _builtins.int
     serving_digest: _builtins.str
     stale: _builtins.bool
+    rollout_state: Global___RolloutState.ValueType
+    authority: Global___Authority.ValueType
+    @_builtins.property
+    def live_digests(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     def __init__(
         self,
         *,
@@ -735,10 +909,13 @@ class DeploymentSummary(_message.Message):
         generation: _builtins.int = ...,
         serving_digest: _builtins.str = ...,
         stale: _builtins.bool = ...,
+        live_digests: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        rollout_state: Global___RolloutState.ValueType = ...,
+        authority: Global___Authority.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "cluster_id", b"cluster_id", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "generation", b"generation", "name", b"name", "ready_replicas", b"ready_replicas", "serving_digest", b"serving_digest", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "authority", b"authority", "cluster_id", b"cluster_id", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "generation", b"generation", "live_digests", b"live_digests", "name", b"name", "ready_replicas", b"ready_replicas", "rollout_state", b"rollout_state", "serving_digest", b"serving_digest", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -944,6 +1121,9 @@ class Deployment(_message.Message):
     SYNC_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    ROLLOUT_FIELD_NUMBER: _builtins.int
+    DRIFT_FIELD_NUMBER: _builtins.int
+    ADOPTED_FROM_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     """Output only: "dep_..."."""
     name: _builtins.str
@@ -991,6 +1171,18 @@ class Deployment(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def rollout(self) -> Global___RolloutStatus:
+        """Output only: null until the cluster reports."""
+
+    @_builtins.property
+    def drift(self) -> _containers.RepeatedCompositeFieldContainer[Global___Difference]:
+        """Output only: how the cluster differs from the declaration (drift), once it reported."""
+
+    @_builtins.property
+    def adopted_from(self) -> Global___AdoptedFrom:
+        """Output only: null unless the deployment was adopted from a discovered workload."""
+
     def __init__(
         self,
         *,
@@ -1020,10 +1212,13 @@ class Deployment(_message.Message):
         sync: Global___SyncState | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        rollout: Global___RolloutStatus | None = ...,
+        drift: _abc.Iterable[Global___Difference] | None = ...,
+        adopted_from: Global___AdoptedFrom | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "create_time", b"create_time", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "enabled", b"enabled", "engine_args", b"engine_args", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1132,3 +1327,141 @@ class Allocation(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Allocation: _TypeAlias = Allocation  # noqa: Y015
+
+@_typing.final
+class DiscoveredService(_message.Message):
+    """---------------------------------------------------------------------------------------------
+    Discovered workloads (adoption)
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    COMPONENT_TYPE_FIELD_NUMBER: _builtins.int
+    SUB_COMPONENT_TYPE_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    READY_REPLICAS_FIELD_NUMBER: _builtins.int
+    GPUS_PER_POD_FIELD_NUMBER: _builtins.int
+    IMAGE_FIELD_NUMBER: _builtins.int
+    ARGS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    component_type: _builtins.str
+    """frontend | worker | planner"""
+    sub_component_type: _builtins.str
+    """prefill | decode, or empty for an aggregated worker"""
+    replicas: _builtins.int
+    ready_replicas: _builtins.int
+    gpus_per_pod: _builtins.int
+    image: _builtins.str
+    @_builtins.property
+    def args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The main container's args as the DGD declares them."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        component_type: _builtins.str = ...,
+        sub_component_type: _builtins.str = ...,
+        replicas: _builtins.int = ...,
+        ready_replicas: _builtins.int = ...,
+        gpus_per_pod: _builtins.int = ...,
+        image: _builtins.str = ...,
+        args: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "component_type", b"component_type", "gpus_per_pod", b"gpus_per_pod", "image", b"image", "name", b"name", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "sub_component_type", b"sub_component_type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiscoveredService: _TypeAlias = DiscoveredService  # noqa: Y015
+
+@_typing.final
+class Discovered(_message.Message):
+    """A DynamoGraphDeployment the agent found running that the hub never declared."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DISCOVERED_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    DGD_NAME_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    GONE_FIELD_NUMBER: _builtins.int
+    BACKEND_FRAMEWORK_FIELD_NUMBER: _builtins.int
+    SERVICES_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    READY_REPLICAS_FIELD_NUMBER: _builtins.int
+    IMPORTED_ARGS_FIELD_NUMBER: _builtins.int
+    ENGINE_VERSION_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    DEVICES_PER_REPLICA_FIELD_NUMBER: _builtins.int
+    WORKLOAD_ID_FIELD_NUMBER: _builtins.int
+    FIRST_SEEN_FIELD_NUMBER: _builtins.int
+    LAST_SEEN_FIELD_NUMBER: _builtins.int
+    GONE_TIME_FIELD_NUMBER: _builtins.int
+    discovered_id: _builtins.str
+    """Output only: "dsc_..." from cluster, namespace and name."""
+    name: _builtins.str
+    """Output only: "<cluster>.<namespace>.<name>"; usable wherever a {ref} is."""
+    cluster_id: _builtins.str
+    namespace: _builtins.str
+    dgd_name: _builtins.str
+    state: Global___DiscoveredState.ValueType
+    gone: _builtins.bool
+    """It disappeared from its cluster: kept, marked, never erased."""
+    backend_framework: _builtins.str
+    """vllm | sglang | trtllm, from the DGD's backendFramework."""
+    replicas: _builtins.int
+    """Worker replicas (for disaggregated serving: complete prefill + decode sets)."""
+    ready_replicas: _builtins.int
+    engine_version: _builtins.str
+    device_class: _builtins.str
+    """From the nodes its pods run on; empty while no pod is scheduled."""
+    devices_per_replica: _builtins.int
+    workload_id: _builtins.str
+    """Set once promoted."""
+    @_builtins.property
+    def services(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiscoveredService]: ...
+    @_builtins.property
+    def imported_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The engine container's argv flags, as read off the DGD's worker."""
+
+    @_builtins.property
+    def first_seen(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def last_seen(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def gone_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        discovered_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        cluster_id: _builtins.str = ...,
+        namespace: _builtins.str = ...,
+        dgd_name: _builtins.str = ...,
+        state: Global___DiscoveredState.ValueType = ...,
+        gone: _builtins.bool = ...,
+        backend_framework: _builtins.str = ...,
+        services: _abc.Iterable[Global___DiscoveredService] | None = ...,
+        replicas: _builtins.int = ...,
+        ready_replicas: _builtins.int = ...,
+        imported_args: _abc.Iterable[_builtins.str] | None = ...,
+        engine_version: _builtins.str = ...,
+        device_class: _builtins.str = ...,
+        devices_per_replica: _builtins.int = ...,
+        workload_id: _builtins.str = ...,
+        first_seen: _timestamp_pb2.Timestamp | None = ...,
+        last_seen: _timestamp_pb2.Timestamp | None = ...,
+        gone_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["first_seen", b"first_seen", "gone_time", b"gone_time", "last_seen", b"last_seen"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backend_framework", b"backend_framework", "cluster_id", b"cluster_id", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "dgd_name", b"dgd_name", "discovered_id", b"discovered_id", "engine_version", b"engine_version", "first_seen", b"first_seen", "gone", b"gone", "gone_time", b"gone_time", "imported_args", b"imported_args", "last_seen", b"last_seen", "name", b"name", "namespace", b"namespace", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "services", b"services", "state", b"state", "workload_id", b"workload_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Discovered: _TypeAlias = Discovered  # noqa: Y015

@@ -189,22 +189,26 @@ class ObservationBatch(_message.Message):
     SEQ_FIELD_NUMBER: _builtins.int
     DEPLOYMENTS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
+    DISCOVERED_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Increases with every batch of one stream; the hub echoes it in a Problem."""
     @_builtins.property
     def deployments(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeploymentObservation]: ...
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeObservation]: ...
+    @_builtins.property
+    def discovered(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiscoveredObservation]: ...
     def __init__(
         self,
         *,
         seq: _builtins.int = ...,
         deployments: _abc.Iterable[Global___DeploymentObservation] | None = ...,
         nodes: _abc.Iterable[Global___NodeObservation] | None = ...,
+        discovered: _abc.Iterable[Global___DiscoveredObservation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "nodes", b"nodes", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "discovered", b"discovered", "nodes", b"nodes", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -221,6 +225,7 @@ class DeploymentObservation(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     REPLICAS_FIELD_NUMBER: _builtins.int
     ABSENT_FIELD_NUMBER: _builtins.int
+    LIVE_ARGS_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     observe_unix_nanos: _builtins.int
     """When the agent observed this (Unix nanoseconds). Older than what the hub holds: ignored."""
@@ -232,6 +237,10 @@ class DeploymentObservation(_message.Message):
     def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaReport]:
         """The full set of the deployment's worker pods."""
 
+    @_builtins.property
+    def live_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The worker's args as the DGD runs them (drift checks of adopted deployments)."""
+
     def __init__(
         self,
         *,
@@ -240,10 +249,11 @@ class DeploymentObservation(_message.Message):
         status: Global___DeploymentStatusReport | None = ...,
         replicas: _abc.Iterable[Global___ReplicaReport] | None = ...,
         absent: _builtins.bool = ...,
+        live_args: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["absent", b"absent", "deployment_id", b"deployment_id", "observe_unix_nanos", b"observe_unix_nanos", "replicas", b"replicas", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["absent", b"absent", "deployment_id", b"deployment_id", "live_args", b"live_args", "observe_unix_nanos", b"observe_unix_nanos", "replicas", b"replicas", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -364,6 +374,69 @@ class NodeObservation(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeObservation: _TypeAlias = NodeObservation  # noqa: Y015
+
+@_typing.final
+class DiscoveredObservation(_message.Message):
+    """One DynamoGraphDeployment the agent did not create; replaces what the hub held for it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    OBSERVE_UNIX_NANOS_FIELD_NUMBER: _builtins.int
+    ABSENT_FIELD_NUMBER: _builtins.int
+    BACKEND_FRAMEWORK_FIELD_NUMBER: _builtins.int
+    SERVICES_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    READY_REPLICAS_FIELD_NUMBER: _builtins.int
+    IMPORTED_ARGS_FIELD_NUMBER: _builtins.int
+    ENGINE_VERSION_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    DEVICES_PER_REPLICA_FIELD_NUMBER: _builtins.int
+    PODS_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    observe_unix_nanos: _builtins.int
+    absent: _builtins.bool
+    """It is gone from the cluster."""
+    backend_framework: _builtins.str
+    replicas: _builtins.int
+    ready_replicas: _builtins.int
+    engine_version: _builtins.str
+    device_class: _builtins.str
+    devices_per_replica: _builtins.int
+    @_builtins.property
+    def services(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.DiscoveredService]: ...
+    @_builtins.property
+    def imported_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def pods(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaReport]:
+        """Its worker pods."""
+
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        observe_unix_nanos: _builtins.int = ...,
+        absent: _builtins.bool = ...,
+        backend_framework: _builtins.str = ...,
+        services: _abc.Iterable[_resources_pb2.DiscoveredService] | None = ...,
+        replicas: _builtins.int = ...,
+        ready_replicas: _builtins.int = ...,
+        imported_args: _abc.Iterable[_builtins.str] | None = ...,
+        engine_version: _builtins.str = ...,
+        device_class: _builtins.str = ...,
+        devices_per_replica: _builtins.int = ...,
+        pods: _abc.Iterable[Global___ReplicaReport] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["absent", b"absent", "backend_framework", b"backend_framework", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "engine_version", b"engine_version", "imported_args", b"imported_args", "name", b"name", "namespace", b"namespace", "observe_unix_nanos", b"observe_unix_nanos", "pods", b"pods", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "services", b"services"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiscoveredObservation: _TypeAlias = DiscoveredObservation  # noqa: Y015
 
 @_typing.final
 class AllocationReport(_message.Message):
@@ -522,6 +595,10 @@ class DeploymentSpec(_message.Message):
     DEVICE_CLASS_FIELD_NUMBER: _builtins.int
     DEVICES_PER_REPLICA_FIELD_NUMBER: _builtins.int
     REVISION_FIELD_NUMBER: _builtins.int
+    SURGE_REPLICAS_FIELD_NUMBER: _builtins.int
+    DGD_NAMESPACE_FIELD_NUMBER: _builtins.int
+    DGD_NAME_FIELD_NUMBER: _builtins.int
+    ADOPTED_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     name: _builtins.str
     workload_id: _builtins.str
@@ -539,6 +616,17 @@ class DeploymentSpec(_message.Message):
     devices_per_replica: _builtins.int
     revision: _builtins.int
     """Revision at which this spec last changed."""
+    surge_replicas: _builtins.int
+    """Extra replicas admitted for a rollout: old and new may run side by side up to
+    replicas + surge_replicas (the agent caps the rollout there).
+    """
+    dgd_namespace: _builtins.str
+    """Where the DGD lives when it is not the agent's own (adopted): namespace and name."""
+    dgd_name: _builtins.str
+    adopted: _builtins.bool
+    """Adopted: when managed, keep the live pod template and enforce only replicas (and
+    engine_args as the worker's args, when set), so taking control restarts nothing.
+    """
     @_builtins.property
     def serving(self) -> _resources_pb2.ServingConfig: ...
     def __init__(
@@ -559,10 +647,14 @@ class DeploymentSpec(_message.Message):
         device_class: _builtins.str = ...,
         devices_per_replica: _builtins.int = ...,
         revision: _builtins.int = ...,
+        surge_replicas: _builtins.int = ...,
+        dgd_namespace: _builtins.str = ...,
+        dgd_name: _builtins.str = ...,
+        adopted: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["serving", b"serving"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted", b"admitted", "authority", b"authority", "deployment_id", b"deployment_id", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "enabled", b"enabled", "generation", b"generation", "name", b"name", "project", b"project", "replicas", b"replicas", "revision", b"revision", "serving", b"serving", "serving_digest", b"serving_digest", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admitted", b"admitted", "adopted", b"adopted", "authority", b"authority", "deployment_id", b"deployment_id", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "dgd_name", b"dgd_name", "dgd_namespace", b"dgd_namespace", "enabled", b"enabled", "generation", b"generation", "name", b"name", "project", b"project", "replicas", b"replicas", "revision", b"revision", "serving", b"serving", "serving_digest", b"serving_digest", "surge_replicas", b"surge_replicas", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -56,6 +56,9 @@ def workload() -> pb.Workload:
                 generation=2**40,
                 serving_digest="svg_ab12",
                 stale=True,
+                live_digests={"svg_ab12": 1},
+                rollout_state=pb.ROLLOUT_STATE_CONVERGED,
+                authority=pb.AUTHORITY_MANAGED,
             )
         ],
         devices_per_replica=8,
@@ -102,4 +105,14 @@ def deployment() -> pb.Deployment:
         ),
         create_time=_time(1_700_000_000),
         update_time=_time(1_700_000_300),
+        rollout=pb.RolloutStatus(
+            state=pb.ROLLOUT_STATE_ROLLING,
+            generation=3,
+            serving_digest="svg_ab12",
+            ready_on_target=2,
+            replicas_on_older=1,
+            surge_replicas=1,
+        ),
+        drift=[pb.Difference(field="replicas", declared="3", observed="2")],
+        adopted_from=pb.AdoptedFrom(discovered_id="dsc_1", namespace="ml", name="legacy"),
     )

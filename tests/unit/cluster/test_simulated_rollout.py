@@ -359,3 +359,62 @@ def test_fits_all_packs_whole_pods_per_node(
     need: int, count: int, room: dict[str, int], fits: bool
 ) -> None:
     assert fits_all(need, count, room_by_node=room) is fits
+
+
+# -- the surge limit the hub admits (wingsmith.dev/max-surge) --------------------------------
+
+
+def with_surge(manifest: dict, **surge: int) -> dict:
+    import copy
+    import json
+
+    edited = copy.deepcopy(manifest)
+    annotations = edited["metadata"].setdefault("annotations", {})
+    annotations["wingsmith.dev/max-surge"] = json.dumps(surge)
+    return edited
+
+
+@pytest.mark.parametrize(("surge", "peak"), [(0, 8), (1, 10), (4, 16)])
+def test_a_rollout_never_holds_more_than_replicas_plus_the_max_surge(
+    make_cluster: MakeCluster, clock: FakeClock, surge: int, peak: int
+) -> None:
+    cluster = make_cluster("nodes=2,gpus=8,ready_after=2s")
+    manifest = with_surge(builders.aggregated(replicas=4, gpus=2), VllmWorker=surge)
+    settled(cluster, clock, manifest)
+    seen = [gpus_in_use(cluster)]
+
+    cluster.apply_dgd(builders.with_args(manifest, "VllmWorker", NEW_ARGS))
+    seen.append(gpus_in_use(cluster))
+    drive(cluster, clock, each=lambda c: seen.append(gpus_in_use(c)))
+
+    assert max(seen) == peak
+    new_names = worker_names(cluster)
+    assert len(new_names) == 4
+    assert all(p.ready for p in pods_of(cluster, "VllmWorker"))
+    assert status(cluster)["state"] == "successful"
+
+
+def test_with_no_surge_a_rollout_still_converges_one_replica_at_a_time(
+    make_cluster: MakeCluster, clock: FakeClock
+) -> None:
+    cluster = make_cluster("nodes=1,gpus=8,ready_after=2s")
+    manifest = with_surge(builders.aggregated(replicas=1, gpus=8), VllmWorker=0)
+    settled(cluster, clock, manifest)
+    cluster.apply_dgd(builders.with_args(manifest, "VllmWorker", NEW_ARGS))
+    drive(cluster, clock, each=lambda c: assert_at_most(c, 8))
+    (pod,) = pods_of(cluster, "VllmWorker")
+    assert pod.ready and pod.argv[-1] == "8192"
+
+
+def assert_at_most(cluster: SimulatedCluster, gpus: int) -> None:
+    assert gpus_in_use(cluster) <= gpus
+
+
+def test_an_unreadable_surge_limit_counts_as_zero() -> None:
+    from agent.cluster.simulated_rollout import MAX_SURGE_ANNOTATION, max_surge
+
+    assert max_surge({}, "VllmWorker") is None
+    assert max_surge({MAX_SURGE_ANNOTATION: "{}"}, "VllmWorker") is None
+    assert max_surge({MAX_SURGE_ANNOTATION: '{"VllmWorker": 2}'}, "VllmWorker") == 2
+    assert max_surge({MAX_SURGE_ANNOTATION: "not json"}, "VllmWorker") == 0
+    assert max_surge({MAX_SURGE_ANNOTATION: '{"VllmWorker": "x"}'}, "VllmWorker") == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hub.admission import AdmissionView, Demand, decide
@@ -174,3 +176,59 @@ def test_device_classes_are_accounted_separately() -> None:
     )
     (decision,) = decide([demand(device_class="A100-40GB")], the_view)
     assert decision.admitted_replicas == 1
+
+
+def test_a_scale_down_in_the_same_pass_frees_room_for_a_waiting_demand() -> None:
+    shrinking = demand("a", desired=1, admitted=3, since=0)
+    waiting = demand("b", desired=2, since=1)
+    decisions = {d.deployment_id: d for d in decide([shrinking, waiting], view(charged=12, free=0))}
+    assert decisions["a"].admitted_replicas == 1
+    assert decisions["b"].admitted_replicas == 2
+
+
+def test_an_adopted_deployment_holding_its_devices_needs_no_new_capacity() -> None:
+    adopted = dataclasses.replace(demand(desired=2), held=8)
+    (decision,) = decide([adopted], view(charged=8, free=0))
+    assert decision.admitted_replicas == 2
+
+
+def test_an_adopted_deployment_over_the_quota_waits() -> None:
+    adopted = dataclasses.replace(demand(desired=2), held=8)
+    (decision,) = decide([adopted], view(limit=4, charged=8, free=0))
+    assert decision.reason == REASON_INSUFFICIENT_QUOTA
+
+
+@pytest.mark.parametrize(
+    ("case", "limit", "charged", "free", "surge"),
+    [
+        ("room for old + new", 32, 8, 16, 2),
+        ("quota allows one more replica", 12, 8, 16, 1),
+        ("capacity allows one more replica", 32, 8, 4, 1),
+        ("full quota: replace in place", 8, 8, 16, 0),
+        ("full cluster: replace in place", 32, 8, 0, 0),
+    ],
+)
+def test_a_rolling_deployment_gets_what_surge_fits(
+    case: str, limit: int, charged: int, free: int, surge: int
+) -> None:
+    rolling = dataclasses.replace(demand(desired=2, admitted=2), rolling=True)
+    (decision,) = decide([rolling], view(limit=limit, charged=charged, free=free))
+    assert (decision.admitted_replicas, decision.surge_replicas) == (2, surge), case
+
+
+def test_surge_comes_after_every_regular_demand_of_the_pass() -> None:
+    rolling = dataclasses.replace(demand("rolling", desired=2, admitted=2, since=0), rolling=True)
+    waiting = demand("waiting", desired=1, since=5)
+    decisions = {
+        d.deployment_id: d for d in decide([rolling, waiting], view(limit=64, charged=8, free=4))
+    }
+    assert decisions["waiting"].admitted_replicas == 1
+    assert decisions["rolling"].surge_replicas == 0
+
+
+def test_surge_is_released_when_the_rollout_ends() -> None:
+    done = dataclasses.replace(demand(desired=2, admitted=2), surge_replicas=2)
+    waiting = demand("next", desired=2, since=1)
+    decisions = {d.deployment_id: d for d in decide([done, waiting], view(charged=16, free=0))}
+    assert decisions["d1"].surge_replicas == 0
+    assert decisions["next"].admitted_replicas == 2, "the released surge went to the next"

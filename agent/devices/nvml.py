@@ -1,0 +1,493 @@
+"""NVML adapter: the node's GPUs and MIG devices as the NVIDIA driver reports them.
+
+`NvmlInventory` implements agent/devices/model.py's `DeviceInventory` over nvidia-ml-py. It is
+the only module in the project that imports pynvml (.importlinter: pynvml-only-in-devices).
+Callers: the agent's wiring, through the port, and the diagnostic command
+(agent/devices/diagnose.py). It only reads: it never changes a device (no MIG reconfiguration,
+no resets, no clocks), and it knows nothing of the kubelet (agent/devices/verify.py compares).
+
+Sessions: every read() and resolve() is one nvmlInit ... nvmlShutdown. NVML counts its inits, so
+this never disturbs another user in the process. A fresh session sees what changed since the last
+reading (MIG reconfigured, a GPU reset, the driver reloaded by an upgrade) where a session kept
+open would hold stale handles, and a node whose driver comes up after the agent is read as soon
+as it does, with no reconnect logic. Init is cheap while the driver stays loaded (persistence
+mode, as the GPU operator configures it) and small next to the agent's reporting period anyway.
+
+Errors: nothing from pynvml escapes read(). A node without NVML (no library, no driver, library
+and driver versions apart) reads as `Inventory(devices=(), error=why)` and the agent runs on,
+degraded. A device whose queries fail is still reported, unhealthy, with the reason ("GPU is
+lost"), and never hides the other devices. resolve() raises `NvmlUnavailable` (from the pynvml
+error) when NVML cannot be used at all.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import uuid as uuidlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import pynvml
+
+from agent.devices import classes
+from agent.devices.model import Gpu, Inventory
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# A pynvml device handle (a ctypes pointer), only ever passed back to pynvml. Never compared:
+# one device can come back as different handles; its UUID is what identifies it.
+Handle = object
+
+LIBRARY_NOT_FOUND = (
+    "NVML library not found: is the NVIDIA driver installed and the container started with the"
+    " NVIDIA runtime?"
+)
+GPU_IS_LOST = "GPU is lost"
+ROW_REMAPPING_FAILED = "row remapping failed"
+# Kubelet device ids NVML can resolve (shared/reference/kubelet-and-nvml.md); anything else
+# (another plugin's ids, old-style MIG ids) cannot be verified against NVML.
+RESOLVABLE_PREFIXES = ("GPU-", "MIG-")
+# Stands in for the UUID of a device so broken that NVML will not even say which it is.
+UNKNOWN_UUID_PREFIX = "unknown-"
+
+# Queries the device or the driver does not offer: they say nothing about health.
+_UNSUPPORTED = (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound)
+_INIT_FAILURES = (
+    (pynvml.NVMLError_LibraryNotFound, LIBRARY_NOT_FOUND),
+    (
+        pynvml.NVMLError_DriverNotLoaded,
+        "NVIDIA driver not loaded: the NVML library is there but the kernel driver is not",
+    ),
+    (
+        pynvml.NVMLError_LibRmVersionMismatch,
+        "NVML library and kernel driver versions differ: was the driver upgraded without a"
+        " reboot or module reload?",
+    ),
+    (
+        pynvml.NVMLError_NoPermission,
+        "no permission to use NVML: can the container open /dev/nvidia*?",
+    ),
+)
+
+
+class NvmlUnavailable(Exception):
+    """NVML cannot be used on this node at all; `reason` says why, in words for an operator."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvmlInventory:
+    """DeviceInventory over nvidia-ml-py.
+
+    `library_path` loads that libnvidia-ml.so.1 instead of the one the dynamic loader finds (for
+    unusual driver layouts, and for tests). pynvml holds one library per process, so it applies
+    process-wide. `class_overrides` maps exact NVML names to device classes (classes.py).
+    """
+
+    library_path: str | None = None
+    class_overrides: Mapping[str, str] = field(default_factory=dict)
+
+    def read(self) -> Inventory:
+        try:
+            with _session(self.library_path):
+                return _read_inventory(self.class_overrides)
+        except NvmlUnavailable as e:
+            return Inventory(devices=(), error=e.reason)
+
+    def resolve(self, device_ids: Iterable[str]) -> dict[str, Gpu | None]:
+        """Each kubelet device id (as given, "::N" replica suffixes allowed) -> its device or None.
+
+        None: NVML does not know it, or it is not an id NVML can know. Raises NvmlUnavailable.
+        """
+        ids = list(device_ids)
+        with _session(self.library_path):
+            found: dict[str, Gpu | None] = {}
+            for uuid in (_uuid_of(device_id) for device_id in ids):
+                if uuid not in found:
+                    found[uuid] = _resolve_uuid(uuid, self.class_overrides)
+        return {device_id: found[_uuid_of(device_id)] for device_id in ids}
+
+
+def format_driver_version(driver: str, cuda: int) -> str:
+    """The driver's version and CUDA's integer (12040) as "550.54.15 / CUDA 12.4"."""
+    cuda_text = f"CUDA {cuda // 1000}.{cuda % 1000 // 10}" if cuda > 0 else ""
+    return " / ".join(part for part in (driver, cuda_text) if part)
+
+
+def nvlink_domain(*, cluster_uuid: bytes, clique_id: int, trusted: bool) -> str:
+    """The domain "<clusterUuid>.<cliqueId>", as GPU feature discovery labels gpu.clique.
+
+    `trusted`: the fabric manager finished registering the GPU (state COMPLETED, status
+    SUCCESS); until then the ids may still change. A zero cluster UUID: not in a fabric.
+    """
+    if not trusted or not any(cluster_uuid):
+        return ""
+    return f"{uuidlib.UUID(bytes=bytes(cluster_uuid))}.{clique_id}"
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+@contextmanager
+def _session(library_path: str | None) -> Iterator[None]:
+    _use_library(library_path)
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        raise NvmlUnavailable(_init_failure(e)) from e
+    try:
+        yield
+    finally:
+        _shutdown()
+
+
+def _use_library(path: str | None) -> None:
+    """Point pynvml at `path` instead of the loader's libnvidia-ml.so.1."""
+    if path is None:
+        return
+    # pynvml's own lock: it guards the same global when pynvml loads the library itself.
+    with pynvml.libLoadLock:
+        loaded = pynvml.nvmlLib
+        if loaded is not None and getattr(loaded, "_name", None) == path:
+            return
+        try:
+            library = ctypes.CDLL(path)
+        except OSError as e:
+            raise NvmlUnavailable(f"{LIBRARY_NOT_FOUND} ({e})") from e
+        pynvml.nvmlLib = library
+        # Function pointers cached from another library would bypass the one just loaded.
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+
+
+def _init_failure(error: Exception) -> str:
+    for kind, reason in _INIT_FAILURES:
+        if isinstance(error, kind):
+            return reason
+    return f"NVML init failed: {error}"
+
+
+def _shutdown() -> None:
+    try:
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError as e:
+        # The reading is complete; a failed shutdown costs NVML one reference, not our data.
+        log.warning("nvmlShutdown failed: %s", e)
+
+
+# --- the inventory ---------------------------------------------------------------------------
+
+
+def _read_inventory(overrides: Mapping[str, str]) -> Inventory:
+    driver = _driver_version()
+    try:
+        count = int(pynvml.nvmlDeviceGetCount())
+    except pynvml.NVMLError as e:
+        return Inventory(devices=(), error=f"cannot count GPUs: {e}", driver_version=driver)
+    devices = [gpu for index in range(count) for gpu in _read_index(index, overrides)]
+    return Inventory(devices=tuple(devices), driver_version=driver)
+
+
+def _driver_version() -> str:
+    driver = _best_effort(lambda: str(pynvml.nvmlSystemGetDriverVersion()), "")
+    cuda = _best_effort(lambda: int(pynvml.nvmlSystemGetCudaDriverVersion()), 0)
+    return format_driver_version(driver, cuda)
+
+
+def _read_index(index: int, overrides: Mapping[str, str]) -> list[Gpu]:
+    """The GPU at `index` and its MIG devices; a GPU that fails any query comes back alone."""
+    handle: Handle | None = None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return _read_device(handle, overrides)
+    except pynvml.NVMLError as e:
+        return [
+            _failed_device(
+                handle,
+                fallback_uuid=f"{UNKNOWN_UUID_PREFIX}gpu-{index}",
+                reason=_failure_reason(e),
+                index=index,
+                overrides=overrides,
+            )
+        ]
+
+
+def _read_device(handle: Handle, overrides: Mapping[str, str]) -> list[Gpu]:
+    gpu = _read_gpu(handle, overrides)
+    if not _mig_enabled(handle):
+        return [gpu]
+    return [gpu, *_read_migs(handle, gpu, overrides)]
+
+
+def _read_gpu(handle: Handle, overrides: Mapping[str, str]) -> Gpu:
+    """One full GPU (with MIG on, the parent of its MIG devices)."""
+    name = _name(handle)
+    memory = _memory_total(handle)
+    reasons = _health_reasons(handle)
+    return Gpu(
+        uuid=_uuid(handle),
+        name=name,
+        memory_bytes=memory,
+        pci_bus_id=_pci_bus_id(handle),
+        device_class=classes.device_class(name, memory, overrides=overrides),
+        healthy=not reasons,
+        health_reason="; ".join(reasons),
+        nvlink_domain=_nvlink_domain(handle),
+        index=_index(handle),
+    )
+
+
+def _failed_device(
+    handle: Handle | None,
+    *,
+    fallback_uuid: str,
+    reason: str,
+    index: int = 0,
+    parent: Gpu | None = None,
+    overrides: Mapping[str, str],
+) -> Gpu:
+    """A device some query failed on: unhealthy, with whatever identity NVML still gives."""
+
+    def attempt(query: Callable[[Handle], T], default: T) -> T:
+        return default if handle is None else _best_effort(lambda: query(handle), default)
+
+    name = attempt(_name, "")
+    memory = attempt(_memory_total, 0)
+    profile = classes.mig_profile_from_name(name)
+    if parent is not None:
+        device_class = classes.mig_device_class(
+            parent.device_class, profile, name=name, overrides=overrides
+        )
+    elif profile:
+        # A MIG device whose parent could not be read: its own memory says nothing of the GPU's.
+        device_class = overrides.get(name.strip(), classes.UNKNOWN_CLASS)
+    else:
+        device_class = classes.device_class(name, memory, overrides=overrides)
+    return Gpu(
+        uuid=attempt(_uuid, fallback_uuid),
+        name=name,
+        memory_bytes=memory,
+        pci_bus_id=parent.pci_bus_id if parent else attempt(_pci_bus_id, ""),
+        device_class=device_class,
+        healthy=False,
+        health_reason=reason,
+        parent_uuid=parent.uuid if parent else "",
+        index=parent.index if parent else index,
+    )
+
+
+def _failure_reason(error: Exception) -> str:
+    if isinstance(error, pynvml.NVMLError_GpuIsLost):
+        return GPU_IS_LOST
+    return f"NVML error: {error}"
+
+
+# --- identity --------------------------------------------------------------------------------
+
+
+def _uuid(handle: Handle) -> str:
+    return str(pynvml.nvmlDeviceGetUUID(handle))
+
+
+def _name(handle: Handle) -> str:
+    return str(pynvml.nvmlDeviceGetName(handle))
+
+
+def _memory_total(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+
+
+def _pci_bus_id(handle: Handle) -> str:
+    return str(pynvml.nvmlDeviceGetPciInfo(handle).busId)
+
+
+def _index(handle: Handle) -> int:
+    return int(pynvml.nvmlDeviceGetIndex(handle))
+
+
+# --- health and topology ---------------------------------------------------------------------
+
+
+def _health_reasons(handle: Handle) -> list[str]:
+    reasons = []
+    ecc = _uncorrected_ecc_errors(handle)
+    if ecc:
+        reasons.append(f"uncorrectable ECC errors: {ecc}")
+    if _row_remapping_failed(handle):
+        reasons.append(ROW_REMAPPING_FAILED)
+    return reasons
+
+
+def _uncorrected_ecc_errors(handle: Handle) -> int | None:
+    # Volatile: since the driver last loaded. The aggregate counter keeps errors a reset or
+    # a row remap has long dealt with, and would mark a repaired GPU unhealthy forever.
+    return _optional(
+        lambda: int(
+            pynvml.nvmlDeviceGetTotalEccErrors(
+                handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
+            )
+        )
+    )
+
+
+def _row_remapping_failed(handle: Handle) -> bool | None:
+    # (corrected, uncorrected, pending, failureOccurred): a pending remap heals at the next
+    # reset, a failed one means the memory can no longer be repaired.
+    return _optional(lambda: bool(pynvml.nvmlDeviceGetRemappedRows(handle)[3]))
+
+
+def _nvlink_domain(handle: Handle) -> str:
+    info = pynvml.c_nvmlGpuFabricInfoV_t()
+    try:
+        pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
+    except pynvml.NVMLError as e:
+        if isinstance(e, pynvml.NVMLError_GpuIsLost):
+            raise
+        if not isinstance(e, _UNSUPPORTED):
+            # Topology is advice for placement, not health: an odd answer costs only the domain.
+            log.debug("GPU fabric info unreadable: %s", e)
+        return ""
+    # nvml.h declares the state one byte wide; pynvml reads four, three of them padding the
+    # driver need not clear.
+    state = int(info.state) & 0xFF
+    trusted = state == pynvml.NVML_GPU_FABRIC_STATE_COMPLETED and info.status == pynvml.NVML_SUCCESS
+    return nvlink_domain(
+        cluster_uuid=bytes(info.clusterUuid), clique_id=int(info.cliqueId), trusted=trusted
+    )
+
+
+# --- MIG -------------------------------------------------------------------------------------
+
+
+def _mig_enabled(handle: Handle) -> bool:
+    modes = _optional(lambda: [int(mode) for mode in pynvml.nvmlDeviceGetMigMode(handle)])
+    # [current, pending]: a pending change applies only after a GPU reset.
+    return modes is not None and modes[0] == pynvml.NVML_DEVICE_MIG_ENABLE
+
+
+def _read_migs(handle: Handle, parent: Gpu, overrides: Mapping[str, str]) -> list[Gpu]:
+    migs = []
+    for slot in range(int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
+        mig = _mig_handle(handle, slot)
+        if mig is None:
+            continue
+        try:
+            migs.append(_read_mig(mig, parent, overrides))
+        except pynvml.NVMLError as e:
+            fallback = f"{UNKNOWN_UUID_PREFIX}mig-{parent.uuid}-{slot}"
+            failed = _failed_device(
+                mig,
+                fallback_uuid=fallback,
+                reason=_failure_reason(e),
+                parent=parent,
+                overrides=overrides,
+            )
+            migs.append(failed)
+    return migs
+
+
+def _mig_handle(handle: Handle, slot: int) -> Handle | None:
+    try:
+        mig: Handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+    except pynvml.NVMLError_NotFound:
+        return None  # an empty slot: no MIG device was created there
+    return mig
+
+
+def _read_mig(mig: Handle, parent: Gpu, overrides: Mapping[str, str]) -> Gpu:
+    """A MIG device: its own UUID, name and memory; PCI, health and index from its parent."""
+    name = _name(mig)
+    profile = classes.mig_profile_from_name(name) or _mig_profile_from_attributes(mig, parent)
+    return Gpu(
+        uuid=_uuid(mig),
+        name=name,
+        memory_bytes=_memory_total(mig),
+        pci_bus_id=parent.pci_bus_id,
+        device_class=classes.mig_device_class(
+            parent.device_class, profile, name=name, overrides=overrides
+        ),
+        # ECC and row remapping are the parent's memory: its trouble is every slice's.
+        healthy=parent.healthy,
+        health_reason=f"parent GPU: {parent.health_reason}" if parent.health_reason else "",
+        # MIG devices cannot use NVLink: a slice is in no NVLink domain.
+        nvlink_domain="",
+        parent_uuid=parent.uuid,
+        index=parent.index,
+    )
+
+
+def _mig_profile_from_attributes(mig: Handle, parent: Gpu) -> str:
+    """For drivers whose MIG device names carry no profile."""
+    attributes = _optional(lambda: pynvml.nvmlDeviceGetAttributes(mig))
+    if attributes is None:
+        return ""
+    return classes.mig_profile_from_slices(
+        gpu_instance_slices=int(attributes.gpuInstanceSliceCount),
+        compute_instance_slices=int(attributes.computeInstanceSliceCount),
+        memory_mib=int(attributes.memorySizeMB),
+        parent_memory_bytes=parent.memory_bytes,
+    )
+
+
+def _is_mig(handle: Handle) -> bool:
+    flag = _optional(lambda: pynvml.nvmlDeviceIsMigDeviceHandle(handle))
+    # pynvml 13 returns the ctypes c_uint itself here, not its value.
+    return bool(getattr(flag, "value", flag))
+
+
+# --- resolve ---------------------------------------------------------------------------------
+
+
+def _uuid_of(device_id: str) -> str:
+    return device_id.split("::", 1)[0]
+
+
+def _resolve_uuid(uuid: str, overrides: Mapping[str, str]) -> Gpu | None:
+    if not uuid.startswith(RESOLVABLE_PREFIXES):
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+    except (pynvml.NVMLError_NotFound, pynvml.NVMLError_InvalidArgument):
+        return None
+    except pynvml.NVMLError as e:
+        return _failed_device(
+            None, fallback_uuid=uuid, reason=_failure_reason(e), overrides=overrides
+        )
+    try:
+        return _read_resolved(handle, overrides)
+    except pynvml.NVMLError as e:
+        return _failed_device(
+            handle, fallback_uuid=uuid, reason=_failure_reason(e), overrides=overrides
+        )
+
+
+def _read_resolved(handle: Handle, overrides: Mapping[str, str]) -> Gpu:
+    if not _is_mig(handle):
+        return _read_gpu(handle, overrides)
+    parent = _read_gpu(pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle), overrides)
+    return _read_mig(handle, parent, overrides)
+
+
+# --- error policy ----------------------------------------------------------------------------
+
+
+def _optional(query: Callable[[], T]) -> T | None:
+    """The answer, or None where the device or driver does not offer the query."""
+    try:
+        return query()
+    except _UNSUPPORTED:
+        return None
+
+
+def _best_effort(query: Callable[[], T], default: T) -> T:
+    """The answer, or `default` on any NVML error: for what is only informative."""
+    try:
+        return query()
+    except pynvml.NVMLError:
+        return default

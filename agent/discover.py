@@ -1,0 +1,141 @@
+"""Discovery: describing a DynamoGraphDeployment the agent did not create. Pure.
+
+Called by the observer for every DGD without our deployment-id label; the hub records the
+description under /v1/discovered (docs/adoption.md). It reads:
+- services, roles, replicas and GPUs per pod from the DGD's spec;
+- imported_args: the main worker's args (the decode worker, or the only worker) as the DGD
+  declares them: what the engine runs with;
+- engine version: our engine-version label when its pods have one, else the image tag;
+- device class: the class of the GPUs on the nodes its worker pods run on;
+- replicas: worker replicas; for disaggregated serving, one replica is one decode worker with
+  its share of prefill workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agent.cluster import port
+from agent.cluster.shape import gpus_of, main_container, main_worker, role_of, worker_args
+
+
+@dataclass(frozen=True)
+class DiscoveredService:
+    name: str
+    component_type: str
+    sub_component_type: str
+    replicas: int
+    ready_replicas: int
+    gpus_per_pod: int
+    image: str
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PodReport:
+    name: str
+    namespace: str
+    node_id: str
+    ready: bool
+    serving_digest: str
+    engine_version: str
+    role: str
+
+
+@dataclass(frozen=True)
+class DiscoveredObservation:
+    namespace: str
+    name: str
+    absent: bool = False
+    backend_framework: str = ""
+    services: tuple[DiscoveredService, ...] = ()
+    replicas: int = 0
+    ready_replicas: int = 0
+    imported_args: tuple[str, ...] = ()
+    engine_version: str = ""
+    device_class: str = ""
+    devices_per_replica: int = 0
+    pods: tuple[PodReport, ...] = ()
+
+
+def pod_report(pod: port.Pod) -> PodReport:
+    sub = pod.labels.get(port.DYNAMO_SUB_COMPONENT_TYPE, "")
+    return PodReport(
+        name=pod.name,
+        namespace=pod.namespace,
+        node_id=pod.node_name,
+        ready=pod.ready and bool(pod.node_name),
+        serving_digest=pod.labels.get(port.LABEL_SERVING_DIGEST, ""),
+        engine_version=pod.labels.get(port.LABEL_ENGINE_VERSION, ""),
+        role=sub if sub in ("prefill", "decode") else "worker",
+    )
+
+
+def describe(
+    dgd: port.Dgd, pods: Sequence[port.Pod], node_classes: Mapping[str, str]
+) -> DiscoveredObservation:
+    specs: Mapping[str, Any] = dgd.spec.get("services", {})
+    services = tuple(_service(name, service, pods) for name, service in specs.items())
+    main = main_worker(specs)
+    main_service = next((s for s in services if s.name == main), None)
+    classes = [node_classes[p.node_name] for p in pods if p.node_name in node_classes]
+    replicas, ready, per_replica = _shape(services)
+    return DiscoveredObservation(
+        namespace=dgd.namespace,
+        name=dgd.name,
+        backend_framework=str(dgd.spec.get("backendFramework", "")),
+        services=services,
+        replicas=replicas,
+        ready_replicas=ready,
+        imported_args=main_service.args if main_service else (),
+        engine_version=_engine_version(main_service, pods),
+        device_class=max(sorted(set(classes)), key=classes.count) if classes else "",
+        devices_per_replica=per_replica,
+        pods=tuple(pod_report(p) for p in pods),
+    )
+
+
+def absent(namespace: str, name: str) -> DiscoveredObservation:
+    return DiscoveredObservation(namespace=namespace, name=name, absent=True)
+
+
+def _service(name: str, service: Mapping[str, Any], pods: Sequence[port.Pod]) -> DiscoveredService:
+    mine = [p for p in pods if p.labels.get(port.DYNAMO_COMPONENT, name) == name]
+    return DiscoveredService(
+        name=name,
+        component_type=str(service.get("componentType", "")),
+        sub_component_type=str(service.get("subComponentType", "")),
+        replicas=int(service.get("replicas", 0) or 0),
+        ready_replicas=sum(1 for p in mine if p.ready),
+        gpus_per_pod=gpus_of(service),
+        image=str(main_container(service).get("image", "")),
+        args=tuple(worker_args(service)),
+    )
+
+
+def _shape(services: Sequence[DiscoveredService]) -> tuple[int, int, int]:
+    """(replicas, ready replicas, devices per replica)."""
+    workers = [s for s in services if s.component_type == "worker"]
+    if not workers:
+        return 0, 0, 0
+    roles = {role_of(s.name, {"subComponentType": s.sub_component_type}): s for s in workers}
+    decode, prefill = roles.get("decode"), roles.get("prefill")
+    if decode is not None and prefill is not None and decode.replicas:
+        per_prefill = max(1, prefill.replicas // decode.replicas)
+        per_replica = decode.gpus_per_pod + per_prefill * prefill.gpus_per_pod
+        ready = min(decode.ready_replicas, prefill.ready_replicas // per_prefill)
+        return decode.replicas, ready, per_replica
+    main = workers[0]
+    return main.replicas, main.ready_replicas, main.gpus_per_pod
+
+
+def _engine_version(service: DiscoveredService | None, pods: Sequence[port.Pod]) -> str:
+    for pod in pods:
+        if port.LABEL_ENGINE_VERSION in pod.labels:
+            return pod.labels[port.LABEL_ENGINE_VERSION]
+    if service is None:
+        return ""
+    _, sep, tag = service.image.rpartition(":")
+    return tag.removeprefix("v") if sep and "/" not in tag else ""

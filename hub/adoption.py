@@ -1,0 +1,159 @@
+"""Adoption: what a discovered DynamoGraphDeployment runs, as a serving config. Pure.
+
+Called by hub/service/adoption.py when a discovered workload is promoted. The agent reported
+the DGD's backend, worker services (replicas, GPUs per pod, image) and the worker's args
+(imported_args); this module reads the serving config off them (docs/adoption.md):
+
+- engine: the DGD's backendFramework;
+- model, parallelism, context length, quantization, KV cache settings: from the engine flags
+  ("--flag value" and "--flag=value", the spellings of vLLM, SGLang and TRT-LLM);
+- devices per worker: the worker pod's GPU request is the truth (it is what the cluster
+  allocates); when the flags disagree, tensor_parallel is set from the GPUs so that the
+  accounting matches what runs;
+- disaggregated when the DGD has prefill and decode workers; a replica is one set of them;
+- engine_args are left empty: asserting flags as desired state is the user's decision
+  (imported_args keeps what was read).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hub.model import ENGINES, DiscoveredObservation, DiscoveredService, KvCache, Serving
+
+_FLAGS = {
+    "model": ("--model", "--model-path", "--model-name"),
+    "tensor_parallel": ("--tensor-parallel-size", "--tp", "--tp-size"),
+    "pipeline_parallel": ("--pipeline-parallel-size", "--pp", "--pp-size"),
+    "expert_parallel": ("--ep-size", "--expert-parallel-size"),
+    "context_length": ("--max-model-len", "--context-length", "--max-seq-len"),
+    "quantization": ("--quantization",),
+    "kv_dtype": ("--kv-cache-dtype",),
+    "memory": ("--gpu-memory-utilization", "--mem-fraction-static", "--free-gpu-memory-fraction"),
+    "block_size": ("--block-size", "--page-size", "--kv-block-size"),
+}
+_VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many replicas a discovered DGD runs, and the workers of one replica."""
+
+    replicas: int
+    mode: str
+    prefill_workers: int = 1
+    decode_workers: int = 1
+    gpus_per_worker: int = 0
+
+
+def flag(args: Sequence[str], names: Sequence[str]) -> str | None:
+    """The value of the first of `names` in args ("--x v" or "--x=v"); "" for a bare flag."""
+    for index, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
+        if name not in names:
+            continue
+        if sep:
+            return value
+        following = args[index + 1] if index + 1 < len(args) else ""
+        return "" if following.startswith("--") else following
+    return None
+
+
+def shape(observation: DiscoveredObservation) -> Shape:
+    workers = [s for s in observation.services if s.component_type == "worker"]
+    prefill = [s for s in workers if _role(s) == "prefill"]
+    decode = [s for s in workers if _role(s) == "decode"]
+    if prefill and decode:
+        p, d = prefill[0], decode[0]
+        sets = math.gcd(p.replicas, d.replicas) or 1
+        return Shape(
+            replicas=sets if p.replicas and d.replicas else 0,
+            mode="disaggregated",
+            prefill_workers=max(1, p.replicas // sets),
+            decode_workers=max(1, d.replicas // sets),
+            gpus_per_worker=d.gpus_per_pod,
+        )
+    main = workers[0] if workers else None
+    return Shape(
+        replicas=main.replicas if main else observation.replicas,
+        mode="aggregated",
+        gpus_per_worker=main.gpus_per_pod if main else 0,
+    )
+
+
+def serving_of(observation: DiscoveredObservation) -> Serving:
+    """The serving config a discovered DGD runs (raw: hub.serving.normalize checks it)."""
+    args = observation.imported_args
+    found = {key: flag(args, names) for key, names in _FLAGS.items()}
+    the_shape = shape(observation)
+    tp = _int(found["tensor_parallel"], 1)
+    pp = _int(found["pipeline_parallel"], 1)
+    if the_shape.gpus_per_worker and tp * pp != the_shape.gpus_per_worker:
+        # The GPU request is what the cluster allocates: make the accounting match it.
+        pp = pp if the_shape.gpus_per_worker % pp == 0 else 1
+        tp = the_shape.gpus_per_worker // pp
+    ep = _int(found["expert_parallel"], 1)
+    if flag(args, ("--enable-expert-parallel",)) is not None:
+        ep = tp
+    return Serving(
+        engine=_engine(observation),
+        engine_version=engine_version(observation),
+        model=found["model"] or observation.name,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        expert_parallel=ep if ep and tp % ep == 0 else 1,
+        context_length=_int(found["context_length"], 0),
+        quantization=(found["quantization"] or "").lower(),
+        kv_cache=KvCache(
+            dtype=(found["kv_dtype"] or "").lower(),
+            gpu_memory_utilization=_float(found["memory"]),
+            block_size=_int(found["block_size"], 0),
+            disable_prefix_caching=flag(args, ("--no-enable-prefix-caching",)) is not None,
+        ),
+        engine_args=(),
+        mode=the_shape.mode,
+        prefill_workers=the_shape.prefill_workers,
+        decode_workers=the_shape.decode_workers,
+    )
+
+
+def engine_version(observation: DiscoveredObservation) -> str:
+    """As the agent reported it (a label, or the image tag); "unknown" when neither says."""
+    version = observation.engine_version
+    return version if _VERSION.match(version or "") else "unknown"
+
+
+def _engine(observation: DiscoveredObservation) -> str:
+    framework = observation.backend_framework.lower()
+    if framework in ENGINES:
+        return framework
+    images = " ".join(s.image for s in observation.services)
+    for engine, marker in (("vllm", "vllm"), ("sglang", "sglang"), ("trtllm", "tensorrtllm")):
+        if marker in images:
+            return engine
+    return framework or "vllm"
+
+
+def _role(service: DiscoveredService) -> str:
+    if service.sub_component_type in ("prefill", "decode"):
+        return service.sub_component_type
+    name = service.name.lower()
+    return "prefill" if "prefill" in name else "decode" if "decode" in name else "worker"
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+def _float(value: str | None) -> float:
+    try:
+        number = float(value) if value else 0.0
+    except ValueError:
+        return 0.0
+    return number if 0.0 <= number <= 1.0 else 0.0

@@ -1,0 +1,159 @@
+"""Adoption: discovered workloads and what users decide about them (docs/adoption.md).
+
+- list / get: what agents found running that the hub never declared (ignored ones hidden by
+  default; gone ones kept and marked);
+- track: keep it in the inventory, observed only; no deployment;
+- ignore: not interesting; it leaves the default list;
+- promote: a workload pinned to that cluster with one deployment, authority observed, its
+  serving config read off the DGD (hub/adoption.py), imported_args recorded and engine_args
+  left for the user to decide. Its quota is charged for what runs: promotion goes through
+  admission like any demand (an adopted deployment that does not fit its project's quota
+  stays pending, and cannot be promoted to managed until it does).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from hub import adoption, errors, serving
+from hub.model import Deployment, Discovered, Placement, Workload
+from hub.service import admit, validate, views
+from hub.service.context import ServiceContext, snapshot, transaction
+from hub.service.workloads import MAX_WORKLOAD_NAME
+from hub.store import deployments, discovered, projects, workloads
+from hub.store.db import Connection
+
+
+def list_page(
+    ctx: ServiceContext, *, cluster_id: str, include_ignored: bool, page_size: int, page_token: str
+) -> tuple[list[Discovered], str]:
+    limit, after = validate.page(page_size, page_token)
+    with snapshot(ctx) as conn:
+        found = discovered.list_page(
+            conn, cluster_id=cluster_id, include_ignored=include_ignored, after=after, limit=limit
+        )
+    return found, validate.next_token([d.discovered_id for d in found], limit)
+
+
+def get(ctx: ServiceContext, ref: str) -> Discovered:
+    with snapshot(ctx) as conn:
+        return _get(conn, ref)
+
+
+def track(ctx: ServiceContext, ref: str) -> Discovered:
+    return _decide(ctx, ref, "tracked")
+
+
+def ignore(ctx: ServiceContext, ref: str) -> Discovered:
+    return _decide(ctx, ref, "ignored")
+
+
+def promote(
+    ctx: ServiceContext, ref: str, *, project: str, workload_name: str = "", device_class: str = ""
+) -> views.WorkloadView:
+    with transaction(ctx) as tx:
+        found = _get(tx.conn, ref)
+        _check_promotable(found)
+        name = workload_name or found.name
+        validate.dns_label(name, "workload_name", max_length=MAX_WORKLOAD_NAME)
+        if projects.get(tx.conn, project) is None:
+            raise errors.InvalidArgument(
+                "project", f"no such project {project!r} (create it first)"
+            )
+        device = device_class or found.observation.device_class
+        if not device:
+            raise errors.InvalidArgument(
+                "device_class",
+                "the cluster has not placed its pods on devices yet: name the device class",
+            )
+        validate.device_class(device, "device_class")
+        workload, deployment = _adopted(
+            found, name=name, project=project, device=device, now=tx.now
+        )
+        workloads.insert(tx.conn, workload)
+        deployments.save(tx.conn, deployment)
+        tx.touched.add(found.cluster_id)
+        discovered.set_state(
+            tx.conn,
+            discovered_id=found.discovered_id,
+            state="promoted",
+            workload_id=workload.workload_id,
+        )
+        admit.run(ctx, tx, cluster_ids=[found.cluster_id])
+        stored = deployments.of_workload(tx.conn, workload.workload_id)
+        return views.workload_view(workload, views.deployment_views(ctx, tx.conn, stored))
+
+
+def _adopted(
+    found: Discovered, *, name: str, project: str, device: str, now: float
+) -> tuple[Workload, Deployment]:
+    observation = found.observation
+    normalized = serving.normalize(adoption.serving_of(observation), field="serving")
+    replicas = adoption.shape(observation).replicas
+    workload = Workload(
+        workload_id="wl_" + secrets.token_hex(8),
+        name=name,
+        project=project,
+        replicas=replicas,
+        device_class=device,
+        serving=normalized,
+        placement=Placement(clusters=(found.cluster_id,)),
+        create_time=now,
+        update_time=now,
+    )
+    deployment = Deployment(
+        deployment_id="dep_" + secrets.token_hex(8),
+        workload_id=workload.workload_id,
+        workload_name=name,
+        project=project,
+        cluster_id=found.cluster_id,
+        desired_replicas=replicas,
+        admitted_replicas=0,
+        admission_reason="",
+        admission_message="",
+        generation=1,
+        authority="observed",
+        enabled=True,
+        engine_args=(),
+        imported_args=observation.imported_args,
+        serving=normalized,
+        serving_digest=serving.digest(normalized),
+        device_class=device,
+        devices_per_replica=normalized.devices_per_replica,
+        revision=0,
+        create_time=now,
+        update_time=now,
+        pending_since=now,
+        dgd_namespace=found.namespace,
+        dgd_name=found.name,
+        adopted_from=found.discovered_id,
+    )
+    return workload, deployment
+
+
+def _check_promotable(found: Discovered) -> None:
+    if found.state == "promoted":
+        raise errors.FailedPrecondition(
+            f"{found.ref} is already promoted", [f"see workload {found.workload_id}"]
+        )
+    if found.gone:
+        raise errors.FailedPrecondition(f"{found.ref} is gone from its cluster")
+
+
+def _decide(ctx: ServiceContext, ref: str, state: str) -> Discovered:
+    with transaction(ctx) as tx:
+        found = _get(tx.conn, ref)
+        if found.state == "promoted":
+            raise errors.FailedPrecondition(
+                f"{found.ref} is promoted to workload {found.workload_id}",
+                ["delete the workload first to change the decision"],
+            )
+        discovered.set_state(tx.conn, discovered_id=found.discovered_id, state=state)
+        return _get(tx.conn, found.discovered_id)
+
+
+def _get(conn: Connection, ref: str) -> Discovered:
+    found = discovered.get(conn, ref)
+    if found is None:
+        raise errors.NotFound("discovered workload", ref)
+    return found

@@ -1,0 +1,142 @@
+"""Discovered workloads (table discovered): what agents found running that the hub never
+declared, and what the user decided about each (new, tracked, ignored, promoted).
+
+A sighting replaces the stored observation if it is newer; an absent sighting marks the entry
+gone (kept, never erased); a gone entry seen again is no longer gone and keeps its decision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import sqlite3
+from typing import Any
+
+from hub.model import Discovered, DiscoveredObservation, DiscoveredService, ReplicaObservation
+from hub.store import codec
+
+
+def discovered_id(cluster_id: str, namespace: str, name: str) -> str:
+    return "dsc_" + hashlib.sha256(f"{cluster_id}/{namespace}/{name}".encode()).hexdigest()[:16]
+
+
+def write(
+    conn: sqlite3.Connection, *, cluster_id: str, observation: DiscoveredObservation, now: float
+) -> bool:
+    """Apply one sighting; False when an equal or newer one is stored."""
+    row = conn.execute(
+        "SELECT observe_ns FROM discovered WHERE cluster_id = ? AND namespace = ? AND name = ?",
+        (cluster_id, observation.namespace, observation.name),
+    ).fetchone()
+    if row is not None and row["observe_ns"] >= observation.observe_ns:
+        return False
+    if row is None and observation.absent:
+        return False  # never seen, now gone: nothing to remember
+    if observation.absent:
+        conn.execute(
+            "UPDATE discovered SET gone = 1, gone_time = ?, observe_ns = ?"
+            " WHERE cluster_id = ? AND namespace = ? AND name = ? AND gone = 0",
+            (now, observation.observe_ns, cluster_id, observation.namespace, observation.name),
+        )
+        return True
+    conn.execute(
+        "INSERT INTO discovered (discovered_id, cluster_id, namespace, name, state, gone,"
+        " observation, observe_ns, first_seen, last_seen) VALUES (?, ?, ?, ?, 'new', 0, ?, ?, ?, ?)"
+        " ON CONFLICT (cluster_id, namespace, name) DO UPDATE SET gone = 0, gone_time = NULL,"
+        " observation = excluded.observation, observe_ns = excluded.observe_ns,"
+        " last_seen = excluded.last_seen",
+        (
+            discovered_id(cluster_id, observation.namespace, observation.name),
+            cluster_id,
+            observation.namespace,
+            observation.name,
+            codec.dumps(_document(observation)),
+            observation.observe_ns,
+            now,
+            now,
+        ),
+    )
+    return True
+
+
+def get(conn: sqlite3.Connection, ref: str) -> Discovered | None:
+    """By id ("dsc_...") or by name ("<cluster>.<namespace>.<name>")."""
+    row = conn.execute("SELECT * FROM discovered WHERE discovered_id = ?", (ref,)).fetchone()
+    if row is None and ref.count(".") >= 2:
+        cluster_id, namespace, name = ref.split(".", 2)
+        row = conn.execute(
+            "SELECT * FROM discovered WHERE cluster_id = ? AND namespace = ? AND name = ?",
+            (cluster_id, namespace, name),
+        ).fetchone()
+    return _discovered(row) if row else None
+
+
+def list_page(
+    conn: sqlite3.Connection, *, cluster_id: str, include_ignored: bool, after: str, limit: int
+) -> list[Discovered]:
+    clauses, params = ["discovered_id > ?"], [after]
+    if cluster_id:
+        clauses.append("cluster_id = ?")
+        params.append(cluster_id)
+    if not include_ignored:
+        clauses.append("state != 'ignored'")
+    rows = conn.execute(
+        f"SELECT * FROM discovered WHERE {' AND '.join(clauses)} ORDER BY discovered_id LIMIT ?",
+        [*params, limit],
+    ).fetchall()
+    return [_discovered(r) for r in rows]
+
+
+def set_state(
+    conn: sqlite3.Connection, *, discovered_id: str, state: str, workload_id: str = ""
+) -> None:
+    conn.execute(
+        "UPDATE discovered SET state = ?, workload_id = ? WHERE discovered_id = ?",
+        (state, workload_id, discovered_id),
+    )
+
+
+def release_workload(conn: sqlite3.Connection, workload_id: str) -> None:
+    """The promoted workload was deleted: its entry goes back to tracked (it still runs)."""
+    conn.execute(
+        "UPDATE discovered SET state = 'tracked', workload_id = '' WHERE workload_id = ?",
+        (workload_id,),
+    )
+
+
+def _document(observation: DiscoveredObservation) -> dict[str, Any]:
+    document = dataclasses.asdict(observation)
+    document.pop("observe_ns")
+    document.pop("absent")
+    return document
+
+
+def _observation(document: dict[str, Any], observe_ns: int) -> DiscoveredObservation:
+    services = tuple(
+        DiscoveredService(**{**s, "args": tuple(s.get("args", ()))})
+        for s in document.pop("services", ())
+    )
+    pods = tuple(ReplicaObservation(**p) for p in document.pop("pods", ()))
+    return DiscoveredObservation(
+        observe_ns=observe_ns,
+        services=services,
+        pods=pods,
+        imported_args=tuple(document.pop("imported_args", ())),
+        **document,
+    )
+
+
+def _discovered(row: sqlite3.Row) -> Discovered:
+    return Discovered(
+        discovered_id=row["discovered_id"],
+        cluster_id=row["cluster_id"],
+        namespace=row["namespace"],
+        name=row["name"],
+        state=row["state"],
+        gone=bool(row["gone"]),
+        observation=_observation(codec.loads(row["observation"]), row["observe_ns"]),
+        first_seen=row["first_seen"],
+        last_seen=row["last_seen"],
+        gone_time=row["gone_time"],
+        workload_id=row["workload_id"],
+    )

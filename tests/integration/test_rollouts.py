@@ -1,0 +1,151 @@
+"""Generations and rollouts on the simulated fleet: digests, surge, quota, convergence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.harness import Hub, SimAgent, wait_until, workload
+
+
+def deployment(hub: Hub, name: str) -> dict[str, Any]:
+    return hub.get(f"/v1/deployments/{name}")
+
+
+def ready(d: dict[str, Any]) -> int:
+    return int((d["status"] or {}).get("ready_replicas", 0))
+
+
+def converged(hub: Hub, name: str, replicas: int) -> Callable[[], dict[str, Any] | None]:
+    def check() -> dict[str, Any] | None:
+        d = deployment(hub, name)
+        done = (
+            d["rollout"]
+            and d["rollout"]["state"] == "converged"
+            and list(d["live_digests"]) == [d["serving_digest"]]
+            and d["live_digests"][d["serving_digest"]] == replicas
+        )
+        return d if done else None
+
+    return check
+
+
+def start(hub: Hub, agents: Callable[..., SimAgent], spec: str, **quota: int) -> SimAgent:
+    token = hub.register_cluster("east")
+    hub.create_project("search", **(quota or {"H100_80GB": 64}))
+    agent = agents(cluster_id="east", token=token, spec=spec)
+    wait_until(lambda: hub.get("/v1/clusters/east")["devices"], what="devices reported")
+    return agent
+
+
+def test_a_replica_change_alone_keeps_the_generation_and_the_digest(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    start(hub, agents, "nodes=2,gpus=8,class=H100-80GB,ready_after=0.2s")
+    hub.post("/v1/workloads", workload("chat", replicas=1, clusters=("east",)))
+    before = wait_until(converged(hub, "chat.east", 1), what="running")
+    hub.patch("/v1/workloads/chat", {"replicas": 2})
+    after = wait_until(converged(hub, "chat.east", 2), what="scaled")
+    assert after["generation"] == before["generation"] == 1
+    assert after["serving_digest"] == before["serving_digest"]
+
+
+def test_a_serving_change_rolls_out_with_both_digests_live_then_one(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    agent = start(hub, agents, "nodes=2,gpus=8,class=H100-80GB,ready_after=1s")
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    first = wait_until(converged(hub, "chat.east", 2), what="running")
+    old_digest = first["serving_digest"]
+    old_pods = {p.name for p in agent.cluster.list_pods() if "worker" in p.name}
+
+    changed = hub.patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+    (summary,) = changed["deployments"]
+    assert summary["generation"] == 2 and summary["serving_digest"] != old_digest
+    rolling = deployment(hub, "chat.east")
+    assert rolling["rollout"]["state"] == "rolling"
+    assert rolling["rollout"]["surge_replicas"] == 2, "spare capacity: old + new side by side"
+
+    both = wait_until(
+        lambda: (
+            (d := deployment(hub, "chat.east"))["live_digests"].get(old_digest)
+            and len(d["live_digests"]) == 2
+            and d
+        ),
+        what="two digests live",
+        interval=0.02,
+    )
+    assert set(both["live_digests"]) == {old_digest, both["serving_digest"]}
+    workload_view = hub.get("/v1/workloads/chat")
+    assert workload_view["deployments"][0]["rollout_state"] == "rolling"
+
+    done = wait_until(converged(hub, "chat.east", 2), what="converged")
+    assert done["rollout"]["surge_replicas"] == 0, "the surge is released once converged"
+    assert done["generation"] == 2
+    replicas = hub.get("/v1/replicas?deployment_id=chat.east")["replicas"]
+    assert {r["serving_digest"] for r in replicas} == {done["serving_digest"]}
+    assert {r["engine_version"] for r in replicas} == {"0.11.1"}
+    assert not old_pods & {p.name for p in agent.cluster.list_pods()}
+    assert hub.get("/v1/workloads/chat")["deployments"][0]["rollout_state"] == "converged"
+
+
+def test_a_rollout_on_a_cluster_sized_for_one_generation_converges(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    agent = start(hub, agents, "nodes=1,gpus=8,class=H100-80GB,ready_after=0.3s")
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    wait_until(converged(hub, "chat.east", 2), what="running")
+    peak = [0]
+
+    def sample() -> None:
+        held = sum(p.gpu_request for p in agent.cluster.list_pods() if p.phase == "Running")
+        peak[0] = max(peak[0], held)
+
+    hub.patch("/v1/workloads/chat", {"serving": {"context_length": 4096}})
+    assert deployment(hub, "chat.east")["rollout"]["surge_replicas"] == 0, "no room to surge"
+
+    def done() -> dict[str, Any] | None:
+        sample()
+        return converged(hub, "chat.east", 2)()
+
+    final = wait_until(done, what="converged on a full cluster", interval=0.02)
+    assert final["generation"] == 2
+    assert peak[0] <= 8, "never more than the cluster has"
+
+
+def test_quota_is_never_exceeded_during_a_rollout(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    # Quota for exactly one generation; the cluster has room for two.
+    agent = start(hub, agents, "nodes=2,gpus=8,class=H100-80GB,ready_after=0.3s", H100_80GB=8)
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    wait_until(converged(hub, "chat.east", 2), what="running")
+    samples: list[tuple[int, int]] = []
+
+    def sample() -> dict[str, Any] | None:
+        usage = hub.get("/v1/projects/search")["usage"]["H100-80GB"]
+        held = sum(p.gpu_request for p in agent.cluster.list_pods() if p.phase == "Running")
+        samples.append((usage["used"] + usage["reserved"], held))
+        return converged(hub, "chat.east", 2)()
+
+    hub.patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+    assert deployment(hub, "chat.east")["rollout"]["surge_replicas"] == 0, "quota is full"
+    wait_until(sample, what="converged within quota", interval=0.02)
+    assert len(samples) > 3
+    assert max(charged for charged, _ in samples) <= 8
+    assert max(held for _, held in samples) <= 8, "the cluster never ran past the quota"
+
+
+def test_a_rollout_takes_no_surge_a_waiting_deployment_could_use(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    start(hub, agents, "nodes=2,gpus=8,class=H100-80GB,ready_after=0.3s")
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    wait_until(converged(hub, "chat.east", 2), what="running")
+    hub.post("/v1/workloads", workload("big", replicas=1, tp=8, clusters=("east",)))
+    wait_until(lambda: deployment(hub, "big.east")["admission_phase"] == "running")
+    hub.patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+    assert deployment(hub, "chat.east")["rollout"]["surge_replicas"] == 0
+    hub.post("/v1/workloads", workload("later", replicas=1, clusters=("east",)))
+    assert deployment(hub, "later.east")["admission_reason"] == "insufficient_capacity"
+    wait_until(converged(hub, "chat.east", 2), what="converged")
