@@ -7,6 +7,12 @@ own service calls, and shows a live view until:
 - llama-70b runs (its replicas spread over east and west),
 - mixtral-8x22b waits on insufficient_quota (its project has 4 H100s, it needs 8),
 - qwen-72b waits on insufficient_capacity (it needs 8 A100s, the lab cluster has 4).
+Then two stories play out:
+- a rollout: llama-70b moves to engine 0.11.1; live_digests shows both digests while old
+  and new run side by side, then one;
+- an adoption: the lab cluster already runs legacy-mistral, a DGD nobody declared. It shows
+  under /v1/discovered, is promoted to a workload (authority observed), reviewed, its
+  imported args accepted as engine_args, and taken under management with no pod restarted.
 Then it prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
 updates on every change) until Ctrl-C, which stops agents and hub cleanly.
 
@@ -22,18 +28,22 @@ import logging
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import grpc
 
 from agent.app import Agent, AgentConfig
+from agent.cluster.port import LABEL_MANAGED_BY
+from agent.cluster.simulated import SimulatedCluster
 from agent.simulation import build_simulated_agent
 from agent.sync.client import Backoff
+from hub import errors
 from hub.app import HubConfig, HubServer, split_address
 from hub.model import Placement, Serving
-from hub.service import clusters, projects, workloads
+from hub.service import adoption, authority, clusters, projects, views, workloads
+from hub.service import deployments as deployment_service
 from hub.service.context import ServiceContext, Settings
 from hub.service.workloads import WorkloadSpec
 
@@ -43,12 +53,39 @@ class DemoCluster:
     cluster_id: str
     labels: dict[str, str]
     spec: str
+    seed: tuple[dict[str, object], ...] = ()
 
 
+LEGACY_ARGS = ["--model", "mistralai/Mistral-7B-Instruct-v0.3", "--tensor-parallel-size", "2"]
+LEGACY_DGD: dict[str, object] = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "DynamoGraphDeployment",
+    "metadata": {"name": "legacy-mistral", "namespace": "research"},
+    "spec": {
+        "backendFramework": "vllm",
+        "services": {
+            "Frontend": {"componentType": "frontend", "replicas": 1},
+            "VllmDecodeWorker": {
+                "componentType": "worker",
+                "replicas": 1,
+                "resources": {"limits": {"gpu": "2"}},
+                "extraPodSpec": {
+                    "mainContainer": {
+                        "image": "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.10.1",
+                        "command": ["python3", "-m", "dynamo.vllm"],
+                        "args": LEGACY_ARGS,
+                    }
+                },
+            },
+        },
+    },
+}
 CLUSTERS = (
     DemoCluster("east", {"region": "us-east", "tier": "prod"}, "nodes=2,gpus=8,class=H100-80GB"),
     DemoCluster("west", {"region": "us-west", "tier": "prod"}, "nodes=1,gpus=8,class=H100-80GB"),
-    DemoCluster("lab", {"region": "us-east", "tier": "dev"}, "nodes=1,gpus=4,class=A100-40GB"),
+    DemoCluster(
+        "lab", {"region": "us-east", "tier": "dev"}, "nodes=1,gpus=4,class=A100-40GB", (LEGACY_DGD,)
+    ),
 )
 PROJECTS = {"search": {"H100-80GB": 16, "A100-40GB": 8}, "research": {"H100-80GB": 4}}
 EXPECTED = {
@@ -155,7 +192,20 @@ async def run(args: argparse.Namespace) -> int:
         # As an operator would: clusters report their devices before users place workloads.
         await _until_reported(hub.ctx, stop)
         _declare(hub.ctx)
-        return await _watch(hub, stop, once=args.once, timeout=args.timeout)
+        deadline = loop.time() + args.timeout
+        if not await _watch(
+            hub.ctx, stop, until=_settled, deadline=deadline if args.once else None
+        ):
+            return 0 if stop.is_set() else _timed_out()
+        lab = next(a for a in agents if a.config.cluster_id == "lab")
+        for story in (rollout_story, adoption_story):
+            if not await story(hub.ctx, stop, lab=lab, deadline=deadline if args.once else None):
+                return 0 if stop.is_set() else _timed_out()
+        print(how_to_poke(hub), flush=True)
+        if args.once:
+            return 0
+        await _watch(hub.ctx, stop, until=lambda _: False, deadline=None)
+        return 0
     finally:
         for task in tasks:
             task.cancel()
@@ -176,15 +226,18 @@ def _start_agents(
         _, token = clusters.create(hub.ctx, cluster_id=cluster.cluster_id, labels=cluster.labels)
         channel = grpc.aio.insecure_channel(target)
         channels.append(channel)
-        config = AgentConfig(hub=target, cluster_id=cluster.cluster_id, token=token)
-        agents.append(
-            build_simulated_agent(
-                config,
-                spec=f"{cluster.spec},ready_after={ready_after}",
-                channel=channel,
-                backoff=Backoff(base_s=0.2, cap_s=2.0),
-            )
+        config = AgentConfig(
+            hub=target, cluster_id=cluster.cluster_id, token=token, resync_s=5.0, node_poll_s=2.0
         )
+        agent = build_simulated_agent(
+            config,
+            spec=f"{cluster.spec},ready_after={ready_after}",
+            channel=channel,
+            backoff=Backoff(base_s=0.2, cap_s=2.0),
+        )
+        if cluster.seed and isinstance(agent.cluster, SimulatedCluster):
+            agent.cluster.seed(list(cluster.seed))
+        agents.append(agent)
     return agents
 
 
@@ -204,27 +257,161 @@ def _declare(ctx: ServiceContext) -> None:
         workloads.create(ctx, spec)
 
 
-async def _watch(hub: HubServer, stop: asyncio.Event, *, once: bool, timeout: float) -> int:
-    assert hub.ctx is not None
+async def _watch(
+    ctx: ServiceContext,
+    stop: asyncio.Event,
+    *,
+    until: Callable[[ServiceContext], bool],
+    deadline: float | None,
+) -> bool:
+    """Print the live view whenever it changes, until `until` holds (True), Ctrl-C or the
+    deadline (False)."""
     shown = ""
-    helped = False
-    deadline = asyncio.get_running_loop().time() + timeout
+    loop = asyncio.get_running_loop()
     while not stop.is_set():
-        view = render_view(hub.ctx)
+        view = render_view(ctx)
         if view != shown:
             print(view, flush=True)
             shown = view
-        if _settled(hub.ctx) and not helped:
-            print(how_to_poke(hub), flush=True)
-            helped = True
-            if once:
-                return 0
-        if once and asyncio.get_running_loop().time() > deadline:
-            print("error: the demo did not settle in time", file=sys.stderr)
-            return 1
+        if until(ctx):
+            return True
+        if deadline is not None and loop.time() > deadline:
+            return False
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=1.0)
-    return 0
+            await asyncio.wait_for(stop.wait(), timeout=0.5)
+    return False
+
+
+def _timed_out() -> int:
+    print("error: the demo did not settle in time", file=sys.stderr)
+    return 1
+
+
+async def _until(
+    ctx: ServiceContext,
+    stop: asyncio.Event,
+    check: Callable[[], object],
+    *,
+    deadline: float | None,
+) -> object:
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        value = check()
+        if value:
+            return value
+        if deadline is not None and loop.time() > deadline:
+            return None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=0.2)
+    return None
+
+
+async def rollout_story(
+    ctx: ServiceContext, stop: asyncio.Event, *, lab: Agent, deadline: float | None
+) -> bool:
+    """llama-70b moves to engine 0.11.1: both digests live, then one."""
+    del lab
+    print("\n== rollout: llama-70b engine_version 0.11.0 -> 0.11.1 ==", flush=True)
+    current = workloads.get(ctx, "llama-70b").workload.serving
+    workloads.update(
+        ctx,
+        "llama-70b",
+        workloads.WorkloadChange(serving=replace(current, engine_version="0.11.1")),
+    )
+
+    def east() -> views.DeploymentView:
+        return deployment_service.get(ctx, "llama-70b.east")
+
+    both = await _until(ctx, stop, lambda: len(east().live_digests) == 2, deadline=deadline)
+    if not both:
+        return False
+    view = east()
+    print(f"   rolling: live_digests {view.live_digests} (surge {view.deployment.surge_replicas})")
+    done = await _until(
+        ctx,
+        stop,
+        lambda: (
+            (v := east()).rollout is not None
+            and not v.rollout.rolling
+            and list(v.live_digests) == [v.deployment.serving_digest]
+        ),
+        deadline=deadline,
+    )
+    if not done:
+        return False
+    view = east()
+    print(
+        f"   converged: generation {view.deployment.generation}, live_digests {view.live_digests}"
+    )
+    return True
+
+
+async def adoption_story(
+    ctx: ServiceContext, stop: asyncio.Event, *, lab: Agent, deadline: float | None
+) -> bool:
+    """legacy-mistral: discovered -> promote -> observed -> review -> managed, no restart."""
+    print("\n== adoption: legacy-mistral, found running on lab ==", flush=True)
+    ref = "lab.research.legacy-mistral"
+    found = await _until(ctx, stop, lambda: _discovered(ctx, ref), deadline=deadline)
+    if not found:
+        return False
+    print(f"   discovered: {ref} (state new, imported_args {' '.join(LEGACY_ARGS)})")
+    pods_before = _worker_pods(lab)
+    adoption.promote(ctx, ref, project="search")
+    print("   promoted: workload legacy-mistral, deployment legacy-mistral.lab, authority observed")
+    reported = await _until(
+        ctx,
+        stop,
+        lambda: deployment_service.get(ctx, "legacy-mistral.lab").status,
+        deadline=deadline,
+    )
+    if not reported:
+        return False
+    review = authority.review(ctx, "legacy-mistral.lab")
+    print(f"   review: {', '.join(str(d) for d in review.differences) or 'no differences'}")
+    current = workloads.get(ctx, "legacy-mistral").workload.serving
+    workloads.update(
+        ctx,
+        "legacy-mistral",
+        workloads.WorkloadChange(serving=replace(current, engine_args=tuple(LEGACY_ARGS))),
+    )
+    matched = await _until(
+        ctx,
+        stop,
+        lambda: not authority.review(ctx, "legacy-mistral.lab").differences,
+        deadline=deadline,
+    )
+    if not matched:
+        return False
+    summary = authority.review(ctx, "legacy-mistral.lab").summary
+    print(f"   engine_args set to the imported args; review: {summary}")
+    authority.set_authority(ctx, "legacy-mistral.lab", authority="managed")
+    taken = await _until(
+        ctx,
+        stop,
+        lambda: any(d.labels.get(LABEL_MANAGED_BY) for d in lab.cluster.list_dgds()),
+        deadline=deadline,
+    )
+    if not taken:
+        return False
+    same = _worker_pods(lab) == pods_before
+    print(
+        "   managed: the agent took control; pods "
+        + ("unchanged, nothing restarted" if same else "CHANGED")
+        + f" ({', '.join(sorted(pods_before))})"
+    )
+    return same
+
+
+def _discovered(ctx: ServiceContext, ref: str) -> bool:
+    try:
+        return bool(adoption.get(ctx, ref).observation.device_class)
+    except errors.NotFound:
+        return False
+
+
+def _worker_pods(agent: Agent) -> dict[str, float]:
+    return {p.name: p.created_unix for p in agent.cluster.list_pods() if "worker" in p.name}
 
 
 def _settled(ctx: ServiceContext) -> bool:

@@ -36,10 +36,15 @@ def test_the_demo_settles_with_one_running_one_quota_one_capacity(tmp_path: Path
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    final = result.stdout.split("The demo is running")[0].strip().split("\n\n")[-2]
+    final = result.stdout.split("== rollout")[0].strip().split("\n\n")[-2]
     assert "llama-70b       search     running    4/4" in final
     assert "insufficient_quota" in final and "insufficient_capacity" in final
     assert "grpcurl -plaintext" in result.stdout and "curl -s" in result.stdout
+    rollout = result.stdout.split("== rollout")[1]
+    assert "rolling: live_digests" in rollout and "converged: generation 2" in rollout
+    adoption = result.stdout.split("== adoption")[1]
+    assert "promoted: workload legacy-mistral" in adoption
+    assert "pods unchanged, nothing restarted" in adoption
     assert "stopped: hub and agents shut down cleanly." in result.stdout
 
 
