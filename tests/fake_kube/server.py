@@ -1,0 +1,569 @@
+"""A small Kubernetes API server for the adapter's tests: real HTTP on 127.0.0.1, port 0.
+
+Speaks enough of the API for agent/cluster/kube*.py, over the same wire the real client uses:
+- GET list of pods, nodes and DGDs (cluster-wide or in a namespace) with labelSelector,
+  limit/continue, and the list's resourceVersion; GET one object;
+- watch (?watch=true): chunked JSON lines from a resourceVersion (or every object as ADDED
+  when none is given), timeoutSeconds, allowWatchBookmarks (BOOKMARK every
+  `bookmark_interval_s`), 410 Gone (an ERROR event, or an HTTP 410 with `gone_as_status`)
+  for a compacted version;
+- PATCH with application/apply-patch+yaml: server-side apply with field ownership
+  (tests/fake_kube/ssa.py): 409 Conflict naming the other managers, as the real server does;
+- DELETE (404 when absent);
+- a request log, fault injection (`fail()`: a status for matching requests, or a dropped
+  connection), and watch controls (`close_watches()`, `expire_watches()`).
+
+Runs in daemon threads and stops by itself: `close()` (the context manager's exit) ends
+every open watch and connection; a lifetime timer closes a server a test forgot. Optional
+TLS and a required bearer token let the in-cluster configuration path run against it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import select
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import yaml
+
+from tests.fake_kube import selectors, ssa
+from tests.fake_kube.store import KINDS, Kind, Store
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+_CORE = re.compile(
+    r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+_GROUP = re.compile(
+    r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?:namespaces/(?P<ns>[^/]+)/)?"
+    r"(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: Mapping[str, str]
+    content_type: str
+    authorization: str
+    body: bytes
+
+    @property
+    def watch(self) -> bool:
+        return self.query.get("watch") in ("true", "1")
+
+    @property
+    def verb(self) -> str:
+        """get | list | watch | patch | delete | ..., as RBAC names them."""
+        if self.method != "GET":
+            return self.method.lower()
+        if self.watch:
+            return "watch"
+        return "get" if _route(self.path)[3] else "list"
+
+
+@dataclass
+class Fault:
+    status: int
+    times: int | None  # None: forever
+    method: str | None
+    path: str | None  # a substring of the path
+    watch: bool | None
+    drop: bool  # close the connection without an answer
+    hits: int = 0
+
+    def matches(self, request: Request) -> bool:
+        return (
+            (self.times is None or self.hits < self.times)
+            and (self.method is None or request.method == self.method)
+            and (self.path is None or self.path in request.path)
+            and (self.watch is None or request.watch == self.watch)
+        )
+
+
+@dataclass
+class _Watches:
+    """Counters open watches poll: bumping one ends them (closed) or sends 410 (expired)."""
+
+    closed: int = 0
+    expired: int = 0
+    open: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class KubeEmulator:
+    def __init__(
+        self,
+        *,
+        bookmark_interval_s: float | None = None,
+        gone_as_status: bool = False,
+        max_watch_s: float = 30.0,
+        token: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        lifetime_s: float = 120.0,
+    ) -> None:
+        self.store = Store()
+        self.bookmark_interval_s = bookmark_interval_s
+        self.gone_as_status = gone_as_status
+        self.max_watch_s = max_watch_s
+        self.token = token
+        self._log: list[Request] = []
+        self._log_lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._watches = _Watches()
+        self._stopping = threading.Event()
+        self._server = _Server(self, tls=tls)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        self._timer = threading.Timer(lifetime_s, self.close)
+        self._timer.daemon = True
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        scheme = "https" if self._server.tls else "http"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> KubeEmulator:
+        self._thread.start()
+        self._timer.start()
+        return self
+
+    def close(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._timer.cancel()
+        with self.store.cond:
+            self.store.cond.notify_all()
+        self._server.shutdown()
+        self._server.drop_connections()
+        self._server.server_close()
+
+    def __enter__(self) -> KubeEmulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- what tests look at and do ----------------------------------------------------------
+
+    def requests(self, *, method: str | None = None) -> list[Request]:
+        with self._log_lock:
+            return [r for r in self._log if method is None or r.method == method]
+
+    def mutating_requests(self) -> list[Request]:
+        return [r for r in self.requests() if r.method in MUTATING]
+
+    def fail(
+        self,
+        status: int = 500,
+        *,
+        times: int | None = None,
+        method: str | None = None,
+        path: str | None = None,
+        watch: bool | None = None,
+        drop: bool = False,
+    ) -> Fault:
+        fault = Fault(status, times, method, path, watch, drop)
+        with self._log_lock:
+            self._faults.append(fault)
+        return fault
+
+    def heal(self) -> None:
+        with self._log_lock:
+            self._faults.clear()
+
+    def close_watches(self) -> None:
+        """End every open watch cleanly, as the server's timeout would."""
+        with self._watches.lock:
+            self._watches.closed += 1
+        with self.store.cond:
+            self.store.cond.notify_all()
+
+    def expire_watches(self) -> None:
+        """Send every open watch an ERROR event with code 410, and compact the history."""
+        self.store.compact()
+        with self._watches.lock:
+            self._watches.expired += 1
+        with self.store.cond:
+            self.store.cond.notify_all()
+
+    def break_connections(self) -> None:
+        """Cut every open connection mid-stream, as a network failure or a crash would."""
+        self._server.drop_connections()
+
+    @property
+    def open_watches(self) -> int:
+        with self._watches.lock:
+            return self._watches.open
+
+    # -- the handler's side -----------------------------------------------------------------
+
+    def _record(self, request: Request) -> Fault | None:
+        with self._log_lock:
+            self._log.append(request)
+            for fault in self._faults:
+                if fault.matches(request):
+                    fault.hits += 1
+                    return fault
+        return None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, emulator: KubeEmulator, *, tls: ssl.SSLContext | None) -> None:
+        self.emulator = emulator
+        self.tls = tls
+        self._sockets: set[socket.socket] = set()
+        self._sockets_lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = super().get_request()
+        if self.tls is not None:
+            sock.settimeout(5)
+            sock = self.tls.wrap_socket(sock, server_side=True)
+            sock.settimeout(None)
+        with self._sockets_lock:
+            self._sockets.add(sock)
+        return sock, address
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._sockets_lock:
+            self._sockets.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients hanging up mid-stream is normal here (stop(), interrupted watches).
+        pass
+
+    def drop_connections(self) -> None:
+        with self._sockets_lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the request log is the emulator's, not stderr's
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_PATCH(self) -> None:
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        self._dispatch()
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    @property
+    def emulator(self) -> KubeEmulator:
+        return self.server.emulator
+
+    def _dispatch(self) -> None:
+        split = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        request = Request(
+            method=self.command,
+            path=split.path,
+            query=dict(parse_qsl(split.query)),
+            content_type=self.headers.get("Content-Type", ""),
+            authorization=self.headers.get("Authorization", ""),
+            body=self.rfile.read(length) if length else b"",
+        )
+        fault = self.emulator._record(request)
+        if fault is not None and fault.drop:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if fault is not None:
+            return self._status(fault.status, "InternalError", "injected fault")
+        if self.emulator.token and not _authorized(request.authorization, self.emulator.token):
+            return self._status(401, "Unauthorized", "Unauthorized")
+        kind, namespace, plural, name = _route(request.path)
+        if kind is None:
+            return self._status(404, "NotFound", f"the server could not find {request.path}")
+        if kind.namespaced is False and namespace:
+            return self._status(404, "NotFound", f"{plural} is cluster-scoped")
+        self._serve(request, kind, namespace, name)
+
+    def _serve(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
+        if request.method == "GET" and request.watch:
+            return self._watch(request, kind, namespace)
+        if request.method == "GET" and not name:
+            return self._list(request, kind, namespace)
+        if request.method == "GET":
+            obj = self.emulator.store.get(kind, namespace, name)
+            if obj is None:
+                return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
+            return self._json(200, obj)
+        if request.method == "PATCH" and name:
+            return self._apply(request, kind, namespace, name)
+        if request.method == "DELETE" and name:
+            gone = self.emulator.store.delete(kind, namespace, name)
+            if gone is None:
+                return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
+            return self._json(200, gone)
+        return self._status(405, "MethodNotAllowed", f"{request.method} is not supported here")
+
+    # -- verbs ------------------------------------------------------------------------------
+
+    def _list(self, request: Request, kind: Kind, namespace: str) -> None:
+        match = selectors.parse(request.query.get("labelSelector", ""))
+        items, rv = self.emulator.store.list(kind, namespace, match)
+        start = int(request.query.get("continue") or 0)
+        limit = int(request.query.get("limit") or 0) or len(items)
+        page = items[start : start + limit]
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        self._json(
+            200,
+            {
+                "kind": f"{kind.kind}List",
+                "apiVersion": kind.api_version,
+                "metadata": meta,
+                "items": page,
+            },
+        )
+
+    def _apply(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
+        if request.content_type.split(";")[0].strip() != APPLY_PATCH:
+            return self._status(415, "UnsupportedMediaType", "only apply patches are served")
+        manager = request.query.get("fieldManager")
+        if not manager:
+            return self._status(400, "BadRequest", "fieldManager is required for apply patch")
+        try:
+            body = yaml.safe_load(request.body.decode())
+        except yaml.YAMLError as e:
+            return self._status(400, "BadRequest", f"cannot parse the applied object: {e}")
+        meta = body.get("metadata", {}) if isinstance(body, dict) else {}
+        if meta.get("name") != name:
+            return self._status(400, "BadRequest", "metadata.name does not match the URL")
+        try:
+            obj, created = self.emulator.store.apply(
+                kind,
+                namespace,
+                name,
+                body,
+                manager=manager,
+                force=request.query.get("force") == "true",
+            )
+        except ssa.Conflict as e:
+            return self._json(409, _conflict_status(e.conflicts, api_version=kind.api_version))
+        self._json(201 if created else 200, obj)
+
+    def _watch(self, request: Request, kind: Kind, namespace: str) -> None:
+        store, watches = self.emulator.store, self.emulator._watches
+        match = selectors.parse(request.query.get("labelSelector", ""))
+        timeout = min(float(request.query.get("timeoutSeconds") or 1800), self.emulator.max_watch_s)
+        bookmarks = request.query.get("allowWatchBookmarks") == "true"
+        with store.cond:
+            since_text = request.query.get("resourceVersion") or "0"
+            since = int(since_text)
+            if since_text != "0" and since < store.floor:
+                return self._gone(since)
+            initial = []
+            if since_text == "0":
+                items, since = store.list(kind, namespace, match)
+                initial = [("ADDED", obj) for obj in items]
+        with watches.lock:
+            closed, expired = watches.closed, watches.expired
+            watches.open += 1
+        try:
+            self._start_stream(200)
+            self._stream(
+                kind,
+                namespace,
+                match,
+                initial=initial,
+                since=since,
+                timeout=timeout,
+                bookmarks=bookmarks,
+                closed=closed,
+                expired=expired,
+            )
+            self._chunk(b"")
+        except OSError:
+            self.close_connection = True  # the client hung up: the usual end of a watch
+        finally:
+            with watches.lock:
+                watches.open -= 1
+
+    def _stream(
+        self,
+        kind: Kind,
+        namespace: str,
+        match: Callable[[Mapping[str, str]], bool],
+        *,
+        initial: list[tuple[str, dict[str, Any]]],
+        since: int,
+        timeout: float,
+        bookmarks: bool,
+        closed: int,
+        expired: int,
+    ) -> None:
+        store, watches, emulator = self.emulator.store, self.emulator._watches, self.emulator
+        for event_type, obj in initial:
+            self._event(event_type, obj)
+        deadline = time.monotonic() + timeout
+        interval = emulator.bookmark_interval_s
+        next_bookmark = time.monotonic() + interval if bookmarks and interval else None
+        while not emulator._stopping.is_set():
+            with watches.lock:
+                if watches.expired != expired:
+                    return self._event("ERROR", _gone_status(since))
+                if watches.closed != closed:
+                    return
+            now = time.monotonic()
+            if now >= deadline or self._client_hung_up():
+                return
+            if next_bookmark is not None and now >= next_bookmark:
+                self._event(
+                    "BOOKMARK",
+                    {
+                        "kind": kind.kind,
+                        "apiVersion": kind.api_version,
+                        "metadata": {"resourceVersion": str(since)},
+                    },
+                )
+                next_bookmark = now + (interval or 0)
+            with store.cond:
+                events, latest = store.events_after(since, kind, namespace, match)
+                if not events:
+                    wake = min(deadline, next_bookmark or deadline) - now
+                    store.cond.wait(timeout=max(0.0, min(wake, 0.5)))
+                    events, latest = store.events_after(since, kind, namespace, match)
+            for event_type, obj in events:
+                self._event(event_type, obj)
+            since = latest
+
+    def _client_hung_up(self) -> bool:
+        # A watching client sends nothing: a readable socket means it closed its end (EOF),
+        # which the real server notices too, and ends the watch.
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        return bool(readable)
+
+    # -- responses --------------------------------------------------------------------------
+
+    def _gone(self, since: int) -> None:
+        if self.emulator.gone_as_status:
+            return self._json(410, _gone_status(since))
+        self._start_stream(200)
+        self._event("ERROR", _gone_status(since))
+        self._chunk(b"")
+
+    def _start_stream(self, code: int) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _event(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        self._chunk(json.dumps({"type": event_type, "object": obj}).encode() + b"\n")
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _json(self, code: int, obj: Mapping[str, Any]) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _status(self, code: int, reason: str, message: str) -> None:
+        self._json(code, _status(code, reason, message))
+
+
+def _authorized(header: str, token: str) -> bool:
+    scheme, _, credential = header.partition(" ")
+    return scheme.lower() == "bearer" and credential == token  # the scheme is case-insensitive
+
+
+def _route(path: str) -> tuple[Kind | None, str, str, str]:
+    """(kind, namespace, plural, name) of an API path; kind None if not served."""
+    core = _CORE.match(path)
+    if core:
+        group, version = "", "v1"
+        found = core
+    else:
+        found = _GROUP.match(path)
+        if not found:
+            return None, "", "", ""
+        group, version = found.group("group"), found.group("version")
+    plural, namespace, name = found.group("plural"), found.group("ns") or "", found.group("name")
+    return KINDS.get((group, version, plural)), namespace, plural, name or ""
+
+
+def _status(code: int, reason: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+        **extra,
+    }
+
+
+def _gone_status(since: int) -> dict[str, Any]:
+    return _status(410, "Expired", f"too old resource version: {since}")
+
+
+def _conflict_status(conflicts: list[tuple[str, ssa.Path]], *, api_version: str) -> dict[str, Any]:
+    causes = [
+        {
+            "reason": "FieldManagerConflict",
+            "message": f'conflict with "{manager}" using {api_version}',
+            "field": ssa.dotted(path),
+        }
+        for manager, path in conflicts
+    ]
+    lines = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
+    noun = "conflict" if len(causes) == 1 else "conflicts"
+    return _status(
+        409,
+        "Conflict",
+        f"Apply failed with {len(causes)} {noun}:\n{lines}",
+        details={"causes": causes},
+    )

@@ -1,0 +1,196 @@
+"""Server-side apply, as much of it as the adapter's tests need: field ownership per manager.
+
+Fields are leaf paths (tuples of keys); lists are atomic (one leaf), as Kubernetes treats
+lists without merge keys. `apply()` merges an applied configuration into the live object,
+drops fields the manager applied before and no longer does (unless someone else owns them),
+and refuses, without force, to change a field another manager owns: `Conflict`, with the
+(manager, field) pairs, which the server turns into a 409 like the real one. An identical
+value is no conflict: ownership becomes shared. `update()` is a plain write (PUT/PATCH by
+another actor): its manager takes every field it changed, from whoever owned it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Path = tuple[str, ...]
+MISSING = object()
+
+# Fields that belong to the server (or identify the object): nobody owns them.
+UNOWNED: frozenset[Path] = frozenset(
+    {
+        ("apiVersion",),
+        ("kind",),
+        ("metadata", "name"),
+        ("metadata", "namespace"),
+        ("metadata", "uid"),
+        ("metadata", "resourceVersion"),
+        ("metadata", "generation"),
+        ("metadata", "creationTimestamp"),
+        ("metadata", "managedFields"),
+    }
+)
+
+
+@dataclass
+class Manager:
+    operation: str  # "Apply" | "Update"
+    fields: set[Path] = field(default_factory=set)
+
+
+class Conflict(Exception):
+    def __init__(self, conflicts: list[tuple[str, Path]]) -> None:
+        super().__init__(f"{len(conflicts)} conflict(s)")
+        self.conflicts = conflicts
+
+
+def leaves(obj: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
+    out: dict[Path, Any] = {}
+    for key, value in obj.items():
+        path = (*prefix, str(key))
+        if path in UNOWNED:
+            continue
+        if isinstance(value, Mapping) and value:
+            out.update(leaves(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def get(obj: Any, path: Path) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping) or key not in obj:
+            return MISSING
+        obj = obj[key]
+    return obj
+
+
+def remove(obj: dict[str, Any], path: Path) -> None:
+    """Delete a leaf and the maps it leaves empty."""
+    parents = [obj]
+    for key in path[:-1]:
+        child = parents[-1].get(key)
+        if not isinstance(child, dict):
+            return
+        parents.append(child)
+    parents[-1].pop(path[-1], None)
+    for depth in range(len(path) - 1, 0, -1):
+        if not parents[depth]:
+            parents[depth - 1].pop(path[depth - 1], None)
+
+
+def merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def related(a: Path, b: Path) -> bool:
+    """One path is the other or lies under it."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+def apply(
+    live: dict[str, Any] | None,
+    applied: Mapping[str, Any],
+    owners: dict[str, Manager],
+    *,
+    manager: str,
+    force: bool,
+) -> dict[str, Any]:
+    """The object after `manager` applies `applied`; updates `owners` in place."""
+    mine = leaves(applied)
+    before = owners.get(manager, Manager("Apply")).fields
+    candidate = merge(live or {}, applied)
+    for path in before - set(mine):
+        if not any(path in m.fields for name, m in owners.items() if name != manager):
+            remove(candidate, path)
+    conflicts = _conflicts(live or {}, candidate, owners, manager=manager, touched=mine)
+    if conflicts and not force:
+        raise Conflict(conflicts)
+    for name, path in conflicts:
+        owners[name].fields.discard(path)
+    owners[manager] = Manager("Apply", set(mine))
+    _drop_empty(owners)
+    return candidate
+
+
+def update(
+    live: dict[str, Any] | None,
+    new: Mapping[str, Any],
+    owners: dict[str, Manager],
+    *,
+    manager: str,
+) -> dict[str, Any]:
+    """A plain write of the whole object by `manager`: it owns what it changed."""
+    old_leaves, new_leaves = leaves(live or {}), leaves(new)
+    changed = {p for p, v in new_leaves.items() if old_leaves.get(p, MISSING) != v}
+    gone = set(old_leaves) - set(new_leaves)
+    for name, owner in owners.items():
+        if name != manager:
+            owner.fields -= changed | gone
+    entry = owners.setdefault(manager, Manager("Update"))
+    entry.fields = (entry.fields - gone) | changed
+    _drop_empty(owners)
+    return copy.deepcopy(dict(new))
+
+
+def managed_fields(owners: Mapping[str, Manager], *, api_version: str) -> list[dict[str, Any]]:
+    """metadata.managedFields as the API server writes it (FieldsV1)."""
+    return [
+        {
+            "manager": name,
+            "operation": owner.operation,
+            "apiVersion": api_version,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": _fields_v1(owner.fields),
+        }
+        for name, owner in sorted(owners.items())
+    ]
+
+
+def dotted(path: Path) -> str:
+    return "".join(f".{key}" for key in path)
+
+
+def _conflicts(
+    live: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+    owners: Mapping[str, Manager],
+    *,
+    manager: str,
+    touched: Iterable[Path],
+) -> list[tuple[str, Path]]:
+    touched = list(touched)
+    found = []
+    for name, owner in sorted(owners.items()):
+        if name == manager:
+            continue
+        for path in sorted(owner.fields):
+            if not any(related(path, t) for t in touched):
+                continue
+            if get(live, path) != get(candidate, path):
+                found.append((name, path))
+    return found
+
+
+def _fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
+    tree: dict[str, Any] = {}
+    for path in paths:
+        node = tree
+        for key in path:
+            node = node.setdefault(f"f:{key}", {})
+    return tree
+
+
+def _drop_empty(owners: dict[str, Manager]) -> None:
+    for name in [n for n, m in owners.items() if not m.fields]:
+        del owners[name]
