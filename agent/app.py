@@ -23,7 +23,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -36,6 +36,7 @@ from agent.sync.client import Backoff, StreamClient
 from wingsmith.v1 import sync_pb2
 
 log = logging.getLogger("wingsmith.agent")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,11 @@ class AgentConfig:
     resync_s: float = 30.0
     node_poll_s: float = 10.0
     observe_min_interval_s: float = 0.05
+    # The node this agent reports (a DaemonSet pod); empty: the whole cluster, which it also
+    # reconciles without a Lease (the simulated cluster).
+    node_name: str = ""
+    # Cluster calls block (the Kubernetes client, NVML, the kubelet): run them in a thread.
+    blocking_io: bool = False
 
 
 class SimClock(Protocol):
@@ -86,12 +92,18 @@ class Agent:
         self.reconciles = 0
         self.applied = 0
         self.deleted = 0
+        # An agent of a whole cluster leads; a node agent leads while it holds the Lease and
+        # the hub has not fenced its term.
+        self.leading = not config.node_name
+        self.term = 0
+        self._fenced_term = 0
         self.client = StreamClient(
             channel=channel,
             token=config.token,
             hello=self._hello,
             on_desired=self.handle_desired,
             on_connected=self._on_connected,
+            on_fence=self.fence,
             backoff=backoff,
         )
 
@@ -130,6 +142,8 @@ class Agent:
             applied_revision=self.desired.revision,
             agent_instance=self.config.instance,
             read_only=self.config.read_only,
+            node_name=self.config.node_name,
+            leader_term=self.term if self.leading and self.config.node_name else 0,
         )
 
     def _on_connected(self) -> None:
@@ -163,12 +177,43 @@ class Agent:
 
     # -- reconcile ----------------------------------------------------------------------------
 
+    # -- leadership (DaemonSet: one pod reconciles) ------------------------------------------
+
+    def set_leadership(self, leading: bool, term: int) -> None:
+        """From the Lease elector (on the loop thread). A term the hub fenced never leads."""
+        leading = leading and term > self._fenced_term
+        if (leading, term) == (self.leading, self.term):
+            return
+        was_leading = self.leading
+        self.leading, self.term = leading, term
+        log.info("leadership: leading=%s term=%d", leading, term)
+        self.client.send(
+            sync_pb2.AgentMessage(leadership=sync_pb2.Leadership(leading=leading, term=term))
+        )
+        if leading and not was_leading:
+            self._changed.set()
+            asyncio.get_running_loop().create_task(self.reconcile())
+        if was_leading and not leading:
+            self.observer.forget_cluster_level()
+
+    def fence(self, term: int, reason: str) -> None:
+        """The hub saw a newer leader: stop reconciling until this pod leads a newer term."""
+        if not self.config.node_name:
+            log.error("fenced as the whole-cluster agent (%s): another agent runs for it", reason)
+        self._fenced_term = max(self._fenced_term, term)
+        self.leading = False
+        self.observer.forget_cluster_level()
+
+    # -- reconcile ----------------------------------------------------------------------------
+
     async def reconcile(self) -> reconcile.Plan:
+        if not self.leading:
+            return reconcile.Plan()
         async with self._reconcile_lock:
             self.reconciles += 1
             plan = reconcile.plan(
                 self.desired.deployments,
-                self.cluster.list_dgds(),
+                await self._io(self.cluster.list_dgds),
                 namespace=self.config.namespace,
                 images=self.config.images,
             )
@@ -181,7 +226,7 @@ class Agent:
             failures = list(plan.failures)
             for apply in plan.applies:
                 try:
-                    self.cluster.apply_dgd(apply.manifest)
+                    await self._io(self.cluster.apply_dgd, apply.manifest)
                     self.applied += 1
                 except port.ClusterError as e:
                     log.warning("applying deployment %s failed: %s", apply.deployment_id, e)
@@ -191,7 +236,7 @@ class Agent:
                         )
             for delete in plan.deletes:
                 try:
-                    self.cluster.delete_dgd(delete.namespace, delete.name)
+                    await self._io(self.cluster.delete_dgd, delete.namespace, delete.name)
                     self.deleted += 1
                 except port.ClusterError as e:
                     log.warning("deleting %s/%s failed: %s", delete.namespace, delete.name, e)
@@ -221,12 +266,14 @@ class Agent:
             if revision == seen_revision and now - last_nodes < self.config.node_poll_s:
                 continue
             seen_revision, last_nodes = revision, now
-            self._send_observations()
+            await self._send_observations()
             # Coalesce bursts of cluster changes into one batch per interval.
             await asyncio.sleep(self.config.observe_min_interval_s)
 
-    def _send_observations(self) -> None:
-        observations = self.observer.collect(self.desired.deployments)
+    async def _send_observations(self) -> None:
+        observations = await self._io(
+            self.observer.collect, self.desired.deployments, cluster_level=self.leading
+        )
         if observations.empty:
             return
         batch = convert.observation_batch(
@@ -234,6 +281,12 @@ class Agent:
         )
         if not self.client.send(sync_pb2.AgentMessage(observations=batch)):
             self.observer.reset()  # not delivered: send everything once connected again
+
+    async def _io(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a cluster call; in a worker thread when it may block (Kubernetes, NVML)."""
+        if self.config.blocking_io:
+            return await asyncio.to_thread(call, *args, **kwargs)
+        return call(*args, **kwargs)
 
     def cluster_changed(self) -> None:
         """Something outside the agent's own calls changed the cluster (the sim's clock)."""

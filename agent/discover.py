@@ -68,9 +68,15 @@ def pod_report(pod: port.Pod) -> PodReport:
         node_id=pod.node_name,
         ready=pod.ready and bool(pod.node_name),
         serving_digest=pod.labels.get(port.LABEL_SERVING_DIGEST, ""),
-        engine_version=pod.labels.get(port.LABEL_ENGINE_VERSION, ""),
+        engine_version=pod.labels.get(port.LABEL_ENGINE_VERSION) or image_tag(pod.image),
         role=sub if sub in ("prefill", "decode") else "worker",
     )
+
+
+def image_tag(image: str) -> str:
+    """ "vllm-runtime:0.10.1" -> "0.10.1"; "" without a tag (or for a digest reference)."""
+    _, sep, tag = image.rpartition(":")
+    return tag.removeprefix("v") if sep and "/" not in tag and "@" not in image else ""
 
 
 def describe(
@@ -135,7 +141,4 @@ def _engine_version(service: DiscoveredService | None, pods: Sequence[port.Pod])
     for pod in pods:
         if port.LABEL_ENGINE_VERSION in pod.labels:
             return pod.labels[port.LABEL_ENGINE_VERSION]
-    if service is None:
-        return ""
-    _, sep, tag = service.image.rpartition(":")
-    return tag.removeprefix("v") if sep and "/" not in tag else ""
+    return image_tag(service.image) if service is not None else ""

@@ -103,11 +103,17 @@ class Observer:
         self._sent_nodes.clear()
         self._sent_discovered.clear()
 
-    def collect(self, desired: Mapping[str, DeploymentSpec]) -> Observations:
-        """What changed since the last collection (everything after a reset)."""
+    def collect(
+        self, desired: Mapping[str, DeploymentSpec], *, cluster_level: bool = True
+    ) -> Observations:
+        """What changed since the last collection (everything after a reset). Only the leader
+        reports cluster-level state (deployments, discovered); every agent its nodes."""
+        nodes = {n.node_id: n for n in (self._node(source) for source in self._nodes())}
+        changed_nodes = tuple(_changed(self._sent_nodes, nodes, gone=_absent_node))
+        if not cluster_level:
+            return Observations((), changed_nodes)
         dgds = self._cluster.list_dgds()
         workers = workers_by_graph(self._cluster.list_pods())
-        nodes = {n.node_id: n for n in (self._node(source) for source in self._nodes())}
         deployments = self._deployments(desired, dgds, workers)
         found = {
             f"{d.namespace}/{d.name}": discover.describe(
@@ -119,9 +125,14 @@ class Observer:
         }
         return Observations(
             tuple(_changed(self._sent_deployments, deployments, gone=_absent_deployment)),
-            tuple(_changed(self._sent_nodes, nodes, gone=_absent_node)),
+            changed_nodes,
             tuple(_changed(self._sent_discovered, found, gone=_absent_discovered)),
         )
+
+    def forget_cluster_level(self) -> None:
+        """After losing leadership: the next leadership reports everything afresh."""
+        self._sent_deployments.clear()
+        self._sent_discovered.clear()
 
     def _deployments(
         self,

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from cli import kinds, manifests, output
+from cli import kinds, manifests, output, review
 from cli.client import HubClient, JsonObject
-from cli.errors import CliError, UsageError
+from cli.errors import ApiError, CliError, PromotionRefused, UsageError
 
 AGENT_TOKEN_ENV = "WINGSMITH_AGENT_TOKEN"
 
@@ -42,12 +42,24 @@ def resource_path(kind: kinds.Kind, ref: str) -> str:
 # -- get --------------------------------------------------------------------------------------
 
 
-def get(ctx: Context, *, kind: kinds.Kind, ref: str | None, filters: Mapping[str, str]) -> None:
-    """One resource when `ref` is given, else every resource of the kind (all pages)."""
+def get(
+    ctx: Context,
+    *,
+    kind: kinds.Kind,
+    ref: str | None,
+    filters: Mapping[str, str],
+    show_all: bool = False,
+) -> None:
+    """One resource when `ref` is given, else every resource of the kind (all pages).
+
+    `show_all` (`get --all`) sets the kind's `all_param`, e.g. include_ignored=true.
+    """
     if ref is not None:
         ctx.show(ctx.client.get(resource_path(kind, ref)), kind=kind)
         return
     params = {kinds.FILTER_PARAMS[name]: value for name, value in filters.items()}
+    if show_all and kind.all_param:
+        params[kind.all_param] = "true"
     if "workload" in filters:
         params["workload_id"] = _workload_id(ctx.client, filters["workload"])
     items = ctx.client.list_all(kind.path, kind.plural, params)
@@ -162,3 +174,62 @@ def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str]) -> None:
             print(f"{kind.name}/{ref} deleted", file=ctx.out)
     if ctx.output != "table":
         print(output.serialize(deleted, fmt=ctx.output), file=ctx.out)
+
+
+# -- discovered workloads ---------------------------------------------------------------------
+
+
+def decide_discovered(ctx: Context, *, ref: str, decision: str) -> None:
+    """`track` (keep it in the inventory, observed only) or `ignore` (hide it from the default
+    list): POST /v1/discovered/{ref}/{decision}; prints the entry in its new state."""
+    kind = kinds.DISCOVERED
+    ctx.show(ctx.client.post(f"{resource_path(kind, ref)}/{decision}", {}), kind=kind)
+
+
+def promote_discovered(
+    ctx: Context, *, ref: str, project: str, workload_name: str, device_class: str
+) -> None:
+    """Make a workload of it, pinned to its cluster, with one observed deployment; prints the
+    workload. Empty optional fields are left out: the hub's defaults (the DGD's name, the
+    class of the devices its pods run on) apply."""
+    body: JsonObject = {"project": project}
+    if workload_name:
+        body["workload_name"] = workload_name
+    if device_class:
+        body["device_class"] = device_class
+    path = f"{resource_path(kinds.DISCOVERED, ref)}/promote"
+    ctx.show(ctx.client.post(path, body), kind=kinds.WORKLOAD)
+
+
+# -- authority --------------------------------------------------------------------------------
+
+
+def review_deployment(ctx: Context, *, ref: str) -> None:
+    """What promoting would change. A table is the readable review; JSON and YAML are the
+    hub's DeploymentReview unchanged."""
+    answer = ctx.client.get(f"{resource_path(kinds.DEPLOYMENT, ref)}/review")
+    if ctx.output == "table":
+        print(review.render(answer), file=ctx.out)
+    else:
+        print(output.serialize(answer, fmt=ctx.output), file=ctx.out)
+
+
+def set_authority(ctx: Context, *, ref: str, authority: str, accept_differences: bool) -> None:
+    """Promote (`managed`: the agent takes control) or demote (`observed`: it lets go, deleting
+    nothing); prints the deployment.
+
+    A refused promotion becomes PromotionRefused, whose hint points at `authority review`.
+    """
+    kind = kinds.DEPLOYMENT
+    body: JsonObject = {"authority": authority}
+    if accept_differences:
+        body["accept_differences"] = True
+    try:
+        answer = ctx.client.post(f"{resource_path(kind, ref)}/authority", body)
+    except ApiError as e:
+        if authority != "managed" or e.code != "FAILED_PRECONDITION":
+            raise
+        raise PromotionRefused(
+            deployment=ref, status=e.status, code=e.code, message=e.api_message
+        ) from e
+    ctx.show(answer, kind=kind)

@@ -5,8 +5,10 @@
     +-- ManifestError(source, index, problem)  exit 1   a `create -f` file we cannot use
     +-- HubUnreachable(url, reason)            exit 1   no HTTP answer at all
     +-- ApiError(status, code, message)        exit 1   the hub answered with an error
+        +-- PromotionRefused(deployment, ...)  exit 1   409 to `authority promote`
 
-Nothing here is raised past `cli.main`: a traceback is a bug, not an error report.
+Nothing here is raised past `cli.main`: a traceback is a bug, not an error report. An error
+with a `hint` gets it printed on the lines after its message.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ class CliError(Exception):
     """Base of every error the CLI reports to its user."""
 
     exit_code = 1
+    # What to do next, printed after the message; "" for none.
+    hint = ""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -64,3 +68,20 @@ class ApiError(CliError):
         self.status = status
         self.code = code
         self.api_message = message
+
+
+class PromotionRefused(ApiError):
+    """The hub refused to promote `deployment` to managed (409 FAILED_PRECONDITION).
+
+    Its message lists what differs, or why there is nothing to compare yet; the hint points
+    at the review, which shows the whole picture, and at the flag that accepts differences.
+    """
+
+    def __init__(self, *, deployment: str, status: int, code: str, message: str) -> None:
+        super().__init__(status, code, message)
+        self.deployment = deployment
+        self.hint = (
+            f"hint: `wingsmith authority review {deployment}` shows what differs. Change the\n"
+            "      workload to match the cluster, or promote with --accept-differences to apply\n"
+            "      the declaration (pods whose template changes restart)."
+        )

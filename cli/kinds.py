@@ -33,6 +33,8 @@ class Kind:
     # Verbs beyond get: which commands accept this kind.
     creatable: bool = False
     deletable: bool = False
+    # The boolean list parameter `get --all` sets to true; "" where --all does not apply.
+    all_param: str = ""
 
     @property
     def words(self) -> tuple[str, str]:
@@ -62,8 +64,18 @@ ALLOCATION = Kind(
     filters=("replica", "deployment", "project", "cluster"),
     gettable=False,
 )
+# Workloads an agent found running that the hub never declared. "discovered" is both the
+# singular and the plural, as in the API ("GET /v1/discovered" lists {"discovered": [...]}).
+DISCOVERED = Kind(
+    "discovered",
+    "discovered",
+    "/v1/discovered",
+    "name",
+    filters=("cluster",),
+    all_param="include_ignored",
+)
 
-KINDS = (CLUSTER, PROJECT, WORKLOAD, DEPLOYMENT, REPLICA, ALLOCATION)
+KINDS = (CLUSTER, PROJECT, WORKLOAD, DEPLOYMENT, REPLICA, ALLOCATION, DISCOVERED)
 
 # `create -f` applies documents in this order whatever the file's order, so that a workload
 # never arrives before the project and cluster it names.
@@ -81,4 +93,6 @@ def lookup(word: str) -> Kind:
 
 def words(*, where: str = "") -> list[str]:
     """Every accepted word (singular, then plural) of the kinds with the attribute `where`."""
-    return [w for kind in KINDS if not where or getattr(kind, where) for w in kind.words]
+    found = [w for kind in KINDS if not where or getattr(kind, where) for w in kind.words]
+    # dict.fromkeys: once each, in order ("discovered" is its own plural).
+    return list(dict.fromkeys(found))

@@ -58,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except CliError as e:
         print(f"error: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(e.hint, file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return 130
@@ -98,7 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     client = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: an option given before the command is not reset by the subcommand's default.
     _add_client_options(client, default=argparse.SUPPRESS)
-    for add in (_add_get, _add_create, _add_scale, _add_set_quota, _add_enable, _add_delete):
+    for add in (
+        _add_get,
+        _add_create,
+        _add_scale,
+        _add_set_quota,
+        _add_enable,
+        _add_delete,
+        _add_discovered,
+        _add_authority,
+    ):
         add(sub, client)
     return parser
 
@@ -147,6 +158,15 @@ def _command(
     return parser
 
 
+def _group(
+    sub: Subparsers, client: argparse.ArgumentParser, *, name: str, help_text: str
+) -> Subparsers:
+    """A command word with actions under it (`wingsmith discovered track REF`). It takes the
+    client options too, so that they may come before or after the action word as well."""
+    parser = sub.add_parser(name, parents=[client], help=help_text, description=help_text)
+    return parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+
 def _add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = _command(
         sub, client, name="get", help_text="show resources (a list, or one by REF)", prepare=_get
@@ -162,6 +182,11 @@ def _add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
             metavar={"cluster": "ID", "project": "NAME"}.get(name, "REF"),
             help=f"only those of this {name} ({users})",
         )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        help=f"include ignored entries ({_all_kinds()})",
+    )
 
 
 def _get(args: argparse.Namespace) -> Action:
@@ -171,16 +196,23 @@ def _get(args: argparse.Namespace) -> Action:
         for name in kinds.FILTER_PARAMS
         if getattr(args, name) is not None
     }
+    show_all = bool(args.all)
     if args.ref is not None and not kind.gettable:
         raise UsageError(f"{kind.plural} have no REF; use filters, e.g. --replica REF")
-    if args.ref is not None and filters:
+    if args.ref is not None and (filters or show_all):
         raise UsageError("filters apply to lists, not to one resource by REF")
     for name in filters:
         if name not in kind.filters:
             allowed = ", ".join(f"--{f}" for f in kind.filters) or "none"
             raise UsageError(f"--{name} does not filter {kind.plural} (filters: {allowed})")
+    if show_all and not kind.all_param:
+        raise UsageError(f"--all applies to {_all_kinds()} only, not to {kind.plural}")
     ref = args.ref
-    return lambda ctx: commands.get(ctx, kind=kind, ref=ref, filters=filters)
+    return lambda ctx: commands.get(ctx, kind=kind, ref=ref, filters=filters, show_all=show_all)
+
+
+def _all_kinds() -> str:
+    return ", ".join(k.plural for k in kinds.KINDS if k.all_param)
 
 
 def _add_create(sub: Subparsers, client: argparse.ArgumentParser) -> None:
@@ -292,6 +324,117 @@ def _delete(args: argparse.Namespace) -> Action:
     kind = kinds.lookup(args.kind)
     refs = [str(ref) for ref in args.refs]
     return lambda ctx: commands.delete(ctx, kind=kind, refs=refs)
+
+
+def _add_discovered(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    actions = _group(
+        sub,
+        client,
+        name="discovered",
+        help_text="decide about workloads found running that the hub never declared",
+    )
+    ref_help = "<cluster>.<namespace>.<name> (see `get discovered`) or its dsc_ id"
+    for decision, help_text in (
+        ("track", "keep it in the inventory, observed only (no deployment)"),
+        ("ignore", "hide it from `get discovered` (`get discovered --all` still shows it)"),
+    ):
+        parser = _command(
+            actions, client, name=decision, help_text=help_text, prepare=_decide(decision)
+        )
+        parser.add_argument("ref", metavar="REF", help=ref_help)
+    promote = _command(
+        actions,
+        client,
+        name="promote",
+        help_text="make a workload of it, pinned to its cluster, its deployment observed",
+        prepare=_promote_discovered,
+    )
+    promote.add_argument("ref", metavar="REF", help=ref_help)
+    promote.add_argument(
+        "--project", required=True, help="the project it belongs to (charged for what runs)"
+    )
+    promote.add_argument(
+        "--name", metavar="WORKLOAD_NAME", default="", help="default: the DGD's name"
+    )
+    promote.add_argument(
+        "--device-class",
+        metavar="CLASS",
+        default="",
+        help="default: the class of the devices its pods run on",
+    )
+
+
+def _decide(decision: str) -> Callable[[argparse.Namespace], Action]:
+    def prepare(args: argparse.Namespace) -> Action:
+        ref = str(args.ref)
+        return lambda ctx: commands.decide_discovered(ctx, ref=ref, decision=decision)
+
+    return prepare
+
+
+def _promote_discovered(args: argparse.Namespace) -> Action:
+    ref, project = str(args.ref), str(args.project)
+    name, device_class = str(args.name), str(args.device_class)
+    return lambda ctx: commands.promote_discovered(
+        ctx, ref=ref, project=project, workload_name=name, device_class=device_class
+    )
+
+
+def _add_authority(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    actions = _group(
+        sub,
+        client,
+        name="authority",
+        help_text="review, promote (the agent takes control) or demote (it lets go) deployments",
+    )
+    ref_help = "deployment id or <workload>.<cluster>"
+    review = _command(
+        actions,
+        client,
+        name="review",
+        help_text="show what promoting to managed would change",
+        prepare=_review,
+    )
+    review.add_argument("ref", metavar="DEPLOYMENT", help=ref_help)
+    promote = _command(
+        actions,
+        client,
+        name="promote",
+        help_text="make it managed: the agent reconciles it (refused while configs differ)",
+        prepare=_set_authority("managed"),
+    )
+    promote.add_argument("ref", metavar="DEPLOYMENT", help=ref_help)
+    promote.add_argument(
+        "--accept-differences",
+        action="store_true",
+        help="promote anyway: the agent applies the declaration (pods whose template changes "
+        "restart)",
+    )
+    demote = _command(
+        actions,
+        client,
+        name="demote",
+        help_text="make it observed: the agent only reads it; nothing is deleted",
+        prepare=_set_authority("observed"),
+    )
+    demote.add_argument("ref", metavar="DEPLOYMENT", help=ref_help)
+
+
+def _review(args: argparse.Namespace) -> Action:
+    ref = str(args.ref)
+    return lambda ctx: commands.review_deployment(ctx, ref=ref)
+
+
+def _set_authority(authority: str) -> Callable[[argparse.Namespace], Action]:
+    def prepare(args: argparse.Namespace) -> Action:
+        ref = str(args.ref)
+        # demote has no --accept-differences: nothing is compared when letting go.
+        accept = bool(getattr(args, "accept_differences", False))
+        return lambda ctx: commands.set_authority(
+            ctx, ref=ref, authority=authority, accept_differences=accept
+        )
+
+    return prepare
 
 
 # -- argument types ---------------------------------------------------------------------------

@@ -6,6 +6,8 @@ command prints a list of resources, every page already joined). Pure: strings in
 
 Cells: a missing value (`null`, an empty string, a `status` the cluster has not reported yet)
 is "-"; booleans are "true"/"false" as in the JSON.
+
+A deployment review is not a table: cli/review.py draws it.
 """
 
 from __future__ import annotations
@@ -100,13 +102,52 @@ def _workload_ready(item: JsonObject) -> str:
 
 
 def _workload_deployments(item: JsonObject) -> str:
-    clusters = [text(d.get("cluster_id")) for d in item.get("deployments") or []]
+    clusters = [_deployment_summary(d) for d in item.get("deployments") or []]
     return ",".join(clusters) or MISSING
+
+
+def _deployment_summary(summary: JsonObject) -> str:
+    """The cluster, with a note only when the deployment is out of the ordinary: an observed
+    one (the agent never writes it) or a rollout in progress ("west (observed, rolling)")."""
+    notes = [
+        note
+        for key, note in (("authority", "observed"), ("rollout_state", "rolling"))
+        if summary.get(key) == note
+    ]
+    cluster = text(summary.get("cluster_id"))
+    return f"{cluster} ({', '.join(notes)})" if notes else cluster
 
 
 def _deployment_ready(item: JsonObject) -> str:
     # Ready is the cluster's word: unknown ("-") until it reports, never a guessed 0.
     return f"{field('status', 'ready_replicas')(item)}/{text(item.get('desired_replicas'))}"
+
+
+def _deployment_rollout(item: JsonObject) -> str:
+    """`converged`, or `rolling 1/2 (+1 surge)`: ready replicas on the target digest out of the
+    desired ones, and the extra replicas admitted so that old and new run side by side."""
+    rollout = item.get("rollout")
+    if not isinstance(rollout, dict) or rollout.get("state") is None:
+        return MISSING
+    if rollout["state"] != "rolling":
+        return text(rollout["state"])
+    progress = (
+        f"rolling {text(rollout.get('ready_on_target'))}/{text(item.get('desired_replicas'))}"
+    )
+    surge = rollout.get("surge_replicas") or 0
+    return f"{progress} (+{surge} surge)" if surge else progress
+
+
+def _deployment_drift(item: JsonObject) -> str:
+    # How many ways the cluster differs from the declaration; `get -o json` or `authority
+    # review` says which. The hub lists drift only once the cluster reported: none reads "-".
+    drift = item.get("drift") or []
+    return str(len(drift)) if drift else MISSING
+
+
+def _discovered_ready(item: JsonObject) -> str:
+    # Both are the DGD's own counts, read off the cluster: no "-" for an unknown here.
+    return f"{text(item.get('ready_replicas'))}/{text(item.get('replicas'))}"
 
 
 def _cluster_devices(item: JsonObject) -> str:
@@ -157,9 +198,11 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("PHASE", _phase("admission_phase")),
         ("REASON", field("admission_reason")),
         ("READY/DESIRED", _deployment_ready),
+        ("ROLLOUT", _deployment_rollout),
         ("GENERATION", field("generation")),
         ("DIGEST", field("serving_digest")),
         ("AUTHORITY", field("authority")),
+        ("DRIFT", _deployment_drift),
         ("ENABLED", field("enabled")),
         ("STALE", field("status", "stale")),
     ),
@@ -189,5 +232,16 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("NODE", field("node_id")),
         ("DEVICES", _device_ids),
         ("PROJECT", field("project")),
+    ),
+    "discovered": (
+        # name is the ref "<cluster>.<namespace>.<name>", usable in every discovered command.
+        ("NAME", field("name")),
+        ("STATE", field("state")),
+        ("GONE", field("gone")),
+        ("ENGINE", field("backend_framework")),
+        ("VERSION", field("engine_version")),
+        ("READY/DESIRED", _discovered_ready),
+        ("DEVICE-CLASS", field("device_class")),
+        ("WORKLOAD", field("workload_id")),
     ),
 }

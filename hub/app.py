@@ -37,6 +37,7 @@ from hub.sync.ingest import IngestQueue
 from hub.sync.liveness import LivenessRecorder
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
+from hub.tls import TlsConfig, check_exposure, http_context, server_credentials
 from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger("wingsmith.hub")
@@ -56,6 +57,13 @@ class HubConfig:
     handshakes_per_s: float = 500.0
     handshake_burst: int = 1000
     liveness_flush_s: float = 1.0
+    tls: TlsConfig | None = None
+    # Accept plaintext on a non-loopback address (refused otherwise).
+    insecure: bool = False
+    # Long streams are closed after this age (plus grace) so agents reconnect and rebalance
+    # over the hubs behind a load balancer; the agent reconnects with jittered backoff.
+    max_connection_age_s: float = 30 * 60.0
+    max_connection_age_grace_s: float = 5 * 60.0
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -82,6 +90,11 @@ class HubServer:
 
     async def start(self) -> None:
         config = self.config
+        check_exposure(
+            hosts=[split_address(config.grpc_listen)[0], split_address(config.http_listen)[0]],
+            tls=config.tls,
+            insecure=config.insecure,
+        )
         db = Database(config.db_path, synchronous=config.synchronous)
         self._db = db
         self.admin_token, source = (
@@ -136,6 +149,11 @@ class HubServer:
                 ("grpc.keepalive_timeout_ms", 10_000),
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
                 ("grpc.keepalive_permit_without_calls", 1),
+                ("grpc.max_connection_age_ms", int(self.config.max_connection_age_s * 1000)),
+                (
+                    "grpc.max_connection_age_grace_ms",
+                    int(self.config.max_connection_age_grace_s * 1000),
+                ),
             ]
         )
         sync_pb2_grpc.add_ClusterSyncServicer_to_server(
@@ -148,6 +166,7 @@ class HubServer:
                     rate_per_s=self.config.handshakes_per_s, burst=self.config.handshake_burst
                 ),
                 metrics=self.metrics,
+                require_client_identity=bool(self.config.tls and self.config.tls.client_ca_file),
             ),
             server,
         )
@@ -163,7 +182,11 @@ class HubServer:
         for name in ["", *names]:
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
         reflection.enable_server_reflection([*names, reflection.SERVICE_NAME], server)
-        self.grpc_port = server.add_insecure_port(self.config.grpc_listen)
+        if self.config.tls is not None:
+            credentials = server_credentials(self.config.tls)
+            self.grpc_port = server.add_secure_port(self.config.grpc_listen, credentials)
+        else:
+            self.grpc_port = server.add_insecure_port(self.config.grpc_listen)
         await server.start()
         self._grpc = server
 
@@ -183,7 +206,8 @@ class HubServer:
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         host, port = split_address(self.config.http_listen)
-        site = web.TCPSite(runner, host, port)
+        ssl_context = http_context(self.config.tls) if self.config.tls else None
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or ()
@@ -236,6 +260,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="NORMAL",
         help="FULL also survives power loss, at one fsync per commit",
     )
+    parser.add_argument("--tls-cert", help="PEM certificate chain for both listeners")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument(
+        "--client-ca",
+        help="PEM CA: require client certificates on the gRPC listener (mutual TLS)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plaintext on a non-loopback address (refused otherwise)",
+    )
+    parser.add_argument(
+        "--max-connection-age",
+        default="30m",
+        help="close streams older than this so agents rebalance over hubs (e.g. 30m, 3600s)",
+    )
+    parser.add_argument(
+        "--max-connection-age-grace", default="5m", help="grace period after --max-connection-age"
+    )
     parser.add_argument(
         "--ready-file", help="write the bound addresses as JSON here once listening (for tools)"
     )
@@ -248,6 +291,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("error: --tls-cert and --tls-key go together")
+    if args.client_ca and not args.tls_cert:
+        raise SystemExit("error: --client-ca needs --tls-cert and --tls-key")
     config = HubConfig(
         db_path=args.db,
         grpc_listen=args.grpc_listen,
@@ -256,8 +303,31 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings=Settings(
             stale_after_s=args.stale_after, heartbeat_interval_s=args.heartbeat_interval
         ),
+        tls=TlsConfig(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None,
+        insecure=args.insecure,
+        max_connection_age_s=_duration(args.max_connection_age, "--max-connection-age"),
+        max_connection_age_grace_s=_duration(
+            args.max_connection_age_grace, "--max-connection-age-grace"
+        ),
     )
-    asyncio.run(_serve(config, args.ready_file))
+    try:
+        asyncio.run(_serve(config, args.ready_file))
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from e
+
+
+def _duration(text: str, flag: str) -> float:
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    for suffix in ("ms", "s", "m", "h"):
+        if text.endswith(suffix):
+            number = text[: -len(suffix)]
+            break
+    else:
+        number, suffix = text, "s"
+    try:
+        return float(number) * units[suffix]
+    except ValueError:
+        raise SystemExit(f"error: {flag}: expected a duration such as 30m or 90s") from None
 
 
 async def _serve(config: HubConfig, ready_file: str | None) -> None:

@@ -88,6 +88,16 @@ class QuotaUsage:
 
 
 @dataclass(frozen=True)
+class AgentSession:
+    session_id: str
+    instance: str
+    node_name: str
+    leader: bool
+    agent_version: str
+    connect_time: float
+
+
+@dataclass(frozen=True)
 class Cluster:
     cluster_id: str
     labels: Mapping[str, str]
@@ -95,9 +105,14 @@ class Cluster:
     desired_revision: int = 0
     applied_revision: int = 0
     last_seen: float | None = None
-    connected: bool = False
     agent_version: str = ""
     read_only: bool = False
+    agents: tuple[AgentSession, ...] = ()
+    leader_term: int = 0
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.agents)
 
 
 @dataclass(frozen=True)

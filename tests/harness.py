@@ -15,6 +15,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import ssl
 import threading
 import time
 import urllib.error
@@ -28,9 +29,11 @@ import grpc
 from agent.app import Agent, AgentConfig
 from agent.cluster.simulated import SimulatedCluster
 from agent.simulation import build_simulated_agent
+from agent.sync.channel import ChannelSecurity, open_channel
 from agent.sync.client import Backoff
 from hub.app import HubConfig, HubServer
 from hub.service.context import Settings
+from hub.tls import TlsConfig
 
 T = TypeVar("T")
 ADMIN_TOKEN = "test-admin-token-0123456789"
@@ -82,6 +85,9 @@ class Hub:
     grpc_port: int = 0
     http_port: int = 0
     server: HubServer | None = None
+    tls: TlsConfig | None = None
+    # The CA clients use to verify the hub (with tls).
+    ca_file: str | None = None
 
     def start(self) -> Hub:
         config = HubConfig(
@@ -90,6 +96,7 @@ class Hub:
             http_listen=f"127.0.0.1:{self.http_port}",
             admin_token=ADMIN_TOKEN,
             settings=self.settings,
+            tls=self.tls,
         )
         server = HubServer(config)
         self.loop.run(server.start())
@@ -122,20 +129,26 @@ class Hub:
         headers = {"content-type": "application/json"}
         if token is not None:
             headers["authorization"] = f"Bearer {token}"
+        scheme = "https" if self.tls else "http"
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.http_port}{path}",
+            f"{scheme}://127.0.0.1:{self.http_port}{path}",
             method=method,
             data=None if body is None else json.dumps(body).encode(),
             headers=headers,
         )
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, timeout=30, context=self._ssl()) as response:
                 return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as e:
             payload = json.loads(e.read() or b"{}")
             if check:
                 raise ApiError(e.code, payload) from None
             return e.code, payload
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        return ssl.create_default_context(cafile=self.ca_file)
 
     def get(self, path: str) -> dict[str, Any]:
         return self.rest("GET", path)[1]
@@ -147,7 +160,9 @@ class Hub:
         return self.rest("PATCH", path, body)[1]
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics") as response:
+        scheme = "https" if self.tls else "http"
+        url = f"{scheme}://127.0.0.1:{self.http_port}/metrics"
+        with urllib.request.urlopen(url, context=self._ssl()) as response:
             return str(response.read().decode())
 
     def metric(self, name: str, **labels: str) -> float:
@@ -236,9 +251,10 @@ def start_agent(
     spec: str = "nodes=2,gpus=8,class=H100-80GB,ready_after=0.3s",
     read_only: bool = False,
     seed_path: str | None = None,
+    security: ChannelSecurity | None = None,
 ) -> SimAgent:
     async def build() -> tuple[Agent, grpc.aio.Channel]:
-        channel = grpc.aio.insecure_channel(hub.grpc_target)
+        channel = open_channel(hub.grpc_target, security)
         config = AgentConfig(
             hub=hub.grpc_target,
             cluster_id=cluster_id,
@@ -278,9 +294,17 @@ def wait_until(
 
 
 @contextlib.contextmanager
-def running_hub(tmp_path: Any, settings: Settings = FAST) -> Iterator[tuple[LoopThread, Hub]]:
+def running_hub(
+    tmp_path: Any,
+    settings: Settings = FAST,
+    *,
+    tls: TlsConfig | None = None,
+    ca_file: str | None = None,
+) -> Iterator[tuple[LoopThread, Hub]]:
     loop = LoopThread()
-    hub = Hub(loop=loop, db_path=str(tmp_path / "hub.db"), settings=settings)
+    hub = Hub(
+        loop=loop, db_path=str(tmp_path / "hub.db"), settings=settings, tls=tls, ca_file=ca_file
+    )
     try:
         hub.start()
         yield loop, hub

@@ -68,6 +68,7 @@ class StreamClient:
         hello: Callable[[], sync_pb2.Hello],
         on_desired: OnDesired,
         on_connected: Callable[[], None] = lambda: None,
+        on_fence: Callable[[int, str], None] = lambda term, reason: None,
         backoff: Backoff | None = None,
         default_heartbeat_s: float = 5.0,
     ) -> None:
@@ -76,6 +77,7 @@ class StreamClient:
         self._hello = hello
         self._on_desired = on_desired
         self._on_connected = on_connected
+        self._on_fence = on_fence
         self._backoff = backoff or Backoff()
         self._heartbeat_s = default_heartbeat_s
         self._outbox: asyncio.Queue[sync_pb2.AgentMessage] = asyncio.Queue()
@@ -168,6 +170,9 @@ class StreamClient:
             kind = message.WhichOneof("kind")
             if kind == "desired":
                 await self._desired(message.desired)
+            elif kind == "fence":
+                log.warning("fenced (term %d): %s", message.fence.term, message.fence.reason)
+                self._on_fence(message.fence.term, message.fence.reason)
             elif kind == "problem":
                 text = f"{message.problem.code}: {message.problem.message}"
                 self.stats.problems.append(text)

@@ -152,9 +152,7 @@ class ControlHandlers:
         view = deployments.set_enabled(self._ctx, request.ref, enabled=request.deployment.enabled)
         return convert.deployment(view)
 
-    def SetDeploymentAuthority(
-        self, request: cpb.SetDeploymentAuthorityRequest
-    ) -> pb.Deployment:
+    def SetDeploymentAuthority(self, request: cpb.SetDeploymentAuthorityRequest) -> pb.Deployment:
         view = authority.set_authority(
             self._ctx,
             request.ref,

@@ -61,6 +61,17 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
         applied_revision=c.applied_revision,
         agent_version=c.agent_version,
         read_only=c.read_only,
+        agents=[
+            pb.AgentSession(
+                instance=a.instance,
+                node_name=a.node_name,
+                leader=a.leader,
+                connect_time=wire.timestamp(a.connect_time),
+                agent_version=a.agent_version,
+            )
+            for a in c.agents
+        ],
+        leader_term=c.leader_term,
     )
 
 
@@ -286,11 +297,13 @@ def review(r: Review) -> cpb.DeploymentReview:
         engine_args=list(d.engine_args),
         imported_args=list(d.imported_args),
         live_args=list(view.live_args),
-        declared_replicas=d.desired_replicas,
+        # As drift compares them: for a managed deployment, the replicas the agent was told.
+        declared_replicas=d.admitted_replicas if d.authority == "managed" else d.desired_replicas,
         live_replicas=report.desired_replicas if report else 0,
         ready_replicas=view.ready_replicas,
         declared_engine_version=d.serving.engine_version,
         live_engine_versions=list(view.engine_versions),
         declared_serving_digest=d.serving_digest,
         live_digests=view.live_digests,
+        reported=report is not None,
     )

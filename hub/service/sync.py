@@ -17,7 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hub import errors
-from hub.model import Deployment, DeploymentObservation, ObservationBatch, Rejection
+from hub.model import (
+    AgentSession,
+    Deployment,
+    DeploymentObservation,
+    ObservationBatch,
+    Rejection,
+)
 from hub.service import admit
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import clusters, deployments, discovered, observations
@@ -58,28 +64,29 @@ def desired_since(
         )
 
 
-def record_hello(
-    ctx: ServiceContext,
-    *,
-    cluster_id: str,
-    session_id: str,
-    agent_version: str,
-    read_only: bool,
-) -> None:
+def open_session(
+    ctx: ServiceContext, *, cluster_id: str, session: AgentSession, read_only: bool
+) -> int:
+    """Record an open stream; returns the cluster's newest leader term."""
     with transaction(ctx) as tx:
-        clusters.record_hello(
-            tx.conn,
-            cluster_id=cluster_id,
-            session_id=session_id,
-            agent_version=agent_version,
-            read_only=read_only,
-            now=tx.now,
-        )
+        clusters.open_session(tx.conn, session, cluster_id=cluster_id, read_only=read_only)
+        return clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=0)
 
 
-def record_disconnect(ctx: ServiceContext, *, cluster_id: str, session_id: str) -> None:
+def close_session(ctx: ServiceContext, *, session_id: str) -> None:
     with transaction(ctx) as tx:
-        clusters.record_disconnect(tx.conn, cluster_id=cluster_id, session_id=session_id)
+        clusters.close_session(tx.conn, session_id)
+
+
+def raise_leader_term(ctx: ServiceContext, *, cluster_id: str, term: int) -> int:
+    """Persist a claimed term (terms never go back); returns the newest."""
+    with transaction(ctx) as tx:
+        return clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=term)
+
+
+def set_leader(ctx: ServiceContext, *, cluster_id: str, session_id: str | None) -> None:
+    with transaction(ctx) as tx:
+        clusters.set_leader(tx.conn, cluster_id=cluster_id, session_id=session_id)
 
 
 def record_liveness(

@@ -235,7 +235,7 @@ def drift(
         found.append(
             Difference("engine_version", d.serving.engine_version, ", ".join(engine_versions))
         )
-    if d.adopted and tuple(d.engine_args) != tuple(report.live_args):
+    if d.adopted and not d.rolling and tuple(d.engine_args) != tuple(report.live_args):
         found.append(Difference("engine_args", " ".join(d.engine_args), " ".join(report.live_args)))
     return tuple(found)
 

@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 
 from hub import errors
-from hub.model import Cluster
+from hub.model import AgentSession, Cluster
 from hub.store import codec
 
 
@@ -34,7 +34,9 @@ def insert(
 
 def get(conn: sqlite3.Connection, cluster_id: str) -> Cluster | None:
     row = conn.execute("SELECT * FROM clusters WHERE cluster_id = ?", (cluster_id,)).fetchone()
-    return _cluster(row) if row else None
+    if row is None:
+        return None
+    return _cluster(row, sessions(conn, [cluster_id]).get(cluster_id, ()))
 
 
 def by_token_hash(conn: sqlite3.Connection, token_hash: str) -> str | None:
@@ -48,7 +50,8 @@ def list_page(conn: sqlite3.Connection, *, after: str, limit: int) -> list[Clust
     rows = conn.execute(
         "SELECT * FROM clusters WHERE cluster_id > ? ORDER BY cluster_id LIMIT ?", (after, limit)
     ).fetchall()
-    return [_cluster(r) for r in rows]
+    found = sessions(conn, [r["cluster_id"] for r in rows])
+    return [_cluster(r, found.get(r["cluster_id"], ())) for r in rows]
 
 
 def labels_by_cluster(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
@@ -73,34 +76,79 @@ def bump_revision(conn: sqlite3.Connection, cluster_id: str) -> int:
     return int(row["desired_revision"])
 
 
-def record_hello(
-    conn: sqlite3.Connection,
-    *,
-    cluster_id: str,
-    session_id: str,
-    agent_version: str,
-    read_only: bool,
-    now: float,
+def open_session(
+    conn: sqlite3.Connection, session: AgentSession, *, cluster_id: str, read_only: bool
 ) -> None:
     conn.execute(
-        "UPDATE clusters SET connected_session = ?, agent_version = ?, read_only = ?,"
-        " last_seen = ? WHERE cluster_id = ?",
-        (session_id, agent_version, int(read_only), now, cluster_id),
+        "INSERT OR REPLACE INTO agent_sessions (session_id, cluster_id, instance, node_name,"
+        " leader, agent_version, connect_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            session.session_id,
+            cluster_id,
+            session.instance,
+            session.node_name,
+            int(session.leader),
+            session.agent_version,
+            session.connect_time,
+        ),
     )
-
-
-def record_disconnect(conn: sqlite3.Connection, *, cluster_id: str, session_id: str) -> None:
-    """Clear the session, unless a newer session of the cluster took over meanwhile."""
     conn.execute(
-        "UPDATE clusters SET connected_session = NULL"
-        " WHERE cluster_id = ? AND connected_session = ?",
-        (cluster_id, session_id),
+        "UPDATE clusters SET agent_version = ?, read_only = ?, last_seen = ? WHERE cluster_id = ?",
+        (session.agent_version, int(read_only), session.connect_time, cluster_id),
     )
+
+
+def close_session(conn: sqlite3.Connection, session_id: str) -> None:
+    conn.execute("DELETE FROM agent_sessions WHERE session_id = ?", (session_id,))
+
+
+def set_leader(conn: sqlite3.Connection, *, cluster_id: str, session_id: str | None) -> None:
+    """Mark which session leads the cluster (None: none does)."""
+    conn.execute(
+        "UPDATE agent_sessions SET leader = (session_id = ?) WHERE cluster_id = ?",
+        (session_id or "", cluster_id),
+    )
+
+
+def raise_leader_term(conn: sqlite3.Connection, *, cluster_id: str, term: int) -> int:
+    """Record a newer leader term (terms never go back); returns the newest one."""
+    row = conn.execute(
+        "UPDATE clusters SET leader_term = MAX(leader_term, ?) WHERE cluster_id = ?"
+        " RETURNING leader_term",
+        (term, cluster_id),
+    ).fetchone()
+    return int(row["leader_term"]) if row else 0
 
 
 def clear_sessions(conn: sqlite3.Connection) -> None:
     """At hub start: no stream is open yet (one hub per database; docs/stream.md)."""
-    conn.execute("UPDATE clusters SET connected_session = NULL")
+    conn.execute("DELETE FROM agent_sessions")
+
+
+def sessions(
+    conn: sqlite3.Connection, cluster_ids: Iterable[str]
+) -> dict[str, tuple[AgentSession, ...]]:
+    ids = list(cluster_ids)
+    result: dict[str, list[AgentSession]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = conn.execute(
+            "SELECT * FROM agent_sessions"
+            f" WHERE cluster_id IN ({','.join('?' * len(chunk))}) ORDER BY instance",
+            chunk,
+        )
+        for r in rows:
+            result.setdefault(r["cluster_id"], []).append(
+                AgentSession(
+                    session_id=r["session_id"],
+                    instance=r["instance"],
+                    node_name=r["node_name"],
+                    leader=bool(r["leader"]),
+                    agent_version=r["agent_version"],
+                    connect_time=r["connect_time"],
+                )
+            )
+    return {cluster_id: tuple(found) for cluster_id, found in result.items()}
 
 
 def record_liveness(
@@ -154,7 +202,7 @@ def ids(conn: sqlite3.Connection) -> Iterable[str]:
     return [r["cluster_id"] for r in conn.execute("SELECT cluster_id FROM clusters")]
 
 
-def _cluster(row: sqlite3.Row) -> Cluster:
+def _cluster(row: sqlite3.Row, agents: tuple[AgentSession, ...]) -> Cluster:
     return Cluster(
         cluster_id=row["cluster_id"],
         labels=codec.loads(row["labels"]),
@@ -162,7 +210,8 @@ def _cluster(row: sqlite3.Row) -> Cluster:
         desired_revision=row["desired_revision"],
         applied_revision=row["applied_revision"],
         last_seen=row["last_seen"],
-        connected=row["connected_session"] is not None,
         agent_version=row["agent_version"],
         read_only=bool(row["read_only"]),
+        agents=agents,
+        leader_term=row["leader_term"],
     )

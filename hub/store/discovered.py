@@ -33,9 +33,12 @@ def write(
     if row is None and observation.absent:
         return False  # never seen, now gone: nothing to remember
     if observation.absent:
+        # A promoted entry leaves the agent's discovered set when Wingsmith takes control of
+        # its DGD (our labels go on it): that is not the workload going away.
         conn.execute(
             "UPDATE discovered SET gone = 1, gone_time = ?, observe_ns = ?"
-            " WHERE cluster_id = ? AND namespace = ? AND name = ? AND gone = 0",
+            " WHERE cluster_id = ? AND namespace = ? AND name = ? AND gone = 0"
+            " AND state != 'promoted'",
             (now, observation.observe_ns, cluster_id, observation.namespace, observation.name),
         )
         return True

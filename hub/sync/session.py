@@ -9,7 +9,13 @@
 4. Then two loops: the reader validates and handles each agent message; the writer sends a new
    delta whenever the fanout wakes the session. A malformed observation batch is answered with
    a Problem and changes nothing; writing another cluster's deployments closes the stream with
-   PERMISSION_DENIED. A newer stream of the same cluster supersedes this one (ABORTED).
+   PERMISSION_DENIED. A newer stream in the same slot supersedes this one (ABORTED).
+
+A cluster may have several streams (a DaemonSet, one agent per node: docs/daemonset.md).
+Each reports its own node only (another node's is PERMISSION_DENIED); cluster-level state
+(deployments, discovered workloads, rejects) is accepted only from the leader
+(hub/sync/leadership.py): from anyone else it is refused with a Problem and the stream is
+fenced. An agent of a whole cluster (no node name) leads and reports every node.
 """
 
 from __future__ import annotations
@@ -26,14 +32,17 @@ from typing import Any, Protocol
 import grpc
 
 from hub import errors
+from hub.model import AgentSession, ObservationBatch
 from hub.service import clusters as cluster_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext
 from hub.sync import convert
-from hub.sync.fanout import Fanout
+from hub.sync.fanout import WHOLE_CLUSTER, Fanout
 from hub.sync.ingest import IngestQueue
+from hub.sync.leadership import Leadership
 from hub.sync.liveness import LivenessRecorder
 from hub.sync.ratelimit import TokenBucket
+from hub.tls import peer_cluster_id
 from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -65,11 +74,15 @@ class _Close:
 
 
 class _Session:
-    """Per-stream state, and the fanout's handle on it."""
+    """Per-stream state, and the fanout's and leadership's handle on it."""
 
-    def __init__(self, cluster_id: str) -> None:
+    def __init__(self, cluster_id: str, hello: sync_pb2.Hello) -> None:
         self.cluster_id = cluster_id
         self.session_id = "ss_" + secrets.token_hex(8)
+        self.instance = hello.agent_instance or self.session_id
+        self.node_name = hello.node_name
+        self.whole = not hello.node_name
+        self.leading = False
         self.sent_revision = 0
         self.last_seq = 0
         self.outbox: asyncio.Queue[sync_pb2.HubMessage | _Close] = asyncio.Queue()
@@ -79,8 +92,17 @@ class _Session:
     def wake(self) -> None:
         self.woken.set()
 
+    @property
+    def slot(self) -> str:
+        return WHOLE_CLUSTER if self.whole else self.instance
+
     def supersede(self) -> None:
         self.close(grpc.StatusCode.ABORTED, "superseded by a newer stream of this cluster")
+
+    def fence(self, term: int, reason: str) -> None:
+        self.leading = False
+        self.outbox.put_nowait(sync_pb2.HubMessage(fence=sync_pb2.Fence(term=term, reason=reason)))
+        self.woken.set()
 
     def close(self, code: grpc.StatusCode, message: str) -> None:
         if self.closing is None:
@@ -99,6 +121,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         liveness: LivenessRecorder,
         handshakes: TokenBucket,
         metrics: SyncMetrics,
+        require_client_identity: bool = False,
     ) -> None:
         self._ctx = ctx
         self._fanout = fanout
@@ -106,6 +129,16 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         self._liveness = liveness
         self._handshakes = handshakes
         self._metrics = metrics
+        # Mutual TLS: the client certificate must name the token's cluster.
+        self._require_client_identity = require_client_identity
+        self._leadership = Leadership(
+            persist=lambda cluster_id, term: sync_service.raise_leader_term(
+                ctx, cluster_id=cluster_id, term=term
+            ),
+            mark=lambda cluster_id, session_id: sync_service.set_leader(
+                ctx, cluster_id=cluster_id, session_id=session_id
+            ),
+        )
 
     async def Sync(
         self,
@@ -114,18 +147,25 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
     ) -> AsyncIterator[sync_pb2.HubMessage]:
         cluster_id = await self._authenticate(context)
         hello = await self._hello(request_iterator, context, cluster_id)
-        session = _Session(cluster_id)
-        self._fanout.register(cluster_id, session)
+        session = _Session(cluster_id, hello)
+        self._fanout.register(cluster_id, session.slot, session)
         reader: asyncio.Task[None] | None = None
         try:
-            sync_service.record_hello(
+            newest_term = sync_service.open_session(
                 self._ctx,
                 cluster_id=cluster_id,
-                session_id=session.session_id,
-                agent_version=hello.agent_version,
+                session=AgentSession(
+                    session_id=session.session_id,
+                    instance=session.instance,
+                    node_name=session.node_name,
+                    leader=False,
+                    agent_version=hello.agent_version,
+                    connect_time=time.time(),
+                ),
                 read_only=hello.read_only,
             )
-            yield self._out(sync_pb2.HubMessage(welcome=self._welcome(session)))
+            yield self._out(sync_pb2.HubMessage(welcome=self._welcome(session, newest_term)))
+            self._lead(session, hello.leader_term)
             first = sync_service.desired_since(
                 self._ctx,
                 cluster_id,
@@ -145,11 +185,10 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 reader.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await reader
-            self._fanout.unregister(cluster_id, session)
+            self._fanout.unregister(cluster_id, session.slot, session)
+            self._leadership.release(cluster_id, session)
             with contextlib.suppress(errors.WingsmithError):
-                sync_service.record_disconnect(
-                    self._ctx, cluster_id=cluster_id, session_id=session.session_id
-                )
+                sync_service.close_session(self._ctx, session_id=session.session_id)
 
     # -- handshake ----------------------------------------------------------------------------
 
@@ -163,6 +202,18 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             cluster_id = cluster_service.authenticate(self._ctx, token)
         except errors.Unauthenticated as e:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
+        if self._require_client_identity:
+            named = peer_cluster_id(context.auth_context())
+            if named is None:
+                await context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "the client certificate names no cluster (SPIFFE id, DNS name or CN)",
+                )
+            if named != cluster_id:
+                await context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"the client certificate belongs to cluster {named}, the token to {cluster_id}",
+                )
         if not self._handshakes.try_take():
             await context.abort(
                 grpc.StatusCode.RESOURCE_EXHAUSTED, "too many stream handshakes; retry with backoff"
@@ -195,12 +246,23 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             )
         return hello
 
-    def _welcome(self, session: _Session) -> sync_pb2.Welcome:
+    def _welcome(self, session: _Session, leader_term: int) -> sync_pb2.Welcome:
         return sync_pb2.Welcome(
             session_id=session.session_id,
             store_epoch=self._ctx.db.epoch,
             heartbeat_interval_ms=int(self._ctx.settings.heartbeat_interval_s * 1000),
+            leader_term=leader_term,
         )
+
+    def _lead(self, session: _Session, term: int) -> None:
+        """A whole-cluster agent leads by being the only one; a node agent by its Lease term."""
+        if session.whole:
+            session.leading = True
+            self._leadership.mark_whole(session.cluster_id, session.session_id)
+        elif term > 0:
+            session.leading = self._leadership.claim(
+                session.cluster_id, session, session_id=session.session_id, term=term
+            )
 
     # -- writer -------------------------------------------------------------------------------
 
@@ -288,6 +350,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
     def _handle(self, session: _Session, kind: str, message: sync_pb2.AgentMessage) -> None:
         if kind == "heartbeat":
             return
+        if kind == "leadership":
+            self._leadership_message(session, message.leadership)
+            return
         if kind == "observations":
             check = convert.Checker(
                 now_ns=time.time_ns(),
@@ -298,6 +363,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 raise errors.InvalidArgument(
                     "observations.seq", f"must increase: {batch.seq} after {session.last_seq}"
                 )
+            self._authorize_scope(session, batch)
             sync_service.authorize(self._ctx, session.cluster_id, batch)
             session.last_seq = batch.seq
             self._ingest.put(session.cluster_id, batch)
@@ -309,9 +375,11 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     "ack.revision",
                     f"{revision} was never sent (latest sent: {session.sent_revision})",
                 )
-            self._liveness.applied(session.cluster_id, revision)
+            if session.leading:
+                self._liveness.applied(session.cluster_id, revision)
             return
         if kind == "reject":
+            self._require_leader(session, "rejects")
             deployment_id, rejection = convert.reject(message.reject)
             sync_service.record_rejection(
                 self._ctx,
@@ -324,4 +392,40 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             raise errors.InvalidArgument("hello", "only the first message may be a Hello")
         raise errors.InvalidArgument(
             "", "empty message: set one of hello, ack, reject, observations, heartbeat"
+        )
+
+    def _leadership_message(self, session: _Session, leadership: sync_pb2.Leadership) -> None:
+        if session.whole:
+            raise errors.InvalidArgument(
+                "leadership", "an agent of a whole cluster leads without a Lease"
+            )
+        if leadership.term < 0:
+            raise errors.InvalidArgument("leadership.term", "must be >= 0")
+        if leadership.leading:
+            session.leading = self._leadership.claim(
+                session.cluster_id, session, session_id=session.session_id, term=leadership.term
+            )
+        else:
+            session.leading = False
+            self._leadership.release(session.cluster_id, session)
+
+    def _authorize_scope(self, session: _Session, batch: ObservationBatch) -> None:
+        """A node agent reports its own node; cluster-level state comes from the leader."""
+        if not session.whole:
+            foreign = sorted(n.node_id for n in batch.nodes if n.node_id != session.node_name)
+            if foreign:
+                raise errors.PermissionDenied(
+                    f"the agent of node {session.node_name} may not report node(s) "
+                    + ", ".join(foreign[:5])
+                )
+        if batch.deployments or batch.discovered:
+            self._require_leader(session, "deployment and discovered observations")
+
+    def _require_leader(self, session: _Session, what: str) -> None:
+        if session.leading:
+            return
+        term = self._leadership.term(session.cluster_id)
+        session.fence(term, f"not the leader of cluster {session.cluster_id}")
+        raise errors.FailedPrecondition(
+            f"{what} are accepted only from the cluster's leader (term {term})"
         )

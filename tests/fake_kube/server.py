@@ -37,7 +37,7 @@ from urllib.parse import parse_qsl, urlsplit
 import yaml
 
 from tests.fake_kube import selectors, ssa
-from tests.fake_kube.store import KINDS, Kind, Store
+from tests.fake_kube.store import KINDS, AlreadyExists, Kind, Store, VersionConflict
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -334,6 +334,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, obj)
         if request.method == "PATCH" and name:
             return self._apply(request, kind, namespace, name)
+        if request.method == "POST" and not name:
+            return self._create(request, kind, namespace)
+        if request.method == "PUT" and name:
+            return self._replace(request, kind, namespace, name)
         if request.method == "DELETE" and name:
             gone = self.emulator.store.delete(kind, namespace, name)
             if gone is None:
@@ -342,6 +346,33 @@ class _Handler(BaseHTTPRequestHandler):
         return self._status(405, "MethodNotAllowed", f"{request.method} is not supported here")
 
     # -- verbs ------------------------------------------------------------------------------
+
+    def _create(self, request: Request, kind: Kind, namespace: str) -> None:
+        body = json.loads(request.body or b"{}")
+        try:
+            created = self.emulator.store.create(
+                kind, namespace, body, manager=request.query.get("fieldManager", "client")
+            )
+        except AlreadyExists as e:
+            return self._status(409, "AlreadyExists", f'{kind.plural} "{e}" already exists')
+        return self._json(201, created)
+
+    def _replace(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
+        body = json.loads(request.body or b"{}")
+        try:
+            replaced = self.emulator.store.replace(
+                kind, namespace, name, body, manager=request.query.get("fieldManager", "client")
+            )
+        except KeyError:
+            return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
+        except VersionConflict:
+            return self._status(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been'
+                " modified; please apply your changes to the latest version and try again",
+            )
+        return self._json(200, replaced)
 
     def _list(self, request: Request, kind: Kind, namespace: str) -> None:
         match = selectors.parse(request.query.get("labelSelector", ""))

@@ -38,7 +38,16 @@ class Kind:
 PODS = Kind("", "v1", "pods", "Pod", namespaced=True)
 NODES = Kind("", "v1", "nodes", "Node", namespaced=False)
 DGDS = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True)
-KINDS = {(k.group, k.version, k.plural): k for k in (PODS, NODES, DGDS)}
+LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
+KINDS = {(k.group, k.version, k.plural): k for k in (PODS, NODES, DGDS, LEASES)}
+
+
+class AlreadyExists(Exception):
+    pass
+
+
+class VersionConflict(Exception):
+    """An update carried a resourceVersion other than the object's: someone wrote first."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +155,33 @@ class Store:
             obj = copy.deepcopy(live)
             change(obj)
             return self.update(kind, obj, manager=manager)
+
+    def create(
+        self, kind: Kind, namespace: str, obj: Mapping[str, Any], *, manager: str
+    ) -> dict[str, Any]:
+        """POST: a new object; AlreadyExists if one has its name."""
+        name = obj.get("metadata", {}).get("name", "")
+        with self.cond:
+            if (kind.plural, namespace, name) in self._objects:
+                raise AlreadyExists(name)
+            body = copy.deepcopy(dict(obj))
+            body.setdefault("metadata", {})["namespace"] = namespace
+            return self.update(kind, body, manager=manager)
+
+    def replace(
+        self, kind: Kind, namespace: str, name: str, obj: Mapping[str, Any], *, manager: str
+    ) -> dict[str, Any]:
+        """PUT: optimistic concurrency on metadata.resourceVersion, as the API server does."""
+        with self.cond:
+            live = self._objects.get((kind.plural, namespace, name))
+            if live is None:
+                raise KeyError(name)
+            sent = obj.get("metadata", {}).get("resourceVersion")
+            if sent and sent != live["metadata"]["resourceVersion"]:
+                raise VersionConflict(name)
+            body = copy.deepcopy(dict(obj))
+            body.setdefault("metadata", {})["namespace"] = namespace
+            return self.update(kind, body, manager=manager)
 
     def delete(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
         key = (kind.plural, namespace, name)

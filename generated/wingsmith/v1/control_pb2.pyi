@@ -613,6 +613,7 @@ class DeploymentReview(_message.Message):
     LIVE_ENGINE_VERSIONS_FIELD_NUMBER: _builtins.int
     DECLARED_SERVING_DIGEST_FIELD_NUMBER: _builtins.int
     LIVE_DIGESTS_FIELD_NUMBER: _builtins.int
+    REPORTED_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     name: _builtins.str
     authority: _resources_pb2.Authority.ValueType
@@ -625,6 +626,8 @@ class DeploymentReview(_message.Message):
     ready_replicas: _builtins.int
     declared_engine_version: _builtins.str
     declared_serving_digest: _builtins.str
+    reported: _builtins.bool
+    """The cluster has reported the deployment: the live fields mean something."""
     @_builtins.property
     def differences(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Difference]:
         """Empty when promoting changes nothing on the cluster."""
@@ -661,10 +664,11 @@ class DeploymentReview(_message.Message):
         live_engine_versions: _abc.Iterable[_builtins.str] | None = ...,
         declared_serving_digest: _builtins.str = ...,
         live_digests: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        reported: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adopted", b"adopted", "authority", b"authority", "declared_engine_version", b"declared_engine_version", "declared_replicas", b"declared_replicas", "declared_serving_digest", b"declared_serving_digest", "deployment_id", b"deployment_id", "differences", b"differences", "engine_args", b"engine_args", "imported_args", b"imported_args", "live_args", b"live_args", "live_digests", b"live_digests", "live_engine_versions", b"live_engine_versions", "live_replicas", b"live_replicas", "name", b"name", "ready_replicas", b"ready_replicas", "restarts_pods", b"restarts_pods", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adopted", b"adopted", "authority", b"authority", "declared_engine_version", b"declared_engine_version", "declared_replicas", b"declared_replicas", "declared_serving_digest", b"declared_serving_digest", "deployment_id", b"deployment_id", "differences", b"differences", "engine_args", b"engine_args", "imported_args", b"imported_args", "live_args", b"live_args", "live_digests", b"live_digests", "live_engine_versions", b"live_engine_versions", "live_replicas", b"live_replicas", "name", b"name", "ready_replicas", b"ready_replicas", "reported", b"reported", "restarts_pods", b"restarts_pods", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

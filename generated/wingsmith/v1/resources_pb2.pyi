@@ -396,6 +396,8 @@ class Cluster(_message.Message):
     APPLIED_REVISION_FIELD_NUMBER: _builtins.int
     AGENT_VERSION_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
+    AGENTS_FIELD_NUMBER: _builtins.int
+    LEADER_TERM_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     """Unique, a DNS-1123 label."""
     connected: _builtins.bool
@@ -408,6 +410,7 @@ class Cluster(_message.Message):
     agent_version: _builtins.str
     """Output only: as the agent reported in its hello."""
     read_only: _builtins.bool
+    leader_term: _builtins.int
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -424,6 +427,10 @@ class Cluster(_message.Message):
 
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentSession]:
+        """Output only: the agents streaming now (one per DaemonSet pod), and the leader's term."""
+
     def __init__(
         self,
         *,
@@ -439,14 +446,51 @@ class Cluster(_message.Message):
         applied_revision: _builtins.int = ...,
         agent_version: _builtins.str = ...,
         read_only: _builtins.bool = ...,
+        agents: _abc.Iterable[Global___AgentSession] | None = ...,
+        leader_term: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "labels", b"labels", "last_seen", b"last_seen", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Cluster: _TypeAlias = Cluster  # noqa: Y015
+
+@_typing.final
+class AgentSession(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INSTANCE_FIELD_NUMBER: _builtins.int
+    NODE_NAME_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
+    CONNECT_TIME_FIELD_NUMBER: _builtins.int
+    AGENT_VERSION_FIELD_NUMBER: _builtins.int
+    instance: _builtins.str
+    """Pod name (or host:pid)."""
+    node_name: _builtins.str
+    """The node it reports; empty for an agent of the whole cluster."""
+    leader: _builtins.bool
+    """It reconciles the cluster's deployments (holds the Lease, or is the whole-cluster agent)."""
+    agent_version: _builtins.str
+    @_builtins.property
+    def connect_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        instance: _builtins.str = ...,
+        node_name: _builtins.str = ...,
+        leader: _builtins.bool = ...,
+        connect_time: _timestamp_pb2.Timestamp | None = ...,
+        agent_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["connect_time", b"connect_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "connect_time", b"connect_time", "instance", b"instance", "leader", b"leader", "node_name", b"node_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentSession: _TypeAlias = AgentSession  # noqa: Y015
 
 @_typing.final
 class DeviceCapacity(_message.Message):

@@ -43,6 +43,7 @@ class AgentMessage(_message.Message):
     REJECT_FIELD_NUMBER: _builtins.int
     OBSERVATIONS_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
+    LEADERSHIP_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello:
         """Must be the first message, and only the first."""
@@ -55,6 +56,8 @@ class AgentMessage(_message.Message):
     def observations(self) -> Global___ObservationBatch: ...
     @_builtins.property
     def heartbeat(self) -> Global___Heartbeat: ...
+    @_builtins.property
+    def leadership(self) -> Global___Leadership: ...
     def __init__(
         self,
         *,
@@ -63,16 +66,42 @@ class AgentMessage(_message.Message):
         reject: Global___Reject | None = ...,
         observations: Global___ObservationBatch | None = ...,
         heartbeat: Global___Heartbeat | None = ...,
+        leadership: Global___Leadership | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "leadership", b"leadership", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "leadership", b"leadership", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "ack", "reject", "observations", "heartbeat"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "ack", "reject", "observations", "heartbeat", "leadership"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___AgentMessage: _TypeAlias = AgentMessage  # noqa: Y015
+
+@_typing.final
+class Leadership(_message.Message):
+    """The agent started or stopped leading (it acquired or lost the cluster's Lease)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEADING_FIELD_NUMBER: _builtins.int
+    TERM_FIELD_NUMBER: _builtins.int
+    leading: _builtins.bool
+    term: _builtins.int
+    """Lease term: increases every time leadership changes hands."""
+    def __init__(
+        self,
+        *,
+        leading: _builtins.bool = ...,
+        term: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["leading", b"leading", "term", b"term"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Leadership: _TypeAlias = Leadership  # noqa: Y015
 
 @_typing.final
 class Hello(_message.Message):
@@ -84,6 +113,8 @@ class Hello(_message.Message):
     APPLIED_REVISION_FIELD_NUMBER: _builtins.int
     AGENT_INSTANCE_FIELD_NUMBER: _builtins.int
     READ_ONLY_FIELD_NUMBER: _builtins.int
+    NODE_NAME_FIELD_NUMBER: _builtins.int
+    LEADER_TERM_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     """Must be the token's cluster."""
     agent_version: _builtins.str
@@ -94,6 +125,12 @@ class Hello(_message.Message):
     agent_instance: _builtins.str
     """Which process this is (pod name, or host:pid)."""
     read_only: _builtins.bool
+    node_name: _builtins.str
+    """The one node this agent reports (a DaemonSet pod); empty: the whole cluster (one agent
+    per cluster, such as the simulated cluster's), which also reconciles, without a lease.
+    """
+    leader_term: _builtins.int
+    """The term of the Lease this agent holds now; 0: it does not lead."""
     def __init__(
         self,
         *,
@@ -103,10 +140,12 @@ class Hello(_message.Message):
         applied_revision: _builtins.int = ...,
         agent_instance: _builtins.str = ...,
         read_only: _builtins.bool = ...,
+        node_name: _builtins.str = ...,
+        leader_term: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_instance", b"agent_instance", "agent_version", b"agent_version", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "read_only", b"read_only", "store_epoch", b"store_epoch"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_instance", b"agent_instance", "agent_version", b"agent_version", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "leader_term", b"leader_term", "node_name", b"node_name", "read_only", b"read_only", "store_epoch", b"store_epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -480,28 +519,58 @@ class HubMessage(_message.Message):
     WELCOME_FIELD_NUMBER: _builtins.int
     DESIRED_FIELD_NUMBER: _builtins.int
     PROBLEM_FIELD_NUMBER: _builtins.int
+    FENCE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
     def desired(self) -> Global___DesiredState: ...
     @_builtins.property
     def problem(self) -> Global___Problem: ...
+    @_builtins.property
+    def fence(self) -> Global___Fence: ...
     def __init__(
         self,
         *,
         welcome: Global___Welcome | None = ...,
         desired: Global___DesiredState | None = ...,
         problem: Global___Problem | None = ...,
+        fence: Global___Fence | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem", "fence"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___HubMessage: _TypeAlias = HubMessage  # noqa: Y015
+
+@_typing.final
+class Fence(_message.Message):
+    """Stop reconciling: another session leads the cluster with a newer term. The agent keeps
+    reporting its node and resumes leading only with a term newer than `term`.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TERM_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    term: _builtins.int
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        term: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "term", b"term"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Fence: _TypeAlias = Fence  # noqa: Y015
 
 @_typing.final
 class Welcome(_message.Message):
@@ -511,12 +580,15 @@ class Welcome(_message.Message):
     STORE_EPOCH_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
     DESIRED_REVISION_FIELD_NUMBER: _builtins.int
+    LEADER_TERM_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     store_epoch: _builtins.str
     heartbeat_interval_ms: _builtins.int
     """How often the agent should send a heartbeat when it has nothing else to send."""
     desired_revision: _builtins.int
     """The hub's current revision for the cluster."""
+    leader_term: _builtins.int
+    """The newest leader term the hub has seen for the cluster."""
     def __init__(
         self,
         *,
@@ -524,10 +596,11 @@ class Welcome(_message.Message):
         store_epoch: _builtins.str = ...,
         heartbeat_interval_ms: _builtins.int = ...,
         desired_revision: _builtins.int = ...,
+        leader_term: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired_revision", b"desired_revision", "heartbeat_interval_ms", b"heartbeat_interval_ms", "session_id", b"session_id", "store_epoch", b"store_epoch"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired_revision", b"desired_revision", "heartbeat_interval_ms", b"heartbeat_interval_ms", "leader_term", b"leader_term", "session_id", b"session_id", "store_epoch", b"store_epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -129,10 +129,11 @@ def test_get_lists_each_kind_as_a_table(cli: Runner) -> None:
     header, row = rows(cli.ok("get", "deployments"))
     assert header[:5] == ["NAME", "CLUSTER", "PHASE", "REASON", "READY/DESIRED"]
     digest = cli.hub.client().get("/v1/deployments/llama.east")["serving_digest"]
-    # status is null until the cluster reports: ready and stale are unknown, not 0/false.
+    # status is null until the cluster reports: ready, rollout and stale are unknown, not
+    # 0/false, and there is no drift to count.
     assert row == [
-        "llama.east", "east", "pending", "insufficient_capacity", "-/2", "1", digest,
-        "managed", "true", "-",
+        "llama.east", "east", "pending", "insufficient_capacity", "-/2", "-", "1", digest,
+        "managed", "-", "true", "-",
     ]  # fmt: skip
 
 
@@ -247,8 +248,8 @@ def test_set_quota_prints_the_projects_row(cli: Runner) -> None:
 @pytest.mark.usefixtures("fleet")
 def test_disable_and_enable_a_deployment(cli: Runner) -> None:
     client = cli.hub.client()
-    enabled_column = rows(cli.ok("disable", "deployment", "llama.east"))[1][8]
-    assert enabled_column == "false"
+    header, row = rows(cli.ok("disable", "deployment", "llama.east"))
+    assert dict(zip(header, row, strict=True))["ENABLED"] == "false"
     assert client.get("/v1/deployments/llama.east")["enabled"] is False
     cli.ok("enable", "deployment", "llama.east")
     assert client.get("/v1/deployments/llama.east")["enabled"] is True

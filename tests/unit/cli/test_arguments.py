@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import json
 import pathlib
 import subprocess
 import sys
@@ -9,9 +11,31 @@ import types
 
 import pytest
 
+from cli import commands
 from cli import main as cli_main
+from cli.errors import ApiError, PromotionRefused
+from tests.unit.cli import builders
 
-CLIENT_COMMANDS = ("get", "create", "scale", "set-quota", "enable", "disable", "delete")
+CLIENT_COMMANDS = (
+    "get",
+    "create",
+    "scale",
+    "set-quota",
+    "enable",
+    "disable",
+    "delete",
+    "discovered",
+    "authority",
+)
+# The actions under a command word; each is a client command of its own.
+ACTIONS = (
+    "discovered track",
+    "discovered ignore",
+    "discovered promote",
+    "authority review",
+    "authority promote",
+    "authority demote",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -39,11 +63,11 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
         assert f"    {command} " in out
 
 
-@pytest.mark.parametrize("command", CLIENT_COMMANDS)
+@pytest.mark.parametrize("command", [*CLIENT_COMMANDS, *ACTIONS])
 def test_every_client_command_takes_the_connection_and_output_options(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert exit_code(command, "--help") == 0
+    assert exit_code(*command.split(), "--help") == 0
     out = capsys.readouterr().out
     for option in ("--hub-url", "--token", "--token-file", "-o {table,json,yaml}"):
         assert option in out
@@ -89,6 +113,17 @@ def test_the_output_option_goes_before_or_after_the_command(
         ("disable", "deployment"),
         ("delete", "deployment", "llama.east"),
         ("delete", "workload"),
+        ("delete", "discovered", "east.ml.x"),
+        ("discovered",),
+        ("discovered", "track"),
+        ("discovered", "adopt", "east.ml.x"),
+        ("discovered", "promote", "east.ml.x"),
+        ("discovered", "ignore", "east.ml.x", "east.ml.y"),
+        ("authority",),
+        ("authority", "review"),
+        ("authority", "take", "llama.east"),
+        ("authority", "promote", "llama.east", "llama.west"),
+        ("authority", "demote", "llama.east", "--accept-differences"),
         ("nonsense",),
     ],
 )
@@ -105,6 +140,9 @@ def test_usage_errors_exit_2(argv: tuple[str, ...], capsys: pytest.CaptureFixtur
         (("get", "workload", "llama", "--project", "a"), "filters apply to lists"),
         (("get", "allocation", "rep_1"), "allocations have no REF"),
         (("set-quota", "team-a", "A=1", "A=2"), "device class 'A' given twice"),
+        (("get", "workloads", "--all"), "--all applies to discovered only, not to workloads"),
+        (("get", "discovered", "east.ml.x", "--all"), "filters apply to lists"),
+        (("get", "discovered", "--project", "a"), "--project does not filter discovered"),
     ],
 )
 def test_argument_checks_come_before_the_token_and_exit_2(
@@ -160,3 +198,162 @@ def test_client_commands_load_neither_the_hub_nor_the_agent() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+# -- the new commands' requests, through a fake client at the CLI's own seam -------------------
+
+
+class FakeClient:
+    """Records each request and answers it with a small canned resource."""
+
+    def __init__(self, *, refusal: ApiError | None = None) -> None:
+        self.requests: list[tuple[str, str, object]] = []
+        # Raised by post, as HubClient raises the hub's error answers.
+        self.refusal = refusal
+
+    def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, object]:
+        self.requests.append(("GET", path, params))
+        return builders.review() if path.endswith("/review") else builders.discovered()
+
+    def list_all(self, path: str, key: str, params: dict[str, str]) -> list[dict[str, object]]:
+        self.requests.append(("LIST", path, params))
+        return [builders.discovered()]
+
+    def post(self, path: str, body: dict[str, object]) -> dict[str, object]:
+        self.requests.append(("POST", path, body))
+        if self.refusal is not None:
+            raise self.refusal
+        return builders.workload() if path.endswith("/promote") else builders.deployment()
+
+
+def run_prepared(
+    *argv: str, fmt: str = "table", client: FakeClient | None = None
+) -> tuple[FakeClient, str]:
+    """Parse `argv` as main does, run the prepared action against a FakeClient."""
+    args = parse(*argv)
+    client = client or FakeClient()
+    out = io.StringIO()
+    ctx = commands.Context(client=client, output=fmt, out=out, err=io.StringIO())  # type: ignore[arg-type]
+    args.prepare(args)(ctx)  # type: ignore[attr-defined]
+    return client, out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ("get", "discovered"),
+            ("LIST", "/v1/discovered", {}),
+        ),
+        (
+            ("get", "discovered", "--cluster", "east", "--all"),
+            ("LIST", "/v1/discovered", {"cluster_id": "east", "include_ignored": "true"}),
+        ),
+        (
+            ("get", "discovered", "east.ml.legacy-qwen"),
+            ("GET", "/v1/discovered/east.ml.legacy-qwen", None),
+        ),
+        (
+            ("discovered", "track", "east.ml.legacy-qwen"),
+            ("POST", "/v1/discovered/east.ml.legacy-qwen/track", {}),
+        ),
+        (
+            ("discovered", "ignore", "dsc_1"),
+            ("POST", "/v1/discovered/dsc_1/ignore", {}),
+        ),
+        (
+            ("discovered", "promote", "east.ml.legacy-qwen", "--project", "search"),
+            ("POST", "/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"}),
+        ),
+        (
+            ("discovered", "promote", "east.ml.q", "--project", "search", "--name", "qwen",
+             "--device-class", "A100-40GB"),
+            ("POST", "/v1/discovered/east.ml.q/promote",
+             {"project": "search", "workload_name": "qwen", "device_class": "A100-40GB"}),
+        ),
+        (
+            ("authority", "review", "legacy-qwen.east"),
+            ("GET", "/v1/deployments/legacy-qwen.east/review", None),
+        ),
+        (
+            ("authority", "promote", "legacy-qwen.east"),
+            ("POST", "/v1/deployments/legacy-qwen.east/authority", {"authority": "managed"}),
+        ),
+        (
+            ("authority", "promote", "dep_1", "--accept-differences"),
+            ("POST", "/v1/deployments/dep_1/authority",
+             {"authority": "managed", "accept_differences": True}),
+        ),
+        (
+            ("authority", "demote", "legacy-qwen.east"),
+            ("POST", "/v1/deployments/legacy-qwen.east/authority", {"authority": "observed"}),
+        ),
+    ],
+)  # fmt: skip
+def test_each_new_command_sends_its_request(
+    argv: tuple[str, ...], expected: tuple[str, str, object]
+) -> None:
+    client, _ = run_prepared(*argv)
+    assert client.requests == [expected]
+
+
+@pytest.mark.parametrize(
+    ("argv", "first_words"),
+    [
+        (("discovered", "ignore", "east.ml.legacy-qwen"), ["NAME", "STATE"]),
+        (("discovered", "promote", "east.ml.legacy-qwen", "--project", "p"), ["NAME", "PROJECT"]),
+        (("authority", "demote", "legacy-qwen.east"), ["NAME", "CLUSTER"]),
+        (("authority", "review", "legacy-qwen.east"), ["deployment:", "legacy-qwen.east"]),
+    ],
+)
+def test_each_new_command_prints_what_the_hub_answered(
+    argv: tuple[str, ...], first_words: list[str]
+) -> None:
+    _, out = run_prepared(*argv)
+    assert out.split()[:2] == first_words
+
+
+def test_authority_review_as_json_is_the_hubs_review_unchanged() -> None:
+    _, out = run_prepared("authority", "review", "legacy-qwen.east", fmt="json")
+    assert json.loads(out) == builders.review()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("discovered", "-o", "json", "track", "east.ml.x"),
+        ("discovered", "track", "east.ml.x", "-o", "json"),
+        ("-o", "json", "authority", "demote", "llama.east"),
+        ("authority", "-o", "json", "demote", "llama.east"),
+    ],
+)
+def test_options_go_before_or_after_the_action_word(argv: tuple[str, ...]) -> None:
+    assert parse(*argv).output == "json"  # type: ignore[attr-defined]
+
+
+def test_a_refused_promotion_carries_the_hubs_message_and_a_hint_to_review() -> None:
+    message = "the declared config differs: engine_args: declared (none), observed --x"
+    client = FakeClient(refusal=ApiError(409, "FAILED_PRECONDITION", message))
+    with pytest.raises(PromotionRefused) as refused:
+        run_prepared("authority", "promote", "legacy-qwen.east", client=client)
+    error = refused.value
+    assert (error.status, error.code, error.api_message) == (409, "FAILED_PRECONDITION", message)
+    assert (error.deployment, error.exit_code) == ("legacy-qwen.east", 1)
+    assert "wingsmith authority review legacy-qwen.east" in error.hint
+    assert "--accept-differences" in error.hint
+
+
+@pytest.mark.parametrize(
+    ("argv", "refusal"),
+    [
+        (("authority", "demote", "x.east"), ApiError(409, "FAILED_PRECONDITION", "no")),
+        (("authority", "promote", "x.east"), ApiError(404, "NOT_FOUND", "no such deployment")),
+    ],
+)
+def test_other_authority_errors_stay_the_hubs_error_without_a_hint(
+    argv: tuple[str, ...], refusal: ApiError
+) -> None:
+    with pytest.raises(ApiError) as caught:
+        run_prepared(*argv, client=FakeClient(refusal=refusal))
+    assert type(caught.value) is ApiError
+    assert caught.value.hint == ""

@@ -20,6 +20,11 @@ def headers(kind: str) -> list[str]:
     return [header for header, _ in output.COLUMNS[kind]]
 
 
+def cells(kind: str, item: dict[str, Any]) -> dict[str, str]:
+    """A row by column name."""
+    return dict(zip(headers(kind), row(kind, item), strict=True))
+
+
 def test_every_kind_has_a_table() -> None:
     assert set(output.COLUMNS) == {kind.name for kind in kinds.KINDS}
 
@@ -30,11 +35,13 @@ def test_every_kind_has_a_table() -> None:
         ("workload", "NAME PROJECT PHASE READY/DESIRED DEVICE-CLASS DEPLOYMENTS"),
         (
             "deployment",
-            "NAME CLUSTER PHASE REASON READY/DESIRED GENERATION DIGEST AUTHORITY ENABLED STALE",
+            "NAME CLUSTER PHASE REASON READY/DESIRED ROLLOUT GENERATION DIGEST AUTHORITY DRIFT"
+            " ENABLED STALE",
         ),
         ("cluster", "CLUSTER CONNECTED STALE LAST-SEEN NODES DEVICES"),
         ("replica", "NAME DEPLOYMENT NODE READY DEVICES DIGEST"),
         ("allocation", "REPLICA POD NODE DEVICES PROJECT"),
+        ("discovered", "NAME STATE GONE ENGINE VERSION READY/DESIRED DEVICE-CLASS WORKLOAD"),
     ],
 )
 def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
@@ -62,8 +69,8 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
         (
             "deployment",
             builders.deployment(),
-            ["llama.east", "east", "running", "-", "2/2", "3", "svg_ab12", "managed", "true",
-             "false"],
+            ["llama.east", "east", "running", "-", "2/2", "converged", "3", "svg_ab12", "managed",
+             "-", "true", "false"],
         ),
         (
             "deployment",
@@ -71,16 +78,17 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
                 admission_phase="pending",
                 admission_reason="insufficient_quota",
                 status=None,
+                rollout=None,
                 enabled=False,
             ),
-            ["llama.east", "east", "pending", "insufficient_quota", "-/2", "3", "svg_ab12",
-             "managed", "false", "-"],
+            ["llama.east", "east", "pending", "insufficient_quota", "-/2", "-", "3", "svg_ab12",
+             "managed", "-", "false", "-"],
         ),
         (
             "deployment",
             builders.deployment(status={"ready_replicas": 1, "stale": True}, degraded=True),
-            ["llama.east", "east", "running (degraded)", "-", "1/2", "3", "svg_ab12", "managed",
-             "true", "true"],
+            ["llama.east", "east", "running (degraded)", "-", "1/2", "converged", "3", "svg_ab12",
+             "managed", "-", "true", "true"],
         ),
         (
             "cluster",
@@ -127,6 +135,94 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
 )  # fmt: skip
 def test_a_row_shows_each_column(kind: str, item: dict[str, Any], expected: list[str]) -> None:
     assert row(kind, item) == expected
+
+
+@pytest.mark.parametrize(
+    ("deployment", "rollout", "drift"),
+    [
+        (builders.deployment(), "converged", "-"),
+        (builders.deployment(rollout=None, status=None), "-", "-"),
+        (builders.deployment(rollout=builders.rollout(state=None)), "-", "-"),
+        (
+            builders.deployment(
+                rollout=builders.rollout(state="rolling", ready_on_target=1, surge_replicas=1)
+            ),
+            "rolling 1/2 (+1 surge)",
+            "-",
+        ),
+        (
+            builders.deployment(
+                rollout=builders.rollout(state="rolling", ready_on_target=0, replicas_on_older=2)
+            ),
+            "rolling 0/2",
+            "-",
+        ),
+        (
+            builders.deployment(
+                authority="observed",
+                drift=[builders.difference(), builders.difference("engine_args", "", "--x")],
+            ),
+            "converged",
+            "2",
+        ),
+    ],
+)
+def test_a_deployment_row_shows_its_rollout_and_how_much_it_drifted(
+    deployment: dict[str, Any], rollout: str, drift: str
+) -> None:
+    shown = cells("deployment", deployment)
+    assert (shown["ROLLOUT"], shown["DRIFT"]) == (rollout, drift)
+
+
+@pytest.mark.parametrize(
+    ("summaries", "expected"),
+    [
+        ([{"cluster_id": "east", "authority": "managed", "rollout_state": "converged"}], "east"),
+        ([{"cluster_id": "east", "authority": "managed", "rollout_state": None}], "east"),
+        (
+            [
+                {"cluster_id": "east", "authority": "managed", "rollout_state": "rolling"},
+                {"cluster_id": "west", "authority": "observed", "rollout_state": "converged"},
+            ],
+            "east (rolling),west (observed)",
+        ),
+        (
+            [{"cluster_id": "west", "authority": "observed", "rollout_state": "rolling"}],
+            "west (observed, rolling)",
+        ),
+    ],
+)
+def test_a_workload_row_notes_observed_and_rolling_deployments(
+    summaries: list[dict[str, Any]], expected: str
+) -> None:
+    shown = cells("workload", builders.workload(deployments=summaries))
+    assert shown["DEPLOYMENTS"] == expected
+
+
+@pytest.mark.parametrize(
+    ("item", "expected"),
+    [
+        (
+            builders.discovered(),
+            ["east.ml.legacy-qwen", "new", "false", "vllm", "0.9.1", "2/2", "H100-80GB", "-"],
+        ),
+        (
+            builders.discovered(state="promoted", workload_id="wl_9"),
+            ["east.ml.legacy-qwen", "promoted", "false", "vllm", "0.9.1", "2/2", "H100-80GB",
+             "wl_9"],
+        ),
+        (
+            builders.discovered(
+                state="ignored", gone=True, ready_replicas=0, device_class="", engine_version=""
+            ),
+            ["east.ml.legacy-qwen", "ignored", "true", "vllm", "-", "0/2", "-", "-"],
+        ),
+    ],
+)  # fmt: skip
+def test_a_discovered_row_shows_its_ref_state_and_what_runs(
+    item: dict[str, Any], expected: list[str]
+) -> None:
+    assert row("discovered", item) == expected
 
 
 def test_a_table_aligns_columns_without_trailing_blanks() -> None:
