@@ -66,10 +66,15 @@ class Serving:
         return self.tensor_parallel * self.pipeline_parallel * workers
 
 
+TOPOLOGIES = ("", "node", "nvlink_domain")
+
+
 @dataclass(frozen=True)
 class Placement:
     clusters: tuple[str, ...] = ()
     cluster_selector: Mapping[str, str] = field(default_factory=dict)
+    # "" (none) | "node" | "nvlink_domain": each replica's devices within one such domain.
+    topology: str = ""
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,8 @@ class Deployment:
     dgd_namespace: str = ""
     dgd_name: str = ""
     adopted_from: str = ""
+    # The workload's topology requirement (read with the deployment; stored on the workload).
+    topology: str = ""
 
     @property
     def name(self) -> str:

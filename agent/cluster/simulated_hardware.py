@@ -71,6 +71,10 @@ class SimNode:
     def view(self) -> Node:
         return Node(name=self.name, labels=self.labels, allocatable_gpus=self.healthy_count())
 
+    def _domain(self, index: int) -> str:
+        domains = self.group.nvlink_domains
+        return f"{self.name}.nvl{index % domains}" if domains else ""
+
     def gpu_views(self) -> tuple[Gpu, ...]:
         return tuple(
             Gpu(
@@ -82,6 +86,7 @@ class SimNode:
                 healthy=g.healthy,
                 health_reason=g.health_reason,
                 index=g.index,
+                nvlink_domain=self._domain(g.index),
             )
             for g in self.gpus
         )

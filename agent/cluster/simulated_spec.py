@@ -11,6 +11,9 @@ Grammar: groups separated by ";", each a comma-separated list of key=value:
 - `name_prefix` node name prefix (DNS label; default the cluster id)
 - `ready_after` how long a scheduled pod takes to become ready (500ms, 2s, 1m, or bare seconds);
                 one value for the whole cluster, given in any group (default 0: ready at once)
+- `nvlink`      NVLink domains per node (default 0: none reported). GPU i is in domain
+                i mod nvlink, so nvlink=1 puts a node's GPUs in one domain and nvlink=2
+                interleaves two (a first-fit pod of 4 GPUs then spans both: a topology test)
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ CATALOG: dict[str, tuple[str, int]] = {
     "A10G-24GB": ("NVIDIA A10G", 24 * GIB),
 }
 
-KEYS = ("nodes", "gpus", "class", "memory", "name_prefix", "ready_after")
+KEYS = ("nodes", "gpus", "class", "memory", "name_prefix", "ready_after", "nvlink")
 _CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _CLASS_MEMORY_RE = re.compile(r"-(\d+)GB$")
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
@@ -67,6 +70,8 @@ class NodeGroup:
     product_name: str = "NVIDIA H100 80GB HBM3"
     # Empty: the cluster id.
     name_prefix: str = ""
+    # NVLink domains per node; 0: the GPUs report none.
+    nvlink_domains: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,7 @@ def _group(fields: dict[str, str], where: str) -> NodeGroup:
         memory_bytes=memory,
         product_name=product,
         name_prefix=prefix,
+        nvlink_domains=_parse_int(fields, "nvlink", 0, low=0, high=MAX_GPUS_PER_NODE, where=where),
     )
 
 

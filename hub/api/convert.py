@@ -109,6 +109,10 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         create_time=wire.timestamp(d.create_time),
         update_time=wire.timestamp(d.update_time),
         drift=[difference(x) for x in view.drift],
+        topology_violations=[
+            pb.TopologyViolation(replica_id=v.replica_id, name=v.name, reason=v.reason)
+            for v in view.topology_violations
+        ],
     )
     if view.rollout is not None:
         message.rollout.CopyFrom(rollout(view.rollout))
@@ -225,12 +229,18 @@ def allocation(a: Allocation) -> pb.Allocation:
 
 
 def placement_to_proto(p: Placement) -> pb.Placement:
-    return pb.Placement(clusters=list(p.clusters), cluster_selector=dict(p.cluster_selector))
+    return pb.Placement(
+        clusters=list(p.clusters),
+        cluster_selector=dict(p.cluster_selector),
+        topology=wire.enum_value(pb.Topology, p.topology),
+    )
 
 
 def placement_from_proto(message: pb.Placement) -> Placement:
     return Placement(
-        clusters=tuple(message.clusters), cluster_selector=dict(message.cluster_selector)
+        clusters=tuple(message.clusters),
+        cluster_selector=dict(message.cluster_selector),
+        topology=wire.enum_word(pb.Topology, message.topology),
     )
 
 

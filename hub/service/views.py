@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hub import phases
+from hub import phases, topology
 from hub.model import (
     Capacity,
     Cluster,
@@ -72,6 +72,7 @@ class DeploymentView:
     drift: tuple[Difference, ...] = ()
     live_args: tuple[str, ...] = ()
     engine_versions: tuple[str, ...] = ()
+    topology_violations: tuple[topology.Violation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,8 @@ def deployment_views(
     counts = observations.pod_counts(conn, ids)
     digests = observations.digest_counts(conn, ids)
     versions = observations.engine_versions(conn, ids)
+    required = [d.deployment_id for d in deployments if d.topology]
+    held_devices = observations.held_devices(conn, required) if required else {}
     held = accounting.held_by_deployment(conn, ids)
     applied = {
         c.cluster_id: c.applied_revision
@@ -183,6 +186,9 @@ def deployment_views(
                 ),
                 live_args=report.live_args if report is not None else (),
                 engine_versions=engine_versions,
+                topology_violations=tuple(
+                    topology.violations(d.topology, held_devices.get(d.deployment_id, {}))
+                ),
             )
         )
     return views

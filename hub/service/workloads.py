@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hub import errors, placement, serving
-from hub.model import Deployment, Placement, Serving, Workload
+from hub.model import TOPOLOGIES, Deployment, Placement, Serving, Workload
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, clusters, deployments, discovered, projects, workloads
@@ -320,9 +320,14 @@ def _valid_placement(wanted: Placement) -> Placement:
     for index, cluster_id in enumerate(wanted.clusters):
         validate.dns_label(cluster_id, f"workload.placement.clusters[{index}]")
     validate.labels(wanted.cluster_selector, "workload.placement.cluster_selector")
+    if wanted.topology not in TOPOLOGIES:
+        raise errors.InvalidArgument(
+            "workload.placement.topology", "expected one of: node, nvlink_domain (or none)"
+        )
     return Placement(
         clusters=tuple(dict.fromkeys(wanted.clusters)),
         cluster_selector=dict(wanted.cluster_selector),
+        topology=wanted.topology,
     )
 
 

@@ -221,7 +221,8 @@ def count_on_cluster(conn: sqlite3.Connection, cluster_id: str) -> int:
 
 def _select(where: str, *, extra: str = "") -> str:
     return (
-        f"SELECT d.*, w.name AS workload_name{extra} FROM deployments d"
+        f"SELECT d.*, w.name AS workload_name, w.placement AS workload_placement{extra}"
+        " FROM deployments d"
         f" JOIN workloads w ON w.workload_id = d.workload_id WHERE {where}"
     )
 
@@ -286,4 +287,5 @@ def _deployment(row: sqlite3.Row) -> Deployment:
         dgd_namespace=row["dgd_namespace"],
         dgd_name=row["dgd_name"],
         adopted_from=row["adopted_from"],
+        topology=codec.loads(row["workload_placement"]).get("topology", ""),
     )

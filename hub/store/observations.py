@@ -26,6 +26,7 @@ from hub.model import (
     StatusReport,
 )
 from hub.store import codec
+from hub.topology import HeldDevice
 
 
 @dataclass(frozen=True)
@@ -307,6 +308,33 @@ def engine_versions(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> 
             chunk,
         ):
             result.setdefault(r["deployment_id"], set()).add(r["engine_version"])
+    return result
+
+
+def held_devices(
+    conn: sqlite3.Connection, deployment_ids: Sequence[str]
+) -> dict[str, dict[tuple[str, str], list[HeldDevice]]]:
+    """deployment id -> (replica id, pod) -> the devices it holds, with their NVLink domain."""
+    result: dict[str, dict[tuple[str, str], list[HeldDevice]]] = {}
+    for chunk in _chunks(deployment_ids):
+        rows = conn.execute(
+            "SELECT r.deployment_id, r.replica_id, r.name, a.device_id, a.node_id,"
+            " dv.nvlink_domain, dv.uuid IS NOT NULL AS known FROM replicas r"
+            " JOIN allocations a ON a.cluster_id = r.cluster_id AND a.namespace = r.namespace"
+            "  AND a.pod_name = r.name"
+            " LEFT JOIN devices dv ON dv.cluster_id = a.cluster_id AND dv.uuid = a.device_id"
+            f" WHERE r.deployment_id IN ({_marks(chunk)})",
+            chunk,
+        )
+        for r in rows:
+            pods = result.setdefault(r["deployment_id"], {})
+            pods.setdefault((r["replica_id"], r["name"]), []).append(
+                HeldDevice(
+                    device_id=r["device_id"],
+                    node_id=r["node_id"],
+                    nvlink_domain=r["nvlink_domain"] if r["known"] else None,
+                )
+            )
     return result
 
 

@@ -77,6 +77,7 @@ def _placement_document(placement: Placement) -> dict[str, object]:
     return {
         "clusters": list(placement.clusters),
         "cluster_selector": dict(placement.cluster_selector),
+        "topology": placement.topology,
     }
 
 
@@ -92,6 +93,7 @@ def _workload(row: sqlite3.Row) -> Workload:
         placement=Placement(
             clusters=tuple(placement["clusters"]),
             cluster_selector=placement["cluster_selector"],
+            topology=placement.get("topology", ""),
         ),
         create_time=row["create_time"],
         update_time=row["update_time"],

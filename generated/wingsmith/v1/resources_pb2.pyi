@@ -221,6 +221,30 @@ ROUTER_MODE_KV: RouterMode.ValueType  # 2
 """KV-cache-aware routing in the Dynamo frontend."""
 Global___RouterMode: _TypeAlias = RouterMode  # noqa: Y015
 
+class _Topology:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _TopologyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Topology.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    TOPOLOGY_UNSPECIFIED: _Topology.ValueType  # 0
+    """No requirement."""
+    TOPOLOGY_NODE: _Topology.ValueType  # 1
+    """All on one node."""
+    TOPOLOGY_NVLINK_DOMAIN: _Topology.ValueType  # 2
+    """All in one NVLink domain (NVML GPU fabric clique; may span nodes, e.g. GB200 NVL72)."""
+
+class Topology(_Topology, metaclass=_TopologyEnumTypeWrapper):
+    """Where the devices of one replica must be, relative to each other."""
+
+TOPOLOGY_UNSPECIFIED: Topology.ValueType  # 0
+"""No requirement."""
+TOPOLOGY_NODE: Topology.ValueType  # 1
+"""All on one node."""
+TOPOLOGY_NVLINK_DOMAIN: Topology.ValueType  # 2
+"""All in one NVLink domain (NVML GPU fabric clique; may span nodes, e.g. GB200 NVL72)."""
+Global___Topology: _TypeAlias = Topology  # noqa: Y015
+
 @_typing.final
 class Project(_message.Message):
     """---------------------------------------------------------------------------------------------
@@ -769,6 +793,11 @@ class Placement(_message.Message):
 
     CLUSTERS_FIELD_NUMBER: _builtins.int
     CLUSTER_SELECTOR_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_FIELD_NUMBER: _builtins.int
+    topology: Global___Topology.ValueType
+    """Each replica's devices within one topology domain. The hub checks the allocations the
+    cluster reports against it and shows violations on the deployment.
+    """
     @_builtins.property
     def clusters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Explicit cluster ids. Exclusive with cluster_selector."""
@@ -782,14 +811,42 @@ class Placement(_message.Message):
         *,
         clusters: _abc.Iterable[_builtins.str] | None = ...,
         cluster_selector: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        topology: Global___Topology.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_selector", b"cluster_selector", "clusters", b"clusters"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_selector", b"cluster_selector", "clusters", b"clusters", "topology", b"topology"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Placement: _TypeAlias = Placement  # noqa: Y015
+
+@_typing.final
+class TopologyViolation(_message.Message):
+    """A replica whose devices break the workload's topology requirement."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPLICA_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    replica_id: _builtins.str
+    name: _builtins.str
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        replica_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "reason", b"reason", "replica_id", b"replica_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopologyViolation: _TypeAlias = TopologyViolation  # noqa: Y015
 
 @_typing.final
 class RolloutStatus(_message.Message):
@@ -1168,6 +1225,7 @@ class Deployment(_message.Message):
     ROLLOUT_FIELD_NUMBER: _builtins.int
     DRIFT_FIELD_NUMBER: _builtins.int
     ADOPTED_FROM_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_VIOLATIONS_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     """Output only: "dep_..."."""
     name: _builtins.str
@@ -1227,6 +1285,10 @@ class Deployment(_message.Message):
     def adopted_from(self) -> Global___AdoptedFrom:
         """Output only: null unless the deployment was adopted from a discovered workload."""
 
+    @_builtins.property
+    def topology_violations(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologyViolation]:
+        """Output only: replicas whose devices break placement.topology."""
+
     def __init__(
         self,
         *,
@@ -1259,10 +1321,11 @@ class Deployment(_message.Message):
         rollout: Global___RolloutStatus | None = ...,
         drift: _abc.Iterable[Global___Difference] | None = ...,
         adopted_from: Global___AdoptedFrom | None = ...,
+        topology_violations: _abc.Iterable[Global___TopologyViolation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "create_time", b"create_time", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

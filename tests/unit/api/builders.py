@@ -40,7 +40,11 @@ def workload() -> pb.Workload:
         replicas=6,
         device_class="H100-80GB",
         serving=serving_config(),
-        placement=pb.Placement(clusters=["east", "west"], cluster_selector={"tier": "gold"}),
+        placement=pb.Placement(
+            clusters=["east", "west"],
+            cluster_selector={"tier": "gold"},
+            topology=pb.TOPOLOGY_NVLINK_DOMAIN,
+        ),
         phase=pb.ADMISSION_PHASE_RUNNING,
         degraded=True,
         ready_replicas=5,
@@ -115,4 +119,7 @@ def deployment() -> pb.Deployment:
         ),
         drift=[pb.Difference(field="replicas", declared="3", observed="2")],
         adopted_from=pb.AdoptedFrom(discovered_id="dsc_1", namespace="ml", name="legacy"),
+        topology_violations=[
+            pb.TopologyViolation(replica_id="rep_1", name="pod-1", reason="spans 2 domains")
+        ],
     )
