@@ -259,6 +259,16 @@ class Device:
 
 
 @dataclass(frozen=True)
+class HeldDevice:
+    """A device a replica holds, where it is (topology checks, hub/topology.py)."""
+
+    device_id: str
+    node_id: str
+    # None: no inventory lists the device; "": it reports no NVLink domain.
+    nvlink_domain: str | None
+
+
+@dataclass(frozen=True)
 class Node:
     node_id: str
     devices: tuple[Device, ...]

@@ -16,13 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class HeldDevice:
-    device_id: str
-    node_id: str
-    # None: no inventory lists the device; "": it reports no NVLink domain.
-    nvlink_domain: str | None
+from hub.model import HeldDevice
 
 
 @dataclass(frozen=True)

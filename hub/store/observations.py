@@ -19,6 +19,7 @@ from hub.model import (
     AllocationObservation,
     DeploymentObservation,
     Device,
+    HeldDevice,
     Node,
     NodeObservation,
     Rejection,
@@ -26,7 +27,6 @@ from hub.model import (
     StatusReport,
 )
 from hub.store import codec
-from hub.topology import HeldDevice
 
 
 @dataclass(frozen=True)

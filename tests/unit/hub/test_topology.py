@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hub.topology import HeldDevice, violations
+from hub.model import HeldDevice
+from hub.topology import violations
 
 
 def held(*devices: tuple[str, str, str | None]) -> list[HeldDevice]:
