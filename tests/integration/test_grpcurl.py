@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 
-import pytest
-
-from tests.harness import ADMIN_TOKEN, Hub
-
-GRPCURL = shutil.which("grpcurl")
-pytestmark = pytest.mark.skipif(GRPCURL is None, reason="grpcurl not installed (dev extra)")
+from tests.harness import ADMIN_TOKEN, Hub, grpcurl_path
 
 
 def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:
-    assert GRPCURL is not None
-    return subprocess.run([GRPCURL, *args], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [grpcurl_path(), *args], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def test_grpcurl_lists_every_service(hub: Hub) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import wait_until
+from tests.harness import grpcurl_path, wait_until
 
 TOKEN = "readme-admin-token-0123456789"
 pytestmark = pytest.mark.slow
@@ -109,38 +108,37 @@ def test_the_readme_walkthrough_reaches_running(tmp_path: Path) -> None:
         replicas = _call(http, "GET", "/v1/replicas?deployment_id=llama-70b.east")["replicas"]
         assert len(replicas) == 2
 
-        grpcurl = shutil.which("grpcurl")
-        if grpcurl:
-            listed = subprocess.run(
-                [grpcurl, "-plaintext", grpc_address, "list"],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert "wingsmith.v1.ControlService" in listed.stdout
-            got = subprocess.run(
-                [
-                    grpcurl,
-                    "-plaintext",
-                    "-H",
-                    f"authorization: Bearer {TOKEN}",
-                    "-d",
-                    json.dumps(
-                        {
-                            "ref": "llama-70b",
-                            "workload": {"replicas": 3},
-                            "update_mask": {"paths": ["replicas"]},
-                        }
-                    ),
-                    grpc_address,
-                    "wingsmith.v1.ControlService/UpdateWorkload",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert got.returncode == 0, got.stderr
-            assert json.loads(got.stdout)["replicas"] == 3
+        grpcurl = grpcurl_path()
+        listed = subprocess.run(
+            [grpcurl, "-plaintext", grpc_address, "list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "wingsmith.v1.ControlService" in listed.stdout
+        got = subprocess.run(
+            [
+                grpcurl,
+                "-plaintext",
+                "-H",
+                f"authorization: Bearer {TOKEN}",
+                "-d",
+                json.dumps(
+                    {
+                        "ref": "llama-70b",
+                        "workload": {"replicas": 3},
+                        "update_mask": {"paths": ["replicas"]},
+                    }
+                ),
+                grpc_address,
+                "wingsmith.v1.ControlService/UpdateWorkload",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        assert json.loads(got.stdout)["replicas"] == 3
     finally:
         for process in (agent, hub):
             if process is not None:
