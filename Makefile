@@ -5,7 +5,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint check proto bench clean
+.PHONY: demo test lint proto bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy hub agent cli tools
+	$(BIN)/mypy hub agent cli tools bench
+
+## Fleet benchmark, quick mode (about a minute; `python -m bench --full`: 2,000 and 10,000).
+bench: $(STAMP)
+	$(BIN)/python -m bench
 
 ## Regenerate generated/ from protos/ (commit the result).
 proto: $(STAMP)

@@ -37,6 +37,9 @@ from wingsmith.v1 import sync_pb2
 
 log = logging.getLogger("wingsmith.agent")
 T = TypeVar("T")
+# How often the simulated cluster's clock looks for changes made from outside the agent (fault
+# injection by tests and tools) when no timer is due: its own writes wake it at once.
+SIM_IDLE_POLL_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -300,7 +303,8 @@ class Agent:
             if self._sim.advance():
                 self.cluster_changed()
             due = self._sim.next_due()
-            delay = 0.5 if due is None else max(0.0, due - self._monotonic())
+            delay = SIM_IDLE_POLL_S if due is None else max(0.0, due - self._monotonic())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sim_wake.wait(), timeout=min(delay, 0.5))
+                async with asyncio.timeout(min(delay, SIM_IDLE_POLL_S)):
+                    await self._sim_wake.wait()
             self._sim_wake.clear()

@@ -28,6 +28,7 @@ from hub import __version__
 from hub.api import control, grpc_control, rest
 from hub.api.auth import AdminAuth, load_or_create_token
 from hub.metrics import HubMetrics
+from hub.model import ObservationBatch
 from hub.service import deployments as deployment_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext, Settings
@@ -64,6 +65,8 @@ class HubConfig:
     # over the hubs behind a load balancer; the agent reconnects with jittered backoff.
     max_connection_age_s: float = 30 * 60.0
     max_connection_age_grace_s: float = 5 * 60.0
+    # wingsmith_deployments{phase} is recomputed at most this often.
+    phase_metrics_interval_s: float = 15.0
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -114,10 +117,19 @@ class HubServer:
             clock=time.time,
             interval_s=config.liveness_flush_s,
         )
-        self.ingest = IngestQueue(write=lambda items: sync_service.ingest(ctx, items))
+
+        def write(items: Sequence[tuple[str, ObservationBatch]]) -> None:
+            result = sync_service.ingest(ctx, items)
+            self.metrics.ingested(batches=len(items), records=result.records)
+
+        self.ingest = IngestQueue(write=write)
         self.metrics.agents_connected.set_function(fanout.connected)
         self.metrics.backlog.set_function(lambda: self.ingest.backlog if self.ingest else 0)
-        self.metrics.watch_phases(lambda: deployment_service.phase_counts(ctx))
+        self.metrics.watch_phases(
+            lambda: deployment_service.phase_counts(ctx),
+            min_interval_s=config.phase_metrics_interval_s,
+        )
+        self.metrics.clusters_behind.set_function(lambda: sync_service.clusters_behind(ctx))
         dispatch = control.dispatcher(control.ControlHandlers(ctx), AdminAuth(self.admin_token))
         await self._start_grpc(ctx, fanout, dispatch)
         await self._start_http(dispatch)
@@ -149,6 +161,10 @@ class HubServer:
                 ("grpc.keepalive_timeout_ms", 10_000),
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
                 ("grpc.keepalive_permit_without_calls", 1),
+                # grpc core cancels calls beyond these while the loop is busy (a fleet
+                # reconnecting at once); let the handshake token bucket shed load instead.
+                ("grpc.max_pending_requests", 20_000),
+                ("grpc.max_pending_requests_hard_limit", 50_000),
                 ("grpc.max_connection_age_ms", int(self.config.max_connection_age_s * 1000)),
                 (
                     "grpc.max_connection_age_grace_ms",

@@ -5,12 +5,16 @@
 - wingsmith_desired_deployments_sent_total{kind}: deployment specs sent (kind: snapshot|delta),
   and wingsmith_desired_bytes_sent_total: their size, so a resend after a restart shows;
 - wingsmith_admission_decisions_total{result, reason}: admitted | waiting | released;
-- wingsmith_deployments{phase}: deployments by admission phase, computed at scrape time;
+- wingsmith_deployments{phase}: deployments by admission phase, computed at most every 15 s
+  (a view of every deployment: at 10,000 of them that is seconds of the hub's loop);
+- wingsmith_clusters_behind: clusters whose agent has not applied the latest revision;
+- wingsmith_observation_records_total, wingsmith_observation_batches_total: persisted by ingest;
 - wingsmith_observation_backlog: batches queued for ingest.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -50,6 +54,21 @@ class HubMetrics:
         self.backlog = Gauge(
             "wingsmith_observation_backlog", "Observation batches waiting", registry=self.registry
         )
+        self.records = Counter(
+            "wingsmith_observation_records",
+            "Observation records persisted (reports, replicas, nodes, devices, allocations)",
+            registry=self.registry,
+        )
+        self.batches = Counter(
+            "wingsmith_observation_batches",
+            "Observation batches ingested",
+            registry=self.registry,
+        )
+        self.clusters_behind = Gauge(
+            "wingsmith_clusters_behind",
+            "Clusters whose agent has not applied the latest desired revision",
+            registry=self.registry,
+        )
 
     # SyncMetrics
     def message(self, *, direction: str, kind: str) -> None:
@@ -71,18 +90,33 @@ class HubMetrics:
                 result = "admitted"
             self.admission.labels(result=result, reason=decision.reason or "none").inc()
 
-    def watch_phases(self, count: Callable[[], Mapping[str, int]]) -> None:
-        self.registry.register(_PhaseCollector(count))
+    def ingested(self, *, batches: int, records: int) -> None:
+        self.batches.inc(batches)
+        self.records.inc(records)
+
+    def watch_phases(
+        self, count: Callable[[], Mapping[str, int]], *, min_interval_s: float = 15.0
+    ) -> None:
+        self.registry.register(_PhaseCollector(count, min_interval_s=min_interval_s))
 
 
 class _PhaseCollector(Collector):
-    def __init__(self, count: Callable[[], Mapping[str, int]]) -> None:
+    """Deployments by phase; recomputed at most every `min_interval_s`, so scrapes stay cheap
+    however large the fleet (phases are derived on read, hub/phases.py)."""
+
+    def __init__(self, count: Callable[[], Mapping[str, int]], *, min_interval_s: float) -> None:
         self._count = count
+        self._min_interval_s = min_interval_s
+        self._cached: Mapping[str, int] = {}
+        self._at = -float("inf")
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
+        now = time.monotonic()
+        if now - self._at >= self._min_interval_s:
+            self._cached, self._at = self._count(), now
         family = GaugeMetricFamily(
             "wingsmith_deployments", "Deployments by admission phase", labels=["phase"]
         )
-        for phase, n in sorted(self._count().items()):
+        for phase, n in sorted(self._cached.items()):
             family.add_metric([phase], n)
         yield family

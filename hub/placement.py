@@ -20,6 +20,7 @@ the store. The rule (docs/placement.md):
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -85,18 +86,24 @@ def place(
     before = dict(assigned)
     added = {cluster_id: 0 for cluster_id in assigned}
     remaining = replicas
-    while remaining:
-        candidates = [c for c in assigned if free[c] - added[c] > 0]
-        if not candidates:
-            break
-        best = min(candidates, key=lambda c: (-(free[c] - added[c]), -total[c], c))
+    # Heaps keyed as the rule orders clusters: O(replicas x log clusters), not a scan of every
+    # cluster per replica (a fleet-wide workload over 10,000 clusters took seconds).
+    fits = [(-free[c], -total[c], c) for c in assigned if free[c] > 0]
+    heapq.heapify(fits)
+    while remaining and fits:
+        left, neg_total, best = heapq.heappop(fits)
         added[best] += 1
         remaining -= 1
+        if left + 1 < 0:
+            heapq.heappush(fits, (left + 1, neg_total, best))
     if remaining:
         pool = _overflow_pool(assigned, before, added, total)
+        spill = [(-(total[c] - before[c] - added[c]), c) for c in pool]
+        heapq.heapify(spill)
         for _ in range(remaining):
-            best = min(pool, key=lambda c: (-(total[c] - before[c] - added[c]), c))
+            room, best = heapq.heappop(spill)
             added[best] += 1
+            heapq.heappush(spill, (room + 1, best))
     return {c: before[c] + added[c] for c in assigned}
 
 

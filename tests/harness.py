@@ -100,6 +100,7 @@ class Hub:
             admin_token=ADMIN_TOKEN,
             settings=self.settings,
             tls=self.tls,
+            phase_metrics_interval_s=0.0,
         )
         server = HubServer(config)
         self.loop.run(server.start())

@@ -113,6 +113,12 @@ class StreamClient:
                 log.log(level, "stream closed: %s", self.stats.last_error)
             except RevisionGap as e:
                 log.warning("%s; reconnecting for a snapshot", e)
+            except asyncio.InvalidStateError:
+                # grpc.aio raises this, not AioRpcError, on a write to a call the hub already
+                # ended (grpc core cancels new calls beyond its pending-request limits while
+                # the hub is busy, as when a whole fleet reconnects): a closed stream like any.
+                self.stats.last_error = "the stream ended before it was used"
+                log.warning("stream closed: %s", self.stats.last_error)
             finally:
                 self.connected.clear()
             await asyncio.sleep(self._backoff.next_delay())
@@ -138,7 +144,9 @@ class StreamClient:
                 for task in (writer, heartbeat):
                     task.cancel()
                 for task in (writer, heartbeat):
-                    with contextlib.suppress(asyncio.CancelledError, grpc.aio.AioRpcError):
+                    with contextlib.suppress(
+                        asyncio.CancelledError, asyncio.InvalidStateError, grpc.aio.AioRpcError
+                    ):
                         await task
         finally:
             call.cancel()

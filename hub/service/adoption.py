@@ -18,6 +18,7 @@ import secrets
 from hub import adoption, errors, serving
 from hub.model import Deployment, Discovered, Placement, Workload
 from hub.service import admit, validate, views
+from hub.service import workloads as workloads_service
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.service.workloads import MAX_WORKLOAD_NAME
 from hub.store import deployments, discovered, projects, workloads
@@ -80,8 +81,7 @@ def promote(
             workload_id=workload.workload_id,
         )
         admit.run(ctx, tx, cluster_ids=[found.cluster_id])
-        stored = deployments.of_workload(tx.conn, workload.workload_id)
-        return views.workload_view(workload, views.deployment_views(ctx, tx.conn, stored))
+    return workloads_service.get(ctx, workload.workload_id)
 
 
 def _adopted(

@@ -53,7 +53,8 @@ def set_authority(
         deployments.save(tx.conn, replace(changed, update_time=tx.now))
         tx.touched.add(current.cluster_id)
         admit.run(ctx, tx, cluster_ids=[current.cluster_id])
-        return _view(ctx, tx.conn, resolve(tx.conn, current.deployment_id))
+    with snapshot(ctx) as conn:
+        return _view(ctx, conn, resolve(conn, current.deployment_id))
 
 
 def _promote(

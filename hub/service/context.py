@@ -51,6 +51,8 @@ class ServiceContext:
     settings: Settings = field(default_factory=Settings)
     publisher: Publisher = field(default_factory=_NoPublisher)
     hooks: Hooks = field(default_factory=_NoHooks)
+    # What ingest last wrote per node (hub/store/observations.py NodeHashes).
+    node_hashes: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass

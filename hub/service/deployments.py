@@ -50,7 +50,7 @@ def set_enabled(ctx: ServiceContext, ref: str, *, enabled: bool) -> views.Deploy
             )
             tx.touched.add(current.cluster_id)
             admit.run(ctx, tx, cluster_ids=[current.cluster_id])
-        return views.deployment_views(ctx, tx.conn, [_get(tx.conn, current.deployment_id)])[0]
+    return get(ctx, current.deployment_id)
 
 
 def resolve(conn: Connection, ref: str) -> Deployment:

@@ -26,7 +26,7 @@ from hub.model import (
 )
 from hub.service import admit
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import clusters, deployments, discovered, observations
+from hub.store import accounting, clusters, deployments, discovered, observations
 
 
 @dataclass(frozen=True)
@@ -114,13 +114,18 @@ def record_rejection(
         )
 
 
-def authorize(ctx: ServiceContext, cluster_id: str, batch: ObservationBatch) -> None:
-    """PermissionDenied if the batch touches a deployment of another cluster."""
-    ids = [d.deployment_id for d in batch.deployments]
+def authorize(
+    ctx: ServiceContext, cluster_id: str, batch: ObservationBatch, *, known: set[str]
+) -> None:
+    """PermissionDenied if the batch touches a deployment of another cluster. `known` holds the
+    ids already seen to be this cluster's (a deployment never changes cluster and ids are never
+    reused, so a stream remembers them and asks the store only about new ones)."""
+    ids = [d.deployment_id for d in batch.deployments if d.deployment_id not in known]
     if not ids:
         return
     with snapshot(ctx) as conn:
         owners = deployments.owners(conn, ids)
+    known.update(i for i, owner in owners.items() if owner == cluster_id)
     foreign = sorted(i for i, owner in owners.items() if owner != cluster_id)
     if foreign:
         raise errors.PermissionDenied(
@@ -151,6 +156,7 @@ def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -
     the clusters whose capacity changed. Deployments deleted meanwhile are skipped."""
     written_d = written_n = records = 0
     changed: set[str] = set()
+    written: dict[tuple[str, str], tuple[int, int]] = {}
     with transaction(ctx) as tx:
         ids = [d.deployment_id for _, batch in items for d in batch.deployments]
         owners = deployments.owners(tx.conn, ids)
@@ -175,12 +181,21 @@ def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -
                 ):
                     records += 1
             for node in batch.nodes:
-                if observations.write_node(tx.conn, cluster_id=cluster_id, observation=node):
+                if observations.write_node(
+                    tx.conn,
+                    cluster_id=cluster_id,
+                    observation=node,
+                    known=ctx.node_hashes,
+                    written=written,
+                ):
                     changed.add(cluster_id)
                     written_n += 1
                     records += 1 + len(node.devices) + len(node.allocations)
+        for cluster_id in sorted(changed):
+            accounting.refresh_held(tx.conn, cluster_id)
         if changed:
             admit.run(ctx, tx, cluster_ids=changed)
+    ctx.node_hashes.update(written)  # committed: now they describe the database
     return IngestResult(written_d, written_n, records, frozenset(changed))
 
 
@@ -195,3 +210,8 @@ def prune_tombstones(ctx: ServiceContext) -> int:
         return clusters.prune_tombstones(
             tx.conn, older_than=tx.now - ctx.settings.tombstone_retention_s
         )
+
+
+def clusters_behind(ctx: ServiceContext) -> int:
+    with snapshot(ctx) as conn:
+        return clusters.count_behind(conn)

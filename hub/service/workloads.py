@@ -80,7 +80,9 @@ def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
                     tx, _new_deployment(workload, cluster_id=cluster_id, replicas=share, now=tx.now)
                 )
         admit.run(ctx, tx, cluster_ids=eligible)
-        return _view(ctx, tx.conn, workload.workload_id)
+    # Commit and publish first: a view of every deployment can take long for a fleet-wide
+    # workload, and the agents should not wait for it.
+    return get(ctx, workload.workload_id)
 
 
 def get(ctx: ServiceContext, ref: str) -> views.WorkloadView:
@@ -144,7 +146,7 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
         _apply_serving(tx, workload, current)
         involved |= {d.cluster_id for d in current}
         admit.run(ctx, tx, cluster_ids=involved)
-        return _view(ctx, tx.conn, workload.workload_id)
+    return get(ctx, workload.workload_id)
 
 
 def delete(ctx: ServiceContext, ref: str) -> None:
@@ -332,7 +334,9 @@ def _valid_placement(wanted: Placement) -> Placement:
 
 
 def _eligible(conn: Connection, wanted: Placement) -> list[str]:
-    eligible = placement.eligible_clusters(wanted, clusters.labels_by_cluster(conn))
+    # An explicit list needs only those clusters' rows, not every cluster's labels.
+    labels = clusters.labels_by_cluster(conn, wanted.clusters or None)
+    eligible = placement.eligible_clusters(wanted, labels)
     if not eligible:
         raise errors.InvalidArgument(
             "workload.placement",

@@ -3,7 +3,7 @@
 The definitions (docs/admission.md), computed here in SQL so a pass costs a few aggregate
 queries rather than a walk over every row:
 - held(d): devices in live allocations of deployment d's pods (allocations joined to replicas by
-  cluster, namespace and pod name);
+  cluster, namespace and pod name), kept in table deployment_held by ingest (refresh_held);
 - reserved(d) = max(0, (admitted + surge replicas) x devices_per_replica - held(d));
 - a project's used / reserved per class = sum of held / reserved over its deployments;
 - a cluster's total per class = NVML-verified healthy devices; allocated = those devices in any
@@ -17,19 +17,11 @@ from collections.abc import Iterator, Sequence
 
 from hub.model import Capacity
 
-_HELD = """
-    SELECT r.deployment_id AS deployment_id, COUNT(*) AS held
-    FROM replicas r
-    JOIN allocations a
-      ON a.cluster_id = r.cluster_id AND a.namespace = r.namespace AND a.pod_name = r.name
-    {where}
-    GROUP BY r.deployment_id
-"""
-
 # reserved(d), in SQL: what an admitted deployment (and its rollout surge) holds in reserve.
 _RESERVED = (
     "MAX(0, (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica - COALESCE(h.held, 0))"
 )
+_HELD_JOIN = "LEFT JOIN deployment_held h ON h.deployment_id = d.deployment_id"
 _CHUNK = 500
 
 
@@ -37,14 +29,30 @@ def held_by_deployment(
     conn: sqlite3.Connection, deployment_ids: Sequence[str] | None = None
 ) -> dict[str, int]:
     if deployment_ids is None:
-        rows = conn.execute(_HELD.format(where="")).fetchall()
+        rows = conn.execute("SELECT deployment_id, held FROM deployment_held").fetchall()
         return {r["deployment_id"]: r["held"] for r in rows}
     held: dict[str, int] = {}
     for chunk in _chunks(deployment_ids):
-        where = f"WHERE r.deployment_id IN ({_marks(chunk)})"
-        for r in conn.execute(_HELD.format(where=where), chunk):
+        for r in conn.execute(
+            f"SELECT deployment_id, held FROM deployment_held WHERE deployment_id IN"
+            f" ({_marks(chunk)})",
+            chunk,
+        ):
             held[r["deployment_id"]] = r["held"]
     return held
+
+
+def refresh_held(conn: sqlite3.Connection, cluster_id: str) -> None:
+    """Recount what the cluster's deployments hold: after its replicas or allocations changed."""
+    conn.execute("DELETE FROM deployment_held WHERE cluster_id = ?", (cluster_id,))
+    conn.execute(
+        "INSERT INTO deployment_held (deployment_id, cluster_id, held)"
+        " SELECT r.deployment_id, r.cluster_id, COUNT(*) FROM replicas r"
+        " JOIN allocations a ON a.cluster_id = r.cluster_id AND a.namespace = r.namespace"
+        "  AND a.pod_name = r.name"
+        " WHERE r.cluster_id = ? GROUP BY r.deployment_id, r.cluster_id",
+        (cluster_id,),
+    )
 
 
 def quota_charges(
@@ -52,11 +60,10 @@ def quota_charges(
 ) -> dict[tuple[str, str], tuple[int, int]]:
     """(project, class) -> (used, reserved)."""
     query = f"""
-        WITH held AS ({_HELD.format(where="")})
         SELECT d.project AS project, d.device_class AS device_class,
                COALESCE(SUM(h.held), 0) AS used,
                COALESCE(SUM({_RESERVED}), 0) AS reserved
-        FROM deployments d LEFT JOIN held h ON h.deployment_id = d.deployment_id
+        FROM deployments d {_HELD_JOIN}
         {{where}}
         GROUP BY d.project, d.device_class
     """
@@ -101,10 +108,9 @@ def capacities(
             key = (r["cluster_id"], r["device_class"])
             totals.setdefault(key, [0, 0, 0, 0])[1] = r["allocated"]
         for r in conn.execute(
-            f"""WITH held AS ({_HELD.format(where="")})
-                SELECT d.cluster_id AS cluster_id, d.device_class AS device_class,
+            f"""SELECT d.cluster_id AS cluster_id, d.device_class AS device_class,
                        COALESCE(SUM({_RESERVED}), 0) AS reserved
-                FROM deployments d LEFT JOIN held h ON h.deployment_id = d.deployment_id
+                FROM deployments d {_HELD_JOIN}
                 WHERE 1 = 1 {only("d.cluster_id")}
                 GROUP BY d.cluster_id, d.device_class""",
             params,

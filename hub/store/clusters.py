@@ -54,9 +54,23 @@ def list_page(conn: sqlite3.Connection, *, after: str, limit: int) -> list[Clust
     return [_cluster(r, found.get(r["cluster_id"], ())) for r in rows]
 
 
-def labels_by_cluster(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
-    rows = conn.execute("SELECT cluster_id, labels FROM clusters").fetchall()
-    return {r["cluster_id"]: codec.loads(r["labels"]) for r in rows}
+def labels_by_cluster(
+    conn: sqlite3.Connection, cluster_ids: Iterable[str] | None = None
+) -> dict[str, dict[str, str]]:
+    """Labels of every cluster, or of just these (unknown ids are left out)."""
+    if cluster_ids is None:
+        rows = conn.execute("SELECT cluster_id, labels FROM clusters").fetchall()
+        return {r["cluster_id"]: codec.loads(r["labels"]) for r in rows}
+    result: dict[str, dict[str, str]] = {}
+    ids = sorted(set(cluster_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(
+            f"SELECT cluster_id, labels FROM clusters WHERE cluster_id IN ({marks})", chunk
+        ):
+            result[r["cluster_id"]] = codec.loads(r["labels"])
+    return result
 
 
 def delete(conn: sqlite3.Connection, cluster_id: str) -> None:
@@ -215,3 +229,11 @@ def _cluster(row: sqlite3.Row, agents: tuple[AgentSession, ...]) -> Cluster:
         agents=agents,
         leader_term=row["leader_term"],
     )
+
+
+def count_behind(conn: sqlite3.Connection) -> int:
+    """Clusters whose agent has not acknowledged the latest desired revision."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM clusters WHERE applied_revision < desired_revision"
+    ).fetchone()
+    return int(row[0])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
 from hub.model import (
@@ -108,7 +108,21 @@ def write_deployment(
     return True
 
 
-def write_node(conn: sqlite3.Connection, *, cluster_id: str, observation: NodeObservation) -> bool:
+# (cluster id, node id) -> hashes of the device and allocation rows last committed. Per process,
+# per database (the service context holds it, and updates it only once a transaction commits):
+# it spares reading a node's rows back to see that they did not change. A miss (a new process)
+# falls back to reading them; a node row that is gone (its cluster was deleted) is rewritten.
+NodeHashes = MutableMapping[tuple[str, str], tuple[int, int]]
+
+
+def write_node(
+    conn: sqlite3.Connection,
+    *,
+    cluster_id: str,
+    observation: NodeObservation,
+    known: NodeHashes | None = None,
+    written: NodeHashes | None = None,
+) -> bool:
     """Apply one node observation; True when the node's devices or allocations changed."""
     row = conn.execute(
         "SELECT observe_ns FROM nodes WHERE cluster_id = ? AND node_id = ?",
@@ -118,11 +132,23 @@ def write_node(conn: sqlite3.Connection, *, cluster_id: str, observation: NodeOb
         return False
     devices = () if observation.absent else observation.devices
     allocations = () if observation.absent else observation.allocations
-    changed = row is None or (
-        _stored_devices(conn, cluster_id, observation.node_id) != _device_rows(devices)
-        or _stored_allocations(conn, cluster_id, observation.node_id)
-        != _allocation_rows(allocations)
-    )
+    device_rows = _device_rows(devices)
+    allocation_rows = _allocation_rows(allocations)
+    hashes = (hash(frozenset(device_rows)), hash(frozenset(allocation_rows)))
+    key = (cluster_id, observation.node_id)
+    last = known.get(key) if known is not None else None
+    # Pods come and go far more often than GPUs: rewrite only the table that changed.
+    if row is None:
+        devices_changed = allocations_changed = True
+    elif last is not None:
+        devices_changed, allocations_changed = last[0] != hashes[0], last[1] != hashes[1]
+    else:
+        devices_changed = _stored_devices(conn, cluster_id, observation.node_id) != device_rows
+        allocations_changed = (
+            _stored_allocations(conn, cluster_id, observation.node_id) != allocation_rows
+        )
+    if written is not None:
+        written[key] = hashes
     conn.execute(
         "INSERT INTO nodes (cluster_id, node_id, observe_ns, inventory_error, absent)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (cluster_id, node_id) DO UPDATE SET"
@@ -136,28 +162,28 @@ def write_node(conn: sqlite3.Connection, *, cluster_id: str, observation: NodeOb
             int(observation.absent),
         ),
     )
-    if not changed:
-        return False
-    conn.execute(
-        "DELETE FROM devices WHERE cluster_id = ? AND node_id = ?",
-        (cluster_id, observation.node_id),
-    )
-    conn.executemany(
-        "INSERT OR REPLACE INTO devices (cluster_id, node_id, uuid, name, memory_bytes,"
-        " pci_bus_id, device_class, healthy, health_reason, verified, nvlink_domain, parent_uuid)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(cluster_id, observation.node_id, *d) for d in sorted(_device_rows(devices))],
-    )
-    conn.execute(
-        "DELETE FROM allocations WHERE cluster_id = ? AND node_id = ?",
-        (cluster_id, observation.node_id),
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO allocations (cluster_id, node_id, namespace, pod_name, device_id,"
-        " resource_name) VALUES (?, ?, ?, ?, ?, ?)",
-        [(cluster_id, observation.node_id, *a) for a in sorted(_allocation_rows(allocations))],
-    )
-    return True
+    if devices_changed:
+        conn.execute(
+            "DELETE FROM devices WHERE cluster_id = ? AND node_id = ?",
+            (cluster_id, observation.node_id),
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO devices (cluster_id, node_id, uuid, name, memory_bytes,"
+            " pci_bus_id, device_class, healthy, health_reason, verified, nvlink_domain,"
+            " parent_uuid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(cluster_id, observation.node_id, *d) for d in sorted(device_rows)],
+        )
+    if allocations_changed:
+        conn.execute(
+            "DELETE FROM allocations WHERE cluster_id = ? AND node_id = ?",
+            (cluster_id, observation.node_id),
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO allocations (cluster_id, node_id, namespace, pod_name,"
+            " device_id, resource_name) VALUES (?, ?, ?, ?, ?, ?)",
+            [(cluster_id, observation.node_id, *a) for a in sorted(allocation_rows)],
+        )
+    return devices_changed or allocations_changed
 
 
 def write_rejection(

@@ -50,7 +50,7 @@ class Checker:
     def text(self, value: str, path: str, *, limit: int, required: bool = False) -> str:
         if required and not value:
             raise errors.InvalidArgument(path, "required")
-        if len(value) > limit or not PRINTABLE.match(value):
+        if not _printable(value, limit):
             raise errors.InvalidArgument(path, f"at most {limit} printable ASCII characters")
         return value
 
@@ -304,7 +304,43 @@ def _node(message: sync_pb2.NodeObservation, check: Checker, path: str) -> NodeO
     )
 
 
+def _printable(value: str, limit: int) -> bool:
+    return len(value) <= limit and value.isascii() and value.isprintable()
+
+
 def _device(message: resources_pb2.Device, check: Checker, path: str) -> Device:
+    """The hot path of ingest (every device of every node report): check every field in one
+    expression, and build error paths only for a device that fails (in _device_checked)."""
+    uuid, name, pci = message.uuid, message.name, message.pci_bus_id
+    device_class, reason = message.device_class, message.health_reason
+    domain, parent = message.nvlink_domain, message.parent_uuid
+    if (
+        uuid
+        and _printable(uuid, 128)
+        and _printable(name, 128)
+        and _printable(pci, 64)
+        and len(device_class) <= 63
+        and DEVICE_CLASS.match(device_class)
+        and _printable(reason, 512)
+        and _printable(domain, 128)
+        and _printable(parent, 128)
+    ):
+        return Device(
+            uuid,
+            name,
+            message.memory_bytes,
+            pci,
+            device_class,
+            message.healthy,
+            reason,
+            message.verified,
+            domain,
+            parent,
+        )
+    return _device_checked(message, check, path)
+
+
+def _device_checked(message: resources_pb2.Device, check: Checker, path: str) -> Device:
     return Device(
         uuid=check.text(message.uuid, f"{path}.uuid", limit=128, required=True),
         name=check.text(message.name, f"{path}.name", limit=128),
@@ -333,8 +369,9 @@ def _allocation(
     if not message.device_ids:
         raise errors.InvalidArgument(f"{path}.device_ids", "required: at least one device id")
     check.unique(message.device_ids, f"{path}.device_ids", what="device id")
-    for i, device_id in enumerate(message.device_ids):
-        check.text(device_id, f"{path}.device_ids[{i}]", limit=128, required=True)
+    if not all(d and _printable(d, 128) for d in message.device_ids):
+        for i, device_id in enumerate(message.device_ids):
+            check.text(device_id, f"{path}.device_ids[{i}]", limit=128, required=True)
     return AllocationObservation(
         pod_name=message.pod_name,
         namespace=message.namespace,

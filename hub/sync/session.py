@@ -83,6 +83,8 @@ class _Session:
         self.node_name = hello.node_name
         self.whole = not hello.node_name
         self.leading = False
+        # Deployment ids already seen to be this cluster's (hub/service/sync.py authorize).
+        self.own_deployments: set[str] = set()
         self.sent_revision = 0
         self.last_seq = 0
         self.outbox: asyncio.Queue[sync_pb2.HubMessage | _Close] = asyncio.Queue()
@@ -364,7 +366,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     "observations.seq", f"must increase: {batch.seq} after {session.last_seq}"
                 )
             self._authorize_scope(session, batch)
-            sync_service.authorize(self._ctx, session.cluster_id, batch)
+            sync_service.authorize(
+                self._ctx, session.cluster_id, batch, known=session.own_deployments
+            )
             session.last_seq = batch.seq
             self._ingest.put(session.cluster_id, batch)
             return

@@ -1,0 +1,154 @@
+"""`python -m bench`: how far one hub goes on this machine (docs/benchmark.md).
+
+    python -m bench                  quick: 200 agents, about a minute
+    python -m bench --full           2,000 and 10,000 agents (long: see docs/benchmark.md)
+    python -m bench --agents 20      one size of your choice (the CI smoke run)
+    python -m bench --json out.json  also write the figures as JSON
+
+Prints progress on stderr, then the table and the JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bench import report
+from bench.scenarios import Plan, run_size
+
+QUICK = (200,)
+SKIPPABLE = ("idle", "fanout_one", "fanout_all", "ingest", "admission", "reconnect", "baselines")
+FULL = (2_000, 10_000)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="Fleet benchmark: one hub, many simulated agents."
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="200 agents (the default)")
+    mode.add_argument("--full", action="store_true", help="2,000 and 10,000 agents")
+    mode.add_argument("--agents", type=int, nargs="+", metavar="N", help="run these sizes instead")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="load-generator processes (default: by size)"
+    )
+    parser.add_argument(
+        "--agents-per-channel",
+        type=int,
+        default=100,
+        help="agents sharing one grpc.aio channel (one HTTP/2 connection)",
+    )
+    parser.add_argument(
+        "--samples", type=int, default=0, help="single-workload fan-out samples (default: by size)"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=0, help="fleet-wide fan-out rounds (default: by size)"
+    )
+    parser.add_argument(
+        "--keep", metavar="DIR", help="keep the hub's database and log in DIR (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="record the hub with py-spy, one profile per phase, into DIR",
+    )
+    parser.add_argument(
+        "--profile-format",
+        choices=["flamegraph", "raw", "speedscope"],
+        default="flamegraph",
+        help="py-spy output format (raw: collapsed stacks)",
+    )
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=[],
+        choices=SKIPPABLE,
+        metavar="PHASE",
+        help=f"leave phases out: {', '.join(SKIPPABLE)}",
+    )
+    parser.add_argument("--wave-agents", type=int, default=256, help=argparse.SUPPRESS)
+    parser.add_argument("--waves-in-flight", type=int, default=3, help=argparse.SUPPRESS)
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return parser.parse_args(argv)
+
+
+def plan_for(agents: int, args: argparse.Namespace) -> Plan:
+    """Defaults by size: small runs take fewer samples so the smoke run stays short."""
+    plan = Plan(
+        agents=agents,
+        workers=args.workers or (2 if agents <= 5_000 else 4),
+        agents_per_channel=args.agents_per_channel,
+        single_samples=args.samples or min(100, max(10, agents // 2)),
+        fleet_rounds=args.rounds or (2 if agents < 100 or agents > 2_000 else 3),
+        ingest_records=300_000 if agents >= 100 else 60_000,
+        idle_window_s=5.0 if agents >= 100 else 1.0,
+        wave_agents=args.wave_agents,
+        waves_in_flight=args.waves_in_flight,
+        skip=frozenset(args.skip),
+    )
+    if agents < 100:
+        plan = replace(plan, ready_after_s=0.2, quiet_s=0.3)
+    return plan
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    sizes = tuple(args.agents) if args.agents else (FULL if args.full else QUICK)
+    log = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
+    root = pathlib.Path(args.keep) if args.keep else pathlib.Path(tempfile.mkdtemp(prefix="bench-"))
+    results = []
+    started = time.monotonic()
+    try:
+        for agents in sizes:
+            plan = plan_for(agents, args)
+            profile = pathlib.Path(args.profile) if args.profile else None
+            if profile is not None:
+                profile.mkdir(parents=True, exist_ok=True)
+            results.append(
+                await run_size(
+                    plan,
+                    root / f"agents-{agents}",
+                    log=log,
+                    profile_dir=profile,
+                    profile_format=args.profile_format,
+                )
+            )
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    meta = {
+        "command": " ".join(["python -m bench", *sys.argv[1:]]),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "wall_s": time.monotonic() - started,
+    }
+    data = report.as_json(results, meta)
+    text = report.dumps(data)
+    print(report.table(results))
+    print(text)
+    if args.json:
+        pathlib.Path(args.json).write_text(text + "\n")
+    return 1 if any(r.error for r in results) else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return asyncio.run(main_async(args))
+    except KeyboardInterrupt:
+        print("interrupted: hub and workers stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,376 @@
+"""The hub under test, as its own process: `python -m hub` on a database in a scratch folder.
+
+Running the hub alone in its process means its RSS and CPU (psutil on its pid) are the hub's
+only, and a restart is a real process restart on the same database and the same ports: stop
+with SIGTERM (the hub's own clean shutdown), start again with the ports it had bound.
+
+Also here: the control API client the benchmark drives the hub with (REST, as a user would,
+authenticated with the admin token), and a /metrics reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+READY_TIMEOUT_S = 60.0
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    """A process's resident memory and CPU seconds (user + system) at one moment."""
+
+    at: float
+    rss: int
+    cpu_s: float
+
+
+def sample(process: psutil.Process) -> ProcSample:
+    with process.oneshot():
+        times = process.cpu_times()
+        return ProcSample(time.monotonic(), process.memory_info().rss, times.user + times.system)
+
+
+def cpu_share(before: ProcSample, after: ProcSample) -> float:
+    """CPU used between two samples, as a fraction of one core."""
+    wall = after.at - before.at
+    return (after.cpu_s - before.cpu_s) / wall if wall > 0 else 0.0
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when the benchmark dies, however it dies."""
+    if sys.platform == "linux":
+        with contextlib.suppress(Exception):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class HubProcess:
+    """Start, stop and restart `python -m hub`; the ports stay the same across restarts."""
+
+    def __init__(self, workdir: pathlib.Path, *, log_level: str = "WARNING") -> None:
+        self.workdir = workdir
+        self.db_path = workdir / "hub.db"
+        self.ready_file = workdir / "hub.ready.json"
+        self.log_path = workdir / "hub.log"
+        self.admin_token = "bench-" + secrets.token_hex(16)
+        self.log_level = log_level
+        self.grpc_port = 0
+        self.http_port = 0
+        self.starts = 0
+        self._popen: subprocess.Popen[bytes] | None = None
+        self.process: psutil.Process | None = None
+
+    @property
+    def grpc_target(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def pid(self) -> int:
+        assert self._popen is not None
+        return self._popen.pid
+
+    def start(self) -> float:
+        """Launch and wait until it listens; returns the seconds that took."""
+        started = time.monotonic()
+        self.ready_file.unlink(missing_ok=True)
+        env = dict(os.environ, WINGSMITH_ADMIN_TOKEN=self.admin_token)
+        command = [
+            sys.executable,
+            "-m",
+            "hub",
+            "--db",
+            str(self.db_path),
+            "--grpc-listen",
+            f"127.0.0.1:{self.grpc_port}",
+            "--http-listen",
+            f"127.0.0.1:{self.http_port}",
+            "--ready-file",
+            str(self.ready_file),
+            "--log-level",
+            self.log_level,
+        ]
+        log = self.log_path.open("ab")
+        try:
+            self._popen = subprocess.Popen(
+                command,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        finally:
+            log.close()
+        self.process = psutil.Process(self._popen.pid)
+        deadline = started + READY_TIMEOUT_S
+        while not self.ready_file.exists():
+            if self._popen.poll() is not None:
+                raise RuntimeError(f"the hub exited with {self._popen.returncode}: {self.tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the hub was not ready within {READY_TIMEOUT_S:.0f}s")
+            time.sleep(0.02)
+        # The ready file is written in one call; retry the read if we caught it half-written.
+        for _ in range(50):
+            with contextlib.suppress(ValueError):
+                ready = json.loads(self.ready_file.read_text())
+                break
+            time.sleep(0.02)
+        else:
+            raise RuntimeError("unreadable ready file")
+        self.grpc_port = int(ready["grpc"].rpartition(":")[2])
+        self.http_port = int(ready["http"].rpartition(":")[2])
+        self.starts += 1
+        return time.monotonic() - started
+
+    def stop(self, timeout_s: float = 30.0) -> float:
+        """SIGTERM (clean shutdown), SIGKILL after `timeout_s`; returns the seconds it took."""
+        started = time.monotonic()
+        popen, self._popen, self.process = self._popen, None, None
+        if popen is None or popen.poll() is not None:
+            return 0.0
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+        return time.monotonic() - started
+
+    def kill(self) -> None:
+        """Cleanup path: no grace."""
+        popen, self._popen, self.process = self._popen, None, None
+        if popen is not None and popen.poll() is None:
+            popen.kill()
+            popen.wait()
+
+    def sample(self) -> ProcSample:
+        assert self.process is not None, "the hub is not running"
+        return sample(self.process)
+
+    def tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class StoreReader:
+    """Read-only queries on the hub's database file, from the benchmark's own process.
+
+    The fallback where the hub has no metric for what the benchmark must know (WAL mode: a
+    reader never blocks the hub's writer). Scraping /metrics is not free: the hub computes
+    every deployment's phase per scrape, so tight polling loops read the database instead.
+    """
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def running_deployments(self) -> int:
+        """Deployments with at least one ready replica (what the hub calls running)."""
+        row = self._conn.execute(
+            "SELECT COUNT(DISTINCT deployment_id) FROM replicas WHERE ready = 1"
+        ).fetchone()
+        return int(row[0])
+
+    def last_observed(self) -> int:
+        """The newest observation time the hub wrote (reports and nodes), 0 if none."""
+        row = self._conn.execute(
+            "SELECT MAX(t) FROM (SELECT MAX(observe_ns) AS t FROM deployment_reports"
+            " UNION ALL SELECT MAX(observe_ns) FROM nodes)"
+        ).fetchone()
+        return int(row[0] or 0)
+
+    def behind(self) -> int:
+        """Clusters whose agent has not acknowledged their current desired revision (acks
+        reach the database within the hub's liveness flush, about a second)."""
+        row = self._conn.execute(
+            "SELECT COUNT(*) FROM clusters WHERE applied_revision < desired_revision"
+        ).fetchone()
+        return int(row[0])
+
+    def reported_since(self, deployment_ids: Sequence[str], observe_ns: int) -> int:
+        """How many of these deployments hold a report at least as new as `observe_ns`."""
+        total = 0
+        for start in range(0, len(deployment_ids), 900):
+            chunk = list(deployment_ids[start : start + 900])
+            marks = ",".join("?" * len(chunk))
+            row = self._conn.execute(
+                "SELECT COUNT(*) FROM deployment_reports WHERE observe_ns >= ?"
+                f" AND deployment_id IN ({marks})",
+                [observe_ns, *chunk],
+            ).fetchone()
+            total += int(row[0])
+        return total
+
+
+class Profiler:
+    """`py-spy record` attached to the hub for one phase (`--profile DIR`).
+
+    Writes a flamegraph SVG (or py-spy's raw collapsed stacks, or speedscope JSON), with
+    native and idle frames off: what the hub's Python spends its CPU on.
+    """
+
+    def __init__(self, pid: int, path: pathlib.Path, *, fmt: str = "flamegraph") -> None:
+        exe = shutil.which("py-spy")
+        if exe is None:
+            raise RuntimeError("--profile needs py-spy: pip install py-spy")
+        self.path = path
+        self._popen = subprocess.Popen(
+            [
+                exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--rate",
+                "250",
+                "--format",
+                fmt,
+                "--output",
+                str(path),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
+        time.sleep(0.3)  # attached before the phase starts
+
+    def stop(self) -> None:
+        if self._popen.poll() is None:
+            self._popen.send_signal(signal.SIGINT)
+            try:
+                self._popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self._popen.kill()
+                self._popen.wait()
+
+
+class ApiError(RuntimeError):
+    pass
+
+
+class Control:
+    """The hub's REST control API, as a user drives it (aiohttp, bearer admin token)."""
+
+    def __init__(self, hub: HubProcess, *, concurrency: int = 16) -> None:
+        self._hub = hub
+        self._session: aiohttp.ClientSession | None = None
+        self._limit = asyncio.Semaphore(concurrency)
+
+    async def __aenter__(self) -> Control:
+        self._session = aiohttp.ClientSession(
+            headers={"authorization": f"Bearer {self._hub.admin_token}"},
+            timeout=aiohttp.ClientTimeout(total=600),
+            connector=aiohttp.TCPConnector(limit=64),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        assert self._session is not None
+        async with (
+            self._limit,
+            self._session.request(method, self._hub.http_base + path, json=body) as response,
+        ):
+            payload = await response.read()
+            if response.status >= 300:
+                raise ApiError(f"{method} {path}: {response.status} {payload[:500]!r}")
+            return json.loads(payload or b"{}")
+
+    async def timed(self, method: str, path: str, body: Any = None) -> tuple[float, float, Any]:
+        """(monotonic start, seconds, response) of one call."""
+        started = time.monotonic()
+        result = await self.call(method, path, body)
+        return started, time.monotonic() - started, result
+
+    async def metrics_text(self) -> str:
+        assert self._session is not None
+        async with self._session.get(self._hub.http_base + "/metrics") as response:
+            return await response.text()
+
+    async def metrics(self) -> Metrics:
+        return Metrics.parse(await self.metrics_text())
+
+    async def wait_metrics(
+        self,
+        condition: Callable[[Metrics], bool],
+        *,
+        timeout_s: float,
+        interval_s: float = 0.25,
+        what: str,
+    ) -> Metrics:
+        """Poll /metrics until `condition` holds (each scrape costs the hub a little CPU)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            current = await self.metrics()
+            if condition(current):
+                return current
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+            await asyncio.sleep(interval_s)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """One /metrics scrape: (sample name, sorted labels) -> value."""
+
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+    @classmethod
+    def parse(cls, text: str) -> Metrics:
+        samples = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                samples[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
+        return cls(samples)
+
+    def get(self, name: str, **labels: str) -> float:
+        """Sum over the samples of `name` whose labels include `labels`."""
+        wanted = set(labels.items())
+        return sum(
+            value
+            for (sample_name, sample_labels), value in self.samples.items()
+            if sample_name == name and wanted <= set(sample_labels)
+        )
+
+
+def chunks(items: Sequence[str], count: int) -> list[list[str]]:
+    """Split into `count` nearly equal contiguous parts (some may be empty)."""
+    size, extra = divmod(len(items), count)
+    result, start = [], 0
+    for index in range(count):
+        end = start + size + (1 if index < extra else 0)
+        result.append(list(items[start:end]))
+        start = end
+    return result
