@@ -154,49 +154,44 @@ class IngestResult:
 def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -> IngestResult:
     """Write batches of (possibly) many clusters in one transaction, then re-run admission for
     the clusters whose capacity changed. Deployments deleted meanwhile are skipped."""
-    written_d = written_n = records = 0
-    changed: set[str] = set()
     written: dict[tuple[str, str], tuple[int, int]] = {}
     with transaction(ctx) as tx:
         ids = [d.deployment_id for _, batch in items for d in batch.deployments]
         owners = deployments.owners(tx.conn, ids)
         rolling = {d.deployment_id: d for d in deployments.rolling(tx.conn, list(owners))}
+        # Deployments deleted meanwhile, or not the reporting cluster's, are skipped.
+        own = [
+            (cluster_id, obs)
+            for cluster_id, batch in items
+            for obs in batch.deployments
+            if owners.get(obs.deployment_id) == cluster_id
+        ]
+        fresh = observations.write_deployments(tx.conn, own)
+        # Pods joining or leaving move devices between reserved and held.
+        changed = {cluster_id for cluster_id, _ in fresh}
+        records = sum(1 + len(obs.replicas) for _, obs in fresh)
+        for _, obs in fresh:
+            current = rolling.get(obs.deployment_id)
+            if current is not None and rollout_done(current, obs):
+                deployments.set_rolling(tx.conn, deployment_id=current.deployment_id, rolling=False)
+        nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
+        node_changes, nodes_written, node_records = observations.write_nodes(
+            tx.conn, nodes, known=ctx.node_hashes, written=written
+        )
+        changed |= node_changes
+        records += node_records
         for cluster_id, batch in items:
-            for obs in batch.deployments:
-                if owners.get(obs.deployment_id) != cluster_id:
-                    continue
-                if observations.write_deployment(tx.conn, cluster_id=cluster_id, observation=obs):
-                    # Pods joining or leaving move devices between reserved and held.
-                    changed.add(cluster_id)
-                    written_d += 1
-                    records += 1 + len(obs.replicas)
-                    current = rolling.get(obs.deployment_id)
-                    if current is not None and rollout_done(current, obs):
-                        deployments.set_rolling(
-                            tx.conn, deployment_id=current.deployment_id, rolling=False
-                        )
             for sighting in batch.discovered:
                 if discovered.write(
                     tx.conn, cluster_id=cluster_id, observation=sighting, now=tx.now
                 ):
                     records += 1
-            for node in batch.nodes:
-                if observations.write_node(
-                    tx.conn,
-                    cluster_id=cluster_id,
-                    observation=node,
-                    known=ctx.node_hashes,
-                    written=written,
-                ):
-                    changed.add(cluster_id)
-                    written_n += 1
-                    records += 1 + len(node.devices) + len(node.allocations)
         for cluster_id in sorted(changed):
             accounting.refresh_held(tx.conn, cluster_id)
         if changed:
             admit.run(ctx, tx, cluster_ids=changed)
     ctx.node_hashes.update(written)  # committed: now they describe the database
-    return IngestResult(written_d, written_n, records, frozenset(changed))
+    return IngestResult(len(fresh), nodes_written, records, frozenset(changed))
 
 
 def reset_sessions(ctx: ServiceContext) -> None:

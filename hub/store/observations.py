@@ -43,55 +43,77 @@ def replica_id(cluster_id: str, namespace: str, name: str) -> str:
 # -- writes -----------------------------------------------------------------------------------
 
 
-def write_deployment(
-    conn: sqlite3.Connection, *, cluster_id: str, observation: DeploymentObservation
-) -> bool:
-    """Apply one deployment observation; False when an equal or newer one is already stored."""
-    row = conn.execute(
-        "SELECT observe_ns FROM deployment_reports WHERE deployment_id = ?",
-        (observation.deployment_id,),
-    ).fetchone()
-    if row is not None and row["observe_ns"] >= observation.observe_ns:
-        return False
-    status = observation.status
-    conn.execute(
-        "INSERT INTO deployment_reports (deployment_id, observe_ns, has_status, phase, reason,"
-        " message, ready_replicas, desired_replicas, applied_generation, absent, live_args)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
-        " observe_ns = excluded.observe_ns, has_status = excluded.has_status,"
-        " phase = excluded.phase, reason = excluded.reason, message = excluded.message,"
-        " ready_replicas = excluded.ready_replicas,"
-        " desired_replicas = excluded.desired_replicas,"
-        " applied_generation = excluded.applied_generation, absent = excluded.absent,"
-        " live_args = excluded.live_args",
-        (
-            observation.deployment_id,
-            observation.observe_ns,
-            int(status is not None),
-            status.phase if status else "",
-            status.reason if status else "",
-            status.message if status else "",
-            status.ready_replicas if status else 0,
-            status.desired_replicas if status else 0,
-            status.applied_generation if status else 0,
-            int(observation.absent),
-            codec.dumps(list(observation.live_args)),
-        ),
-    )
-    if status is not None and status.applied_generation:
-        conn.execute(
-            "DELETE FROM deployment_rejections WHERE deployment_id = ? AND generation <= ?",
-            (observation.deployment_id, status.applied_generation),
-        )
-    conn.execute("DELETE FROM replicas WHERE deployment_id = ?", (observation.deployment_id,))
+_REPORT_UPSERT = (
+    "INSERT INTO deployment_reports (deployment_id, observe_ns, has_status, phase, reason,"
+    " message, ready_replicas, desired_replicas, applied_generation, absent, live_args)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
+    " observe_ns = excluded.observe_ns, has_status = excluded.has_status,"
+    " phase = excluded.phase, reason = excluded.reason, message = excluded.message,"
+    " ready_replicas = excluded.ready_replicas, desired_replicas = excluded.desired_replicas,"
+    " applied_generation = excluded.applied_generation, absent = excluded.absent,"
+    " live_args = excluded.live_args"
+)
+_REPLICA_INSERT = (
+    "INSERT OR REPLACE INTO replicas (replica_id, deployment_id, cluster_id, namespace, name,"
+    " node_id, ready, serving_digest, engine_version, role, observe_ns)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_DEVICE_INSERT = (
+    "INSERT OR REPLACE INTO devices (cluster_id, node_id, uuid, name, memory_bytes,"
+    " pci_bus_id, device_class, healthy, health_reason, verified, nvlink_domain,"
+    " parent_uuid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_ALLOCATION_INSERT = (
+    "INSERT OR IGNORE INTO allocations (cluster_id, node_id, namespace, pod_name,"
+    " device_id, resource_name) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+def write_deployments(
+    conn: sqlite3.Connection, items: Sequence[tuple[str, DeploymentObservation]]
+) -> list[tuple[str, DeploymentObservation]]:
+    """Apply deployment observations (cluster id, observation), a statement per table for the
+    whole group rather than per record: SQLite's cost is per statement far more than per row.
+    Returns those written; an observation not newer than the stored one is skipped, and of two
+    for the same deployment in the group the newer wins."""
+    newest: dict[str, tuple[str, DeploymentObservation]] = {}
+    for cluster_id, obs in items:
+        current = newest.get(obs.deployment_id)
+        if current is None or obs.observe_ns > current[1].observe_ns:
+            newest[obs.deployment_id] = (cluster_id, obs)
+    stored: dict[str, int] = {}
+    for chunk in _chunks(list(newest)):
+        for r in conn.execute(
+            "SELECT deployment_id, observe_ns FROM deployment_reports"
+            f" WHERE deployment_id IN ({_marks(chunk)})",
+            chunk,
+        ):
+            stored[r["deployment_id"]] = r["observe_ns"]
+    fresh = [
+        (cluster_id, obs)
+        for deployment_id, (cluster_id, obs) in newest.items()
+        if stored.get(deployment_id, -1) < obs.observe_ns
+    ]
+    if not fresh:
+        return []
+    conn.executemany(_REPORT_UPSERT, [_report_row(obs) for _, obs in fresh])
     conn.executemany(
-        "INSERT OR REPLACE INTO replicas (replica_id, deployment_id, cluster_id, namespace, name,"
-        " node_id, ready, serving_digest, engine_version, role, observe_ns)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "DELETE FROM deployment_rejections WHERE deployment_id = ? AND generation <= ?",
+        [
+            (obs.deployment_id, obs.status.applied_generation)
+            for _, obs in fresh
+            if obs.status is not None and obs.status.applied_generation
+        ],
+    )
+    conn.executemany(
+        "DELETE FROM replicas WHERE deployment_id = ?", [(obs.deployment_id,) for _, obs in fresh]
+    )
+    conn.executemany(
+        _REPLICA_INSERT,
         [
             (
                 replica_id(cluster_id, r.namespace, r.name),
-                observation.deployment_id,
+                obs.deployment_id,
                 cluster_id,
                 r.namespace,
                 r.name,
@@ -100,12 +122,30 @@ def write_deployment(
                 r.serving_digest,
                 r.engine_version,
                 r.role,
-                observation.observe_ns,
+                obs.observe_ns,
             )
-            for r in observation.replicas
+            for cluster_id, obs in fresh
+            for r in obs.replicas
         ],
     )
-    return True
+    return fresh
+
+
+def _report_row(obs: DeploymentObservation) -> tuple[object, ...]:
+    status = obs.status
+    return (
+        obs.deployment_id,
+        obs.observe_ns,
+        int(status is not None),
+        status.phase if status else "",
+        status.reason if status else "",
+        status.message if status else "",
+        status.ready_replicas if status else 0,
+        status.desired_replicas if status else 0,
+        status.applied_generation if status else 0,
+        int(obs.absent),
+        codec.dumps(list(obs.live_args)),
+    )
 
 
 # (cluster id, node id) -> hashes of the device and allocation rows last committed. Per process,
@@ -115,75 +155,114 @@ def write_deployment(
 NodeHashes = MutableMapping[tuple[str, str], tuple[int, int]]
 
 
-def write_node(
+def write_nodes(
     conn: sqlite3.Connection,
+    items: Sequence[tuple[str, NodeObservation]],
     *,
-    cluster_id: str,
-    observation: NodeObservation,
     known: NodeHashes | None = None,
     written: NodeHashes | None = None,
-) -> bool:
-    """Apply one node observation; True when the node's devices or allocations changed."""
-    row = conn.execute(
-        "SELECT observe_ns FROM nodes WHERE cluster_id = ? AND node_id = ?",
-        (cluster_id, observation.node_id),
-    ).fetchone()
-    if row is not None and row["observe_ns"] >= observation.observe_ns:
-        return False
-    devices = () if observation.absent else observation.devices
-    allocations = () if observation.absent else observation.allocations
-    device_rows = _device_rows(devices)
-    allocation_rows = _allocation_rows(allocations)
-    hashes = (hash(frozenset(device_rows)), hash(frozenset(allocation_rows)))
-    key = (cluster_id, observation.node_id)
-    last = known.get(key) if known is not None else None
-    # Pods come and go far more often than GPUs: rewrite only the table that changed.
-    if row is None:
-        devices_changed = allocations_changed = True
-    elif last is not None:
-        devices_changed, allocations_changed = last[0] != hashes[0], last[1] != hashes[1]
-    else:
-        devices_changed = _stored_devices(conn, cluster_id, observation.node_id) != device_rows
-        allocations_changed = (
-            _stored_allocations(conn, cluster_id, observation.node_id) != allocation_rows
+) -> tuple[set[str], int, int]:
+    """Apply node observations (cluster id, observation) for a whole group, a statement per
+    table. Pods come and go far more often than GPUs: only the table that changed is rewritten.
+    Returns (clusters whose devices or allocations changed, nodes changed, records written)."""
+    newest: dict[tuple[str, str], NodeObservation] = {}
+    for cluster_id, obs in items:
+        key = (cluster_id, obs.node_id)
+        current = newest.get(key)
+        if current is None or obs.observe_ns > current.observe_ns:
+            newest[key] = obs
+    stored = _stored_node_versions(conn, list(newest))
+    node_rows: list[tuple[object, ...]] = []
+    device_keys: list[tuple[str, str]] = []
+    device_rows: list[tuple[object, ...]] = []
+    allocation_keys: list[tuple[str, str]] = []
+    allocation_rows: list[tuple[object, ...]] = []
+    changed: set[str] = set()
+    nodes_changed = records = 0
+    for (cluster_id, node_id), obs in newest.items():
+        if stored.get((cluster_id, node_id), -1) >= obs.observe_ns:
+            continue
+        devices = _device_rows(() if obs.absent else obs.devices)
+        allocations = _allocation_rows(() if obs.absent else obs.allocations)
+        devices_changed, allocations_changed = _node_changes(
+            conn,
+            key=(cluster_id, node_id),
+            is_new=(cluster_id, node_id) not in stored,
+            rows=(devices, allocations),
+            known=known,
+            written=written,
         )
-    if written is not None:
-        written[key] = hashes
-    conn.execute(
+        node_rows.append(
+            (cluster_id, node_id, obs.observe_ns, obs.inventory_error, int(obs.absent))
+        )
+        if devices_changed:
+            device_keys.append((cluster_id, node_id))
+            device_rows.extend((cluster_id, node_id, *d) for d in sorted(devices))
+        if allocations_changed:
+            allocation_keys.append((cluster_id, node_id))
+            allocation_rows.extend((cluster_id, node_id, *a) for a in sorted(allocations))
+        if devices_changed or allocations_changed:
+            changed.add(cluster_id)
+            nodes_changed += 1
+            records += 1 + len(devices) + len(allocations)
+    conn.executemany(
         "INSERT INTO nodes (cluster_id, node_id, observe_ns, inventory_error, absent)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (cluster_id, node_id) DO UPDATE SET"
         " observe_ns = excluded.observe_ns, inventory_error = excluded.inventory_error,"
         " absent = excluded.absent",
-        (
-            cluster_id,
-            observation.node_id,
-            observation.observe_ns,
-            observation.inventory_error,
-            int(observation.absent),
-        ),
+        node_rows,
     )
-    if devices_changed:
-        conn.execute(
-            "DELETE FROM devices WHERE cluster_id = ? AND node_id = ?",
-            (cluster_id, observation.node_id),
-        )
-        conn.executemany(
-            "INSERT OR REPLACE INTO devices (cluster_id, node_id, uuid, name, memory_bytes,"
-            " pci_bus_id, device_class, healthy, health_reason, verified, nvlink_domain,"
-            " parent_uuid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(cluster_id, observation.node_id, *d) for d in sorted(device_rows)],
-        )
-    if allocations_changed:
-        conn.execute(
-            "DELETE FROM allocations WHERE cluster_id = ? AND node_id = ?",
-            (cluster_id, observation.node_id),
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO allocations (cluster_id, node_id, namespace, pod_name,"
-            " device_id, resource_name) VALUES (?, ?, ?, ?, ?, ?)",
-            [(cluster_id, observation.node_id, *a) for a in sorted(allocation_rows)],
-        )
-    return devices_changed or allocations_changed
+    conn.executemany("DELETE FROM devices WHERE cluster_id = ? AND node_id = ?", device_keys)
+    conn.executemany(_DEVICE_INSERT, device_rows)
+    conn.executemany(
+        "DELETE FROM allocations WHERE cluster_id = ? AND node_id = ?", allocation_keys
+    )
+    conn.executemany(_ALLOCATION_INSERT, allocation_rows)
+    return changed, nodes_changed, records
+
+
+def _node_changes(
+    conn: sqlite3.Connection,
+    *,
+    key: tuple[str, str],
+    is_new: bool,
+    rows: tuple[set[tuple[object, ...]], set[tuple[str, ...]]],
+    known: NodeHashes | None,
+    written: NodeHashes | None,
+) -> tuple[bool, bool]:
+    """(devices changed, allocations changed) for one node."""
+    devices, allocations = rows
+    hashes = (hash(frozenset(devices)), hash(frozenset(allocations)))
+    if written is not None:
+        written[key] = hashes
+    if is_new:
+        return True, True
+    last = known.get(key) if known is not None else None
+    if last is not None:
+        return last[0] != hashes[0], last[1] != hashes[1]
+    cluster_id, node_id = key
+    return (
+        _stored_devices(conn, cluster_id, node_id) != devices,
+        _stored_allocations(conn, cluster_id, node_id) != allocations,
+    )
+
+
+def _stored_node_versions(
+    conn: sqlite3.Connection, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], int]:
+    by_cluster: dict[str, list[str]] = {}
+    for cluster_id, node_id in keys:
+        by_cluster.setdefault(cluster_id, []).append(node_id)
+    stored: dict[tuple[str, str], int] = {}
+    for cluster_id, node_ids in by_cluster.items():
+        for chunk in _chunks(node_ids):
+            for r in conn.execute(
+                "SELECT node_id, observe_ns FROM nodes"
+                f" WHERE cluster_id = ? AND node_id IN ({_marks(chunk)})",
+                [cluster_id, *chunk],
+            ):
+                stored[(cluster_id, r["node_id"])] = r["observe_ns"]
+    return stored
 
 
 def write_rejection(

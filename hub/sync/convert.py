@@ -253,6 +253,32 @@ def _discovered_service(
 
 
 def _replica(message: sync_pb2.ReplicaReport, check: Checker, path: str) -> ReplicaObservation:
+    """Hot path (every pod of every report): one expression; error paths only on failure."""
+    name, namespace, node, digest = (
+        message.name,
+        message.namespace,
+        message.node_id,
+        message.serving_digest,
+    )
+    version, role = message.engine_version, message.role
+    if (
+        len(name) <= 253
+        and DNS_SUBDOMAIN.match(name)
+        and len(namespace) <= 63
+        and DNS_LABEL.match(namespace)
+        and (not node or (len(node) <= 253 and DNS_SUBDOMAIN.match(node)))
+        and (not digest or DIGEST.match(digest))
+        and role in ROLES
+        and (node or not message.ready)
+        and _printable(version, 64)
+    ):
+        return ReplicaObservation(name, namespace, node, message.ready, digest, version, role)
+    return _replica_checked(message, check, path)
+
+
+def _replica_checked(
+    message: sync_pb2.ReplicaReport, check: Checker, path: str
+) -> ReplicaObservation:
     check.pattern(message.name, DNS_SUBDOMAIN, f"{path}.name", what="pod name")
     check.pattern(message.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
     if message.node_id:
@@ -362,6 +388,26 @@ def _device_checked(message: resources_pb2.Device, check: Checker, path: str) ->
 
 
 def _allocation(
+    message: sync_pb2.AllocationReport, check: Checker, path: str
+) -> AllocationObservation:
+    """Hot path (every allocation of every node report): one expression, then the checked
+    version only for a failure, to name the field."""
+    pod, namespace, ids = message.pod_name, message.namespace, tuple(message.device_ids)
+    if (
+        len(pod) <= 253
+        and DNS_SUBDOMAIN.match(pod)
+        and len(namespace) <= 63
+        and DNS_LABEL.match(namespace)
+        and ids
+        and len(set(ids)) == len(ids)
+        and all(d and _printable(d, 128) for d in ids)
+        and _printable(message.resource_name, 253)
+    ):
+        return AllocationObservation(pod, namespace, ids, message.resource_name)
+    return _allocation_checked(message, check, path)
+
+
+def _allocation_checked(
     message: sync_pb2.AllocationReport, check: Checker, path: str
 ) -> AllocationObservation:
     check.pattern(message.pod_name, DNS_SUBDOMAIN, f"{path}.pod_name", what="pod name")

@@ -107,3 +107,32 @@ def test_an_absent_node_drops_its_devices(tmp_path: Path) -> None:
     sync.ingest(ctx, [("east", gone)])
     view = clusters.get(ctx, "east")
     assert view.nodes == () and view.capacity == {}
+
+
+def test_one_ingest_group_keeps_the_newest_of_each_node_across_clusters(tmp_path: Path) -> None:
+    """A group is written a statement per table: of two reports of one node the newer wins,
+    whatever their order, and nodes of different clusters with the same name stay apart."""
+    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+    clusters.create(ctx, cluster_id="east", labels={})
+    clusters.create(ctx, cluster_id="west", labels={})
+    now = time.time_ns()
+    result = sync.ingest(
+        ctx,
+        [
+            ("east", node(now + 5, (gpu("GPU-east-new"),))),
+            ("east", node(now, (gpu("GPU-east-old"),))),
+            ("west", node(now, (gpu("GPU-west-a"), gpu("GPU-west-b")))),
+        ],
+    )
+    assert result.nodes_written == 2
+    assert result.capacity_changed == {"east", "west"}
+    (east,) = clusters.get(ctx, "east").nodes
+    (west,) = clusters.get(ctx, "west").nodes
+    assert [d.uuid for d in east.devices] == ["GPU-east-new"]
+    assert sorted(d.uuid for d in west.devices) == ["GPU-west-a", "GPU-west-b"]
+    # A new process (no hashes in memory) reads the stored rows back to see nothing changed.
+    fresh_ctx = ServiceContext(db=ctx.db)
+    again = sync.ingest(
+        fresh_ctx, [("west", node(now + 1, (gpu("GPU-west-b"), gpu("GPU-west-a"))))]
+    )
+    assert again.nodes_written == 0 and again.capacity_changed == set()
