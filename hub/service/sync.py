@@ -102,12 +102,18 @@ def record_rejection(
     ctx: ServiceContext, *, cluster_id: str, deployment_id: str, rejection: Rejection
 ) -> None:
     with transaction(ctx) as tx:
-        owner = deployments.owners(tx.conn, [deployment_id]).get(deployment_id)
-        if owner is None:
+        deployment = deployments.get(tx.conn, deployment_id)
+        if deployment is None:
             return  # deleted meanwhile: nothing left to mark
-        if owner != cluster_id:
+        if deployment.cluster_id != cluster_id:
             raise errors.PermissionDenied(
                 f"deployment {deployment_id} does not belong to cluster {cluster_id}"
+            )
+        if rejection.generation > deployment.generation:
+            raise errors.InvalidArgument(
+                "reject.generation",
+                f"{rejection.generation} is newer than the deployment's generation"
+                f" ({deployment.generation})",
             )
         observations.write_rejection(
             tx.conn, deployment_id=deployment_id, rejection=rejection, now=tx.now

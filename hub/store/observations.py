@@ -268,11 +268,14 @@ def _stored_node_versions(
 def write_rejection(
     conn: sqlite3.Connection, *, deployment_id: str, rejection: Rejection, now: float
 ) -> None:
+    """Record why the agent could not apply a revision; an older reject (a lower revision,
+    arriving late) never replaces a newer one."""
     conn.execute(
         "INSERT INTO deployment_rejections (deployment_id, revision, generation, error,"
         " reject_time) VALUES (?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
         " revision = excluded.revision, generation = excluded.generation,"
-        " error = excluded.error, reject_time = excluded.reject_time",
+        " error = excluded.error, reject_time = excluded.reject_time"
+        " WHERE excluded.revision >= deployment_rejections.revision",
         (deployment_id, rejection.revision, rejection.generation, rejection.error, now),
     )
 

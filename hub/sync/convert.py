@@ -33,6 +33,8 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DIGEST = re.compile(r"^svg_[0-9a-f]{16}$")
 DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 PRINTABLE = re.compile(r"^[\x20-\x7e]*$")
+# A pod name, or host:pid for an agent outside Kubernetes.
+AGENT_INSTANCE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$")
 ROLES = ("", "worker", "prefill", "decode")
 MAX_PER_BATCH = 10_000
 MAX_REPLICAS = 10_000
@@ -88,10 +90,31 @@ def hello(message: sync_pb2.Hello) -> sync_pb2.Hello:
     check.pattern(message.cluster_id, DNS_LABEL, "hello.cluster_id", what="cluster id", limit=63)
     check.text(message.agent_version, "hello.agent_version", limit=64)
     check.text(message.store_epoch, "hello.store_epoch", limit=64)
-    check.text(message.agent_instance, "hello.agent_instance", limit=253)
+    if message.agent_instance:
+        check.pattern(
+            message.agent_instance,
+            AGENT_INSTANCE,
+            "hello.agent_instance",
+            what="agent instance (a pod name, or host:pid)",
+        )
+    if message.node_name:
+        check.pattern(message.node_name, DNS_SUBDOMAIN, "hello.node_name", what="node name")
     if message.applied_revision < 0:
         raise errors.InvalidArgument("hello.applied_revision", "must be >= 0")
+    if message.leader_term < 0:
+        raise errors.InvalidArgument("hello.leader_term", "must be >= 0 (0: not leading)")
     return message
+
+
+def heartbeat(message: sync_pb2.Heartbeat, check: Checker) -> None:
+    """A heartbeat carries only the agent's clock: it must be set and not in the future."""
+    if message.sent_unix_ms <= 0:
+        raise errors.InvalidArgument("heartbeat.sent_unix_ms", "required: Unix milliseconds")
+    if message.sent_unix_ms * 1_000_000 > check.now_ns + check.max_skew_ns:
+        raise errors.InvalidArgument(
+            "heartbeat.sent_unix_ms",
+            "is in the future beyond the allowed clock skew: check the agent's clock",
+        )
 
 
 def reject(message: sync_pb2.Reject) -> tuple[str, Rejection]:

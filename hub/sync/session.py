@@ -351,16 +351,13 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
 
     def _handle(self, session: _Session, kind: str, message: sync_pb2.AgentMessage) -> None:
         if kind == "heartbeat":
+            convert.heartbeat(message.heartbeat, self._checker())
             return
         if kind == "leadership":
             self._leadership_message(session, message.leadership)
             return
         if kind == "observations":
-            check = convert.Checker(
-                now_ns=time.time_ns(),
-                max_skew_ns=int(self._ctx.settings.max_clock_skew_s * 1e9),
-            )
-            batch = convert.observations(message.observations, check)
+            batch = convert.observations(message.observations, self._checker())
             if batch.seq <= session.last_seq:
                 raise errors.InvalidArgument(
                     "observations.seq", f"must increase: {batch.seq} after {session.last_seq}"
@@ -385,6 +382,11 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         if kind == "reject":
             self._require_leader(session, "rejects")
             deployment_id, rejection = convert.reject(message.reject)
+            if rejection.revision > session.sent_revision:
+                raise errors.InvalidArgument(
+                    "reject.revision",
+                    f"{rejection.revision} was never sent (latest sent: {session.sent_revision})",
+                )
             sync_service.record_rejection(
                 self._ctx,
                 cluster_id=session.cluster_id,
@@ -396,6 +398,11 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             raise errors.InvalidArgument("hello", "only the first message may be a Hello")
         raise errors.InvalidArgument(
             "", "empty message: set one of hello, ack, reject, observations, heartbeat"
+        )
+
+    def _checker(self) -> convert.Checker:
+        return convert.Checker(
+            now_ns=time.time_ns(), max_skew_ns=int(self._ctx.settings.max_clock_skew_s * 1e9)
         )
 
     def _leadership_message(self, session: _Session, leadership: sync_pb2.Leadership) -> None:

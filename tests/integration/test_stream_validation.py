@@ -1,0 +1,137 @@
+"""Every field of the stream's small messages is checked too: Hello, Heartbeat and Reject.
+
+A bad Hello closes the stream with INVALID_ARGUMENT before anything is recorded; a bad
+heartbeat or reject is answered with a Problem naming the field, and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from tests.harness import Hub, wait_until, workload
+from tests.integration.rawstream import RawStream
+from wingsmith.v1 import sync_pb2
+
+
+def stream_error(stream: RawStream) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        for _ in range(10):
+            stream.receive()
+    return caught.value
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"node_name": "BAD NODE!!"}, "hello.node_name"),
+        ({"node_name": "n" * 254}, "hello.node_name"),
+        ({"leader_term": -7}, "hello.leader_term"),
+        ({"agent_instance": "x y z"}, "hello.agent_instance"),
+        ({"applied_revision": -1}, "hello.applied_revision"),
+    ],
+)
+def test_a_hello_with_a_bad_field_is_refused_and_no_agent_is_recorded(
+    hub: Hub, fields: dict[str, object], field: str
+) -> None:
+    token = hub.register_cluster("east")
+    stream = RawStream(hub.grpc_target, token)
+    stream.hello("east", **fields)
+    error = stream_error(stream)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert field in (error.details() or "")
+    stream.close()
+    assert hub.get("/v1/clusters/east")["agents"] == []
+
+
+def test_a_pod_name_and_a_host_pid_are_both_valid_agent_instances(hub: Hub) -> None:
+    token = hub.register_cluster("east")
+    for instance in ("hangar-7x2kq", "gpu-host.example:4242"):
+        stream = RawStream(hub.grpc_target, token)
+        stream.hello("east", agent_instance=instance)
+        assert stream.receive_kind("welcome").welcome.session_id
+        stream.close()
+
+
+@pytest.mark.parametrize("sent_unix_ms", [-5, 0, 2**62])
+def test_a_heartbeat_without_a_plausible_time_gets_a_problem(hub: Hub, sent_unix_ms: int) -> None:
+    token = hub.register_cluster("east")
+    stream = RawStream(hub.grpc_target, token)
+    stream.hello("east")
+    stream.receive_kind("welcome")
+    stream.send(heartbeat=sync_pb2.Heartbeat(sent_unix_ms=sent_unix_ms))
+    problem = stream.receive_kind("problem").problem
+    assert problem.code == "INVALID_ARGUMENT"
+    assert "heartbeat.sent_unix_ms" in problem.message
+    stream.close()
+
+
+def _deployment_stream(hub: Hub) -> tuple[RawStream, sync_pb2.DeploymentSpec, int]:
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("chat", clusters=("east",)))
+    stream = RawStream(hub.grpc_target, token)
+    stream.hello("east")
+    desired = stream.receive_kind("desired").desired
+    (spec,) = desired.upserts
+    return stream, spec, desired.revision
+
+
+def test_a_reject_of_a_revision_never_sent_gets_a_problem_and_is_not_stored(hub: Hub) -> None:
+    stream, spec, revision = _deployment_stream(hub)
+    stream.send(
+        reject=sync_pb2.Reject(
+            revision=revision + 999,
+            deployment_id=spec.deployment_id,
+            generation=spec.generation,
+            error="bogus",
+        )
+    )
+    problem = stream.receive_kind("problem").problem
+    assert problem.code == "INVALID_ARGUMENT" and "reject.revision" in problem.message
+    assert not hub.get("/v1/deployments/chat.east")["sync"]["rejected_error"]
+    stream.close()
+
+
+def test_a_reject_of_a_generation_the_hub_never_had_gets_a_problem(hub: Hub) -> None:
+    stream, spec, revision = _deployment_stream(hub)
+    stream.send(
+        reject=sync_pb2.Reject(
+            revision=revision,
+            deployment_id=spec.deployment_id,
+            generation=spec.generation + 5,
+            error="bogus",
+        )
+    )
+    problem = stream.receive_kind("problem").problem
+    assert problem.code == "INVALID_ARGUMENT" and "reject.generation" in problem.message
+    assert not hub.get("/v1/deployments/chat.east")["sync"]["rejected_error"]
+    stream.close()
+
+
+def test_an_older_reject_arriving_late_never_replaces_a_newer_one(hub: Hub) -> None:
+    stream, spec, revision = _deployment_stream(hub)
+    hub.patch("/v1/workloads/chat", {"replicas": 2})
+    newer = stream.receive_kind("desired").desired.revision
+    assert newer > revision
+
+    def reject(at: int, error: str) -> None:
+        stream.send(
+            reject=sync_pb2.Reject(
+                revision=at,
+                deployment_id=spec.deployment_id,
+                generation=spec.generation,
+                error=error,
+            )
+        )
+
+    reject(newer, "the newer one")
+    wait_until(
+        lambda: hub.get("/v1/deployments/chat.east")["sync"]["rejected_error"],
+        what="the reject is stored",
+    )
+    reject(revision, "the older one")
+    stream.send(heartbeat=sync_pb2.Heartbeat(sent_unix_ms=0))  # its problem marks the order
+    stream.receive_kind("problem")
+    assert hub.get("/v1/deployments/chat.east")["sync"]["rejected_error"] == "the newer one"
+    stream.close()
