@@ -11,9 +11,11 @@ Then two stories play out:
 - a rollout: llama-70b moves to engine 0.11.1; live_digests shows both digests while old
   and new run side by side, then one;
 - an adoption: the lab cluster already runs legacy-mistral, a DGD nobody declared. It shows
-  under /v1/discovered, is promoted to a workload (authority observed), reviewed, its
-  imported args accepted as engine_args, and taken under management with no pod restarted.
-Then it prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
+  under /v1/discovered, is promoted to a workload of project research (authority observed),
+  reviewed, its imported args accepted as engine_args, and taken under management with no pod
+  restarted.
+Then it shows the settled view again (the three outcomes still hold, legacy-mistral runs
+beside them), prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
 updates on every change) until Ctrl-C, which stops agents and hub cleanly.
 
 This module may import both the hub and the agent: it is wiring, like hub/app.py.
@@ -87,7 +89,13 @@ CLUSTERS = (
         "lab", {"region": "us-east", "tier": "dev"}, "nodes=1,gpus=4,class=A100-40GB", (LEGACY_DGD,)
     ),
 )
-PROJECTS = {"search": {"H100-80GB": 16, "A100-40GB": 8}, "research": {"H100-80GB": 4}}
+# research also runs legacy-mistral on lab (2 A100s): it is adopted into research, so search's
+# A100 quota stays whole and qwen-72b keeps waiting on capacity, not quota.
+PROJECTS = {
+    "search": {"H100-80GB": 16, "A100-40GB": 8},
+    "research": {"H100-80GB": 4, "A100-40GB": 4},
+}
+ADOPT_INTO = "research"
 EXPECTED = {
     "llama-70b": ("running", ""),
     "mixtral-8x22b": ("pending", "insufficient_quota"),
@@ -193,18 +201,27 @@ async def run(args: argparse.Namespace) -> int:
         await _until_reported(hub.ctx, stop)
         _declare(hub.ctx)
         deadline = loop.time() + args.timeout
-        if not await _watch(
-            hub.ctx, stop, until=_settled, deadline=deadline if args.once else None
+        if (
+            await _watch(hub.ctx, stop, until=_settled, deadline=deadline if args.once else None)
+            is None
         ):
             return 0 if stop.is_set() else _timed_out()
         lab = next(a for a in agents if a.config.cluster_id == "lab")
         for story in (rollout_story, adoption_story):
             if not await story(hub.ctx, stop, lab=lab, deadline=deadline if args.once else None):
                 return 0 if stop.is_set() else _timed_out()
+        # The view the demo keeps running with: the three outcomes still hold after the
+        # stories, with legacy-mistral running beside them.
+        print("\n== settled ==", flush=True)
+        shown = await _watch(
+            hub.ctx, stop, until=_settled_after_stories, deadline=deadline if args.once else None
+        )
+        if shown is None:
+            return 0 if stop.is_set() else _timed_out()
         print(how_to_poke(hub), flush=True)
         if args.once:
             return 0
-        await _watch(hub.ctx, stop, until=lambda _: False, deadline=None)
+        await _watch(hub.ctx, stop, until=lambda _: False, deadline=None, shown=shown)
         return 0
     finally:
         for task in tasks:
@@ -263,10 +280,10 @@ async def _watch(
     *,
     until: Callable[[ServiceContext], bool],
     deadline: float | None,
-) -> bool:
-    """Print the live view whenever it changes, until `until` holds (True), Ctrl-C or the
-    deadline (False)."""
-    shown = ""
+    shown: str = "",
+) -> str | None:
+    """Print the live view whenever it differs from the last one shown, until `until` holds
+    (returns the view last shown), Ctrl-C or the deadline (None)."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         view = render_view(ctx)
@@ -274,12 +291,12 @@ async def _watch(
             print(view, flush=True)
             shown = view
         if until(ctx):
-            return True
+            return shown
         if deadline is not None and loop.time() > deadline:
-            return False
+            return None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=0.5)
-    return False
+    return None
 
 
 def _timed_out() -> int:
@@ -357,8 +374,11 @@ async def adoption_story(
         return False
     print(f"   discovered: {ref} (state new, imported_args {' '.join(LEGACY_ARGS)})")
     pods_before = _worker_pods(lab)
-    adoption.promote(ctx, ref, project="search")
-    print("   promoted: workload legacy-mistral, deployment legacy-mistral.lab, authority observed")
+    adoption.promote(ctx, ref, project=ADOPT_INTO)
+    print(
+        f"   promoted: workload legacy-mistral (project {ADOPT_INTO}),"
+        " deployment legacy-mistral.lab, authority observed"
+    )
     reported = await _until(
         ctx,
         stop,
@@ -414,19 +434,32 @@ def _worker_pods(agent: Agent) -> dict[str, float]:
     return {p.name: p.created_unix for p in agent.cluster.list_pods() if "worker" in p.name}
 
 
-def _settled(ctx: ServiceContext) -> bool:
+def _outcomes(ctx: ServiceContext) -> dict[str, tuple[str, str, bool]]:
+    """Workload name -> (phase, reason of a pending deployment or "", all replicas ready)."""
     found, _ = workloads.list_page(ctx, project="", page_size=100, page_token="")
-    outcome = {
+    return {
         w.workload.name: (
             w.phase,
             next(
                 (d.deployment.admission_reason for d in w.deployments if d.phase == "pending"), ""
             ),
+            w.ready_replicas == w.workload.replicas,
         )
         for w in found
     }
-    ready = {w.workload.name: w.ready_replicas == w.workload.replicas for w in found}
-    return all(outcome.get(n) == e for n, e in EXPECTED.items()) and ready.get("llama-70b", False)
+
+
+def _settled(ctx: ServiceContext) -> bool:
+    outcome = _outcomes(ctx)
+    return (
+        all(outcome.get(n, ("", "", False))[:2] == e for n, e in EXPECTED.items())
+        and outcome["llama-70b"][2]
+    )
+
+
+def _settled_after_stories(ctx: ServiceContext) -> bool:
+    outcome = _outcomes(ctx)
+    return _settled(ctx) and outcome.get("legacy-mistral", ("", "", False)) == ("running", "", True)
 
 
 def render_view(ctx: ServiceContext) -> str:
@@ -468,8 +501,9 @@ The demo is running. Poke it (admin token: {token}):
 
   curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/workloads
   curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/deployments/llama-70b.east
-  curl -s -X PATCH -H 'Authorization: Bearer {token}' -d '{{"quotas": {{"H100-80GB": 8}}}}' \\
-       http://{http}/v1/projects/research      # mixtral-8x22b gets admitted
+  curl -s -X PATCH -H 'Authorization: Bearer {token}' \\
+       -d '{{"quotas": {{"H100-80GB": 8, "A100-40GB": 4}}}}' \\
+       http://{http}/v1/projects/research      # mixtral-8x22b: now waits on capacity
   curl -s http://{http}/metrics | grep wingsmith_
 
   grpcurl -plaintext {grpc_address} list
@@ -479,7 +513,7 @@ The demo is running. Poke it (admin token: {token}):
   export WINGSMITH_HUB_URL=http://{http} WINGSMITH_ADMIN_TOKEN={token}
   wingsmith get workloads
   wingsmith get deployments --workload llama-70b
-  wingsmith scale workload llama-70b --replicas 2
+  wingsmith scale workload llama-70b --replicas 2     # frees east: mixtral-8x22b admitted
 
 Ctrl-C stops the demo.
 """
