@@ -121,19 +121,37 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
             pb.AdoptedFrom(discovered_id=d.adopted_from, namespace=d.dgd_namespace, name=d.dgd_name)
         )
     if view.status is not None:
-        report = view.status.report
-        message.status.CopyFrom(
-            pb.DeploymentStatus(
-                phase=report.phase,
-                reason=report.reason,
-                message=report.message,
-                ready_replicas=view.status.ready_replicas,
-                desired_replicas=report.desired_replicas,
-                stale=view.status.stale,
-                observe_time=wire.timestamp_ns(report.observe_ns),
-            )
-        )
+        message.status.CopyFrom(status(view.status, cluster_id=d.cluster_id))
     return message
+
+
+# A stale cluster's last report is kept but never shown as its present state (docs/phases.md).
+STALE_PHASE = "unknown"
+STALE_REASON = "cluster_stale"
+
+
+def status(view: views.StatusView, *, cluster_id: str) -> pb.DeploymentStatus:
+    """The cluster's answer. While the cluster is stale its last report may be long false
+    ("successful, all_resources_are_ready" of pods that are gone), so phase and reason say
+    stale and the message carries what the last report said, as of `observe_time`."""
+    report = view.report
+    phase, reason, text = report.phase, report.reason, report.message
+    if view.stale:
+        said = ", ".join(part for part in (report.phase, report.reason) if part)
+        phase, reason = STALE_PHASE, STALE_REASON
+        text = (
+            f"cluster {cluster_id} has not reported within the grace period; its last report"
+            f" (observe_time) said: {said or 'nothing'}" + (f": {report.message}" if text else "")
+        )
+    return pb.DeploymentStatus(
+        phase=phase,
+        reason=reason,
+        message=text,
+        ready_replicas=view.ready_replicas,
+        desired_replicas=report.desired_replicas,
+        stale=view.stale,
+        observe_time=wire.timestamp_ns(report.observe_ns),
+    )
 
 
 def rollout(r: views.RolloutView) -> pb.RolloutStatus:

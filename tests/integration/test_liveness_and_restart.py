@@ -54,6 +54,11 @@ def test_a_silent_cluster_becomes_stale_keeps_its_data_and_shows_nothing_ready(
         deployment = hub.get("/v1/deployments/chat.east")
         assert deployment["status"]["stale"] is True
         assert deployment["status"]["ready_replicas"] == 0, "never shown as ready"
+        # The last report (successful, all ready) is kept in the message, never as the phase.
+        assert deployment["status"]["phase"] == "unknown"
+        assert deployment["status"]["reason"] == "cluster_stale"
+        assert "cluster east has not reported" in deployment["status"]["message"]
+        assert "successful" in deployment["status"]["message"]
         assert deployment["live_digests"] == {}
         assert deployment["degraded"] is True
         replicas = hub.get("/v1/replicas?deployment_id=chat.east")["replicas"]
@@ -65,6 +70,8 @@ def test_a_silent_cluster_becomes_stale_keeps_its_data_and_shows_nothing_ready(
         try:
             wait_until(lambda: not hub.get("/v1/clusters/east")["stale"], what="fresh again")
             wait_until(lambda: ready(hub.get("/v1/deployments/chat.east")) == 2)
+            fresh = hub.get("/v1/deployments/chat.east")["status"]
+            assert (fresh["phase"], fresh["stale"]) == ("successful", False)
         finally:
             again.stop()
 
