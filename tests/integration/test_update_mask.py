@@ -1,0 +1,96 @@
+"""gRPC Update* calls need an update_mask: proto3 cannot tell `false` or `0` from "not set".
+
+REST infers the mask from the JSON body, where presence is visible; gRPC names the fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+import pytest
+from google.protobuf import field_mask_pb2
+
+from tests.harness import ADMIN_TOKEN, Hub, workload
+from wingsmith.v1 import control_pb2, control_pb2_grpc, resources_pb2
+
+AUTH = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+
+
+@pytest.fixture
+def stub(hub: Hub) -> Iterator[control_pb2_grpc.ControlServiceStub]:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("g1", replicas=1, clusters=("east",)))
+    channel = grpc.insecure_channel(hub.grpc_target)
+    try:
+        yield control_pb2_grpc.ControlServiceStub(channel)
+    finally:
+        channel.close()
+
+
+def mask(*paths: str) -> field_mask_pb2.FieldMask:
+    return field_mask_pb2.FieldMask(paths=list(paths))
+
+
+def refused(call: object, request: object) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as caught:
+        call(request, metadata=AUTH)  # type: ignore[operator]
+    return caught.value
+
+
+def test_disabling_over_grpc_without_a_mask_is_refused_and_says_to_send_one(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    request = control_pb2.UpdateDeploymentRequest(
+        ref="g1.east", deployment=resources_pb2.Deployment(enabled=False)
+    )
+    error = refused(stub.UpdateDeployment, request)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "update_mask" in (error.details() or "")
+    assert hub.get("/v1/deployments/g1.east")["enabled"] is True, "nothing changed"
+
+
+def test_disabling_over_grpc_with_the_mask_disables(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    request = control_pb2.UpdateDeploymentRequest(
+        ref="g1.east", deployment=resources_pb2.Deployment(enabled=False), update_mask=mask("enabled")
+    )
+    assert stub.UpdateDeployment(request, metadata=AUTH).enabled is False
+    assert hub.get("/v1/deployments/g1.east")["enabled"] is False
+
+
+def test_scaling_to_zero_over_grpc_needs_the_mask_and_works_with_it(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    without = control_pb2.UpdateWorkloadRequest(ref="g1", workload=resources_pb2.Workload())
+    assert refused(stub.UpdateWorkload, without).code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert hub.get("/v1/workloads/g1")["replicas"] == 1
+    with_mask = control_pb2.UpdateWorkloadRequest(
+        ref="g1", workload=resources_pb2.Workload(replicas=0), update_mask=mask("replicas")
+    )
+    assert stub.UpdateWorkload(with_mask, metadata=AUTH).replicas == 0
+
+
+def test_clearing_quotas_over_grpc_needs_the_mask(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    request = control_pb2.UpdateProjectRequest(name="search", project=resources_pb2.Project())
+    assert refused(stub.UpdateProject, request).code() == grpc.StatusCode.INVALID_ARGUMENT
+    request.update_mask.CopyFrom(mask("quotas"))
+    assert dict(stub.UpdateProject(request, metadata=AUTH).quotas) == {}
+
+
+def test_an_empty_mask_changes_nothing(hub: Hub, stub: control_pb2_grpc.ControlServiceStub) -> None:
+    request = control_pb2.UpdateDeploymentRequest(
+        ref="g1.east", deployment=resources_pb2.Deployment(enabled=False), update_mask=mask()
+    )
+    assert stub.UpdateDeployment(request, metadata=AUTH).enabled is True
+
+
+def test_rest_infers_the_mask_from_the_body_so_false_and_zero_apply(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    assert hub.patch("/v1/deployments/g1.east", {"enabled": False})["enabled"] is False
+    assert hub.patch("/v1/workloads/g1", {"replicas": 0})["replicas"] == 0
