@@ -52,7 +52,7 @@ class ControlHandlers:
         )
 
     def UpdateProject(self, request: cpb.UpdateProjectRequest) -> pb.Project:
-        paths = _mask_paths(request, request.project, allowed=("quotas",))
+        paths = _mask_paths(request, request.update_mask, request.project, allowed=("quotas",))
         name = request.name or request.project.name
         if request.project.name and request.project.name != name:
             raise errors.InvalidArgument("project.name", "cannot be changed")
@@ -109,7 +109,9 @@ class ControlHandlers:
         )
 
     def UpdateWorkload(self, request: cpb.UpdateWorkloadRequest) -> pb.Workload:
-        paths = _mask_paths(request, request.workload, allowed=WORKLOAD_MUTABLE)
+        paths = _mask_paths(
+            request, request.update_mask, request.workload, allowed=WORKLOAD_MUTABLE
+        )
         current = convert.workload(workloads.get(self._ctx, request.ref))
         merged = pb.Workload()
         merged.CopyFrom(current)
@@ -146,7 +148,7 @@ class ControlHandlers:
         return convert.deployment(deployments.get(self._ctx, request.ref))
 
     def UpdateDeployment(self, request: cpb.UpdateDeploymentRequest) -> pb.Deployment:
-        paths = _mask_paths(request, request.deployment, allowed=("enabled",))
+        paths = _mask_paths(request, request.update_mask, request.deployment, allowed=("enabled",))
         if "enabled" not in paths:
             return convert.deployment(deployments.get(self._ctx, request.ref))
         view = deployments.set_enabled(self._ctx, request.ref, enabled=request.deployment.enabled)
@@ -248,7 +250,13 @@ def dispatcher(handlers: ControlHandlers, auth: AdminAuth) -> Dispatch:
     return dispatch
 
 
-def _mask_paths(request: Message, resource: Message, *, allowed: tuple[str, ...]) -> list[str]:
+def _mask_paths(
+    request: Message,
+    mask: field_mask_pb2.FieldMask,
+    resource: Message,
+    *,
+    allowed: tuple[str, ...],
+) -> list[str]:
     """The update's paths: exactly the request's update_mask, which must be present.
 
     AIP-134 would infer a missing mask from the populated fields, but protobuf cannot tell a
@@ -261,11 +269,10 @@ def _mask_paths(request: Message, resource: Message, *, allowed: tuple[str, ...]
         example = allowed[0]
         raise errors.InvalidArgument(
             "update_mask",
-            f"required: name the fields to change, e.g. \"update_mask\": \"{example}\""
+            f'required: name the fields to change, e.g. "update_mask": "{example}"'
             f" (a field set to its default, such as false or 0, cannot be told from one left"
             f" out); mutable fields: {', '.join(allowed)}",
         )
-    mask: field_mask_pb2.FieldMask = getattr(request, "update_mask")
     paths = list(mask.paths)
     for path in paths:
         if path.split(".", 1)[0] not in allowed:

@@ -55,7 +55,9 @@ def test_disabling_over_grpc_with_the_mask_disables(
     hub: Hub, stub: control_pb2_grpc.ControlServiceStub
 ) -> None:
     request = control_pb2.UpdateDeploymentRequest(
-        ref="g1.east", deployment=resources_pb2.Deployment(enabled=False), update_mask=mask("enabled")
+        ref="g1.east",
+        deployment=resources_pb2.Deployment(enabled=False),
+        update_mask=mask("enabled"),
     )
     assert stub.UpdateDeployment(request, metadata=AUTH).enabled is False
     assert hub.get("/v1/deployments/g1.east")["enabled"] is False
