@@ -16,6 +16,9 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from agent.app import AgentConfig
+from agent.cluster.simulated import SimSpec, load_seed_file
+from agent.cluster.simulated_manifest import parse_manifest
+from agent.cluster.simulated_spec import KEYS as SIM_KEYS
 from agent.devices import diagnose
 from agent.kubernetes import KubernetesOptions, kubernetes_agent
 from agent.simulation import build_simulated_agent
@@ -23,6 +26,7 @@ from agent.sync.channel import ChannelSecurity, open_channel
 
 ENV_TOKEN = "WINGSMITH_AGENT_TOKEN"
 ENV_READ_ONLY = "HANGAR_OPERATOR_READ_ONLY"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def read_only_from_env(environ: Mapping[str, str] = os.environ) -> bool:
@@ -31,13 +35,16 @@ def read_only_from_env(environ: Mapping[str, str] = os.environ) -> bool:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="wingsmith agent", description="Run the hangar agent.")
-    parser.add_argument("--hub", default="127.0.0.1:50051", help="hub gRPC address HOST:PORT")
+    parser.add_argument(
+        "--hub", default="127.0.0.1:50051", help="hub gRPC address HOST:PORT (default: %(default)s)"
+    )
     parser.add_argument("--cluster-id", required=True)
     parser.add_argument("--token", default=None, help=f"cluster token (else ${ENV_TOKEN})")
     parser.add_argument(
         "--simulate",
         metavar="SPEC",
-        help='run on a simulated cluster, e.g. "nodes=2,gpus=8,class=H100-80GB,ready_after=2s"',
+        help='run on a simulated cluster, e.g. "nodes=2,gpus=8,class=H100-80GB,ready_after=2s";'
+        f" keys: {', '.join(SIM_KEYS)} (docs/simulated-cluster.md)",
     )
     parser.add_argument("--sim-seed", metavar="PATH", help="YAML of DGDs already running")
     parser.add_argument(
@@ -75,15 +82,81 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--client-cert", help="PEM client certificate (mutual TLS)")
     parser.add_argument("--client-key", help="PEM key of --client-cert")
     parser.add_argument("--hub-server-name", help="name to verify the hub's certificate against")
-    parser.add_argument("--namespace", default="wingsmith", help="namespace for our DGDs")
+    parser.add_argument(
+        "--namespace", default="wingsmith", help="namespace for our DGDs (default: %(default)s)"
+    )
     parser.add_argument(
         "--read-only",
         action="store_true",
         default=None,
         help=f"apply nothing (also ${ENV_READ_ONLY}=true)",
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
+    )
     return parser.parse_args(argv)
+
+
+class UsageError(Exception):
+    """A flag (or the environment) is wrong: said before anything starts, exit status 2."""
+
+    def __init__(self, flag: str, problem: str) -> None:
+        super().__init__(f"{flag}: {problem}" if flag else problem)
+
+
+def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> str:
+    """Refuse bad flags before the agent starts (UsageError); returns the cluster token."""
+    if args.log_level.upper() not in LOG_LEVELS:
+        raise UsageError("--log-level", f"expected one of {', '.join(LOG_LEVELS)}")
+    host, sep, port = args.hub.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise UsageError("--hub", f"expected HOST:PORT, e.g. 127.0.0.1:50051; got {args.hub!r}")
+    if not args.cluster_id.strip():
+        raise UsageError("--cluster-id", "must not be empty")
+    token = args.token or environ.get(ENV_TOKEN, "")
+    if not token:
+        raise UsageError("--token", f"a cluster token is required: --token or ${ENV_TOKEN}")
+    if bool(args.simulate) == bool(args.kubernetes):
+        raise UsageError("", "pass exactly one of --simulate SPEC or --kubernetes")
+    if args.simulate:
+        _check_simulated(args)
+    elif args.sim_seed:
+        raise UsageError("--sim-seed", "goes with --simulate")
+    if args.kubernetes and not (args.node_name and args.pod_name):
+        raise UsageError(
+            "--kubernetes", "needs --node-name and --pod-name (or $NODE_NAME/$POD_NAME)"
+        )
+    _check_tls(args)
+    return token
+
+
+def _check_simulated(args: argparse.Namespace) -> None:
+    try:
+        SimSpec.parse(args.simulate)
+    except ValueError as e:
+        raise UsageError(
+            "--simulate", f'{e} (e.g. "nodes=2,gpus=8,class=H100-80GB,ready_after=2s")'
+        ) from None
+    if args.sim_seed:
+        try:
+            for manifest in load_seed_file(args.sim_seed):
+                parse_manifest(manifest)
+        except ValueError as e:  # SeedFileError, InvalidManifest
+            raise UsageError("--sim-seed", str(e)) from None
+
+
+def _check_tls(args: argparse.Namespace) -> None:
+    if bool(args.client_cert) != bool(args.client_key):
+        raise UsageError("--client-cert", "--client-cert and --client-key go together")
+    if args.client_cert and not args.hub_ca:
+        raise UsageError("--client-cert", "needs --hub-ca (mutual TLS is TLS)")
+    for flag, path in (
+        ("--hub-ca", args.hub_ca),
+        ("--client-cert", args.client_cert),
+        ("--client-key", args.client_key),
+    ):
+        if path and not os.access(path, os.R_OK):
+            raise UsageError(flag, f"cannot read {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -92,12 +165,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         # The node diagnostic (agent/devices/diagnose.py) parses its own options.
         raise SystemExit(diagnose.main(words[1:]))
     args = parse_args(argv)
+    try:
+        token = check_args(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    token = args.token or os.environ.get(ENV_TOKEN, "")
-    if not token:
-        raise SystemExit(f"a cluster token is required: --token or ${ENV_TOKEN}")
     config = AgentConfig(
         hub=args.hub,
         cluster_id=args.cluster_id,
@@ -111,12 +186,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         key_file=args.client_key,
         server_name=args.hub_server_name,
     )
-    if bool(args.simulate) == bool(args.kubernetes):
-        raise SystemExit("error: pass exactly one of --simulate SPEC or --kubernetes")
-    if args.kubernetes and not (args.node_name and args.pod_name):
-        raise SystemExit(
-            "error: --kubernetes needs --node-name and --pod-name (or $NODE_NAME/$POD_NAME)"
-        )
     with contextlib.suppress(KeyboardInterrupt):
         if args.simulate:
             asyncio.run(

@@ -12,10 +12,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import pathlib
 import signal
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -26,7 +28,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hub import __version__
 from hub.api import control, grpc_control, rest
-from hub.api.auth import AdminAuth, load_or_create_token
+from hub.api.auth import (
+    ENV_ADMIN_TOKEN,
+    MIN_TOKEN_LENGTH,
+    AdminAuth,
+    check_token,
+    load_or_create_token,
+)
+from hub.errors import WingsmithError
 from hub.metrics import HubMetrics
 from hub.model import ObservationBatch
 from hub.service import deployments as deployment_service
@@ -44,6 +53,7 @@ from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 log = logging.getLogger("wingsmith.hub")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,10 @@ class HubServer:
             tls=config.tls,
             insecure=config.insecure,
         )
+        if config.admin_token:
+            check_token(config.admin_token)  # before the database is opened or migrated
+        elif os.environ.get(ENV_ADMIN_TOKEN, "").strip():
+            check_token(os.environ[ENV_ADMIN_TOKEN].strip())
         db = Database(config.db_path, synchronous=config.synchronous)
         self._db = db
         self.admin_token, source = (
@@ -105,6 +119,7 @@ class HubServer:
             if config.admin_token
             else load_or_create_token(config.db_path)
         )
+        check_token(self.admin_token)
         log.info("admin token from %s", source)
         fanout = Fanout(asyncio.get_running_loop())
         ctx = ServiceContext(db=db, settings=config.settings, publisher=fanout, hooks=self.metrics)
@@ -257,24 +272,40 @@ class HubServer:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="wingsmith hub", description="Run the Wingsmith hub.")
-    parser.add_argument("--db", default="wingsmith.db", help="SQLite database file")
-    parser.add_argument("--grpc-listen", default="127.0.0.1:50051", help="HOST:PORT for gRPC")
-    parser.add_argument("--http-listen", default="127.0.0.1:8080", help="HOST:PORT for REST")
+    parser = argparse.ArgumentParser(
+        prog="wingsmith hub",
+        description="Run the Wingsmith hub.",
+        epilog=f"The admin token is ${ENV_ADMIN_TOKEN} (at least {MIN_TOKEN_LENGTH} characters),"
+        " else one generated on first start and kept in <db>.admin-token (mode 0600).",
+    )
+    parser.add_argument(
+        "--db", default="wingsmith.db", help="SQLite database file (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--grpc-listen", default="127.0.0.1:50051", help="HOST:PORT for gRPC (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--http-listen", default="127.0.0.1:8080", help="HOST:PORT for REST (default: %(default)s)"
+    )
     parser.add_argument(
         "--stale-after",
         type=float,
         default=30.0,
-        help="seconds of silence before a cluster is stale",
+        metavar="SECONDS",
+        help="seconds of silence before a cluster is stale (default: %(default)s)",
     )
     parser.add_argument(
-        "--heartbeat-interval", type=float, default=5.0, help="seconds between agent heartbeats"
+        "--heartbeat-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="seconds between agent heartbeats; less than --stale-after (default: %(default)s)",
     )
     parser.add_argument(
         "--sqlite-synchronous",
         choices=["NORMAL", "FULL"],
         default="NORMAL",
-        help="FULL also survives power loss, at one fsync per commit",
+        help="FULL also survives power loss, at one fsync per commit (default: %(default)s)",
     )
     parser.add_argument("--tls-cert", help="PEM certificate chain for both listeners")
     parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
@@ -290,27 +321,91 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--max-connection-age",
         default="30m",
-        help="close streams older than this so agents rebalance over hubs (e.g. 30m, 3600s)",
+        help="close streams older than this so agents rebalance over hubs, e.g. 30m, 3600s"
+        " (default: %(default)s)",
     )
     parser.add_argument(
-        "--max-connection-age-grace", default="5m", help="grace period after --max-connection-age"
+        "--max-connection-age-grace",
+        default="5m",
+        help="grace period after --max-connection-age (default: %(default)s)",
     )
     parser.add_argument(
         "--ready-file", help="write the bound addresses as JSON here once listening (for tools)"
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
+    )
     return parser.parse_args(argv)
+
+
+class UsageError(Exception):
+    """A flag (or the environment) is wrong: said before anything starts, exit status 2."""
+
+    def __init__(self, flag: str, problem: str) -> None:
+        super().__init__(f"{flag}: {problem}")
+
+
+def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
+    """Refuse bad flags before the hub touches its database or a port (UsageError)."""
+    if args.log_level.upper() not in LOG_LEVELS:
+        raise UsageError("--log-level", f"expected one of {', '.join(LOG_LEVELS)}")
+    for flag, address in (("--grpc-listen", args.grpc_listen), ("--http-listen", args.http_listen)):
+        try:
+            port = split_address(address)[1]
+        except ValueError as e:
+            raise UsageError(flag, str(e)) from None
+        if port > 65535:
+            raise UsageError(flag, f"port {port} is not 0..65535 (0: any free port)")
+    for flag, value in (
+        ("--stale-after", args.stale_after),
+        ("--heartbeat-interval", args.heartbeat_interval),
+    ):
+        if not value > 0:
+            raise UsageError(flag, f"expected a number of seconds above 0, got {value:g}")
+    if args.heartbeat_interval >= args.stale_after:
+        raise UsageError(
+            "--heartbeat-interval",
+            f"{args.heartbeat_interval:g}s must be shorter than --stale-after"
+            f" ({args.stale_after:g}s), or quiet clusters go stale between heartbeats",
+        )
+    for flag in ("--max-connection-age", "--max-connection-age-grace"):
+        _duration(getattr(args, flag[2:].replace("-", "_")), flag)
+    _check_tls(args)
+    parent = pathlib.Path(args.db).resolve().parent
+    if not parent.is_dir():
+        raise UsageError("--db", f"directory {parent} does not exist")
+    token = environ.get(ENV_ADMIN_TOKEN, "").strip()
+    if token:
+        try:
+            check_token(token)
+        except ValueError as e:
+            raise UsageError(f"${ENV_ADMIN_TOKEN}", str(e)) from None
+
+
+def _check_tls(args: argparse.Namespace) -> None:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert", "--tls-cert and --tls-key go together")
+    if args.client_ca and not args.tls_cert:
+        raise UsageError("--client-ca", "needs --tls-cert and --tls-key")
+    for flag, path in (
+        ("--tls-cert", args.tls_cert),
+        ("--tls-key", args.tls_key),
+        ("--client-ca", args.client_ca),
+    ):
+        if path and not os.access(path, os.R_OK):
+            raise UsageError(flag, f"cannot read {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
+    try:
+        check_args(args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("error: --tls-cert and --tls-key go together")
-    if args.client_ca and not args.tls_cert:
-        raise SystemExit("error: --client-ca needs --tls-cert and --tls-key")
     config = HubConfig(
         db_path=args.db,
         grpc_listen=args.grpc_listen,
@@ -328,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     try:
         asyncio.run(_serve(config, args.ready_file))
-    except ValueError as e:
+    except (ValueError, WingsmithError) as e:
         raise SystemExit(f"error: {e}") from e
 
 
@@ -341,9 +436,12 @@ def _duration(text: str, flag: str) -> float:
     else:
         number, suffix = text, "s"
     try:
-        return float(number) * units[suffix]
+        value = float(number) * units[suffix]
     except ValueError:
-        raise SystemExit(f"error: {flag}: expected a duration such as 30m or 90s") from None
+        raise UsageError(flag, "expected a duration such as 30m or 90s") from None
+    if value < 0 or (value == 0 and flag == "--max-connection-age"):
+        raise UsageError(flag, "expected a duration above 0, such as 30m or 90s")
+    return value
 
 
 async def _serve(config: HubConfig, ready_file: str | None) -> None:

@@ -18,12 +18,21 @@ from collections.abc import Mapping
 from hub import errors
 
 ENV_ADMIN_TOKEN = "WINGSMITH_ADMIN_TOKEN"
+MIN_TOKEN_LENGTH = 16
+
+
+def check_token(token: str) -> None:
+    """ValueError for a token too short to be a secret; the hub checks before it starts."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise ValueError(
+            f"the admin token must be at least {MIN_TOKEN_LENGTH} characters (got {len(token)});"
+            " e.g. python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+        )
 
 
 class AdminAuth:
     def __init__(self, token: str) -> None:
-        if len(token) < 16:
-            raise ValueError("the admin token must be at least 16 characters")
+        check_token(token)
         self._token = token.encode()
 
     def check(self, metadata: Mapping[str, str]) -> None:
