@@ -32,6 +32,17 @@ class ControlHandlers:
     def __init__(self, ctx: ServiceContext) -> None:
         self._ctx = ctx
 
+    def _require(self, *, project: str = "", cluster_id: str = "", replica: str = "") -> None:
+        """A list filter naming a parent that does not exist is NOT_FOUND, not an empty page:
+        the same for every filter (an unknown workload_id, deployment_id or replica_id already
+        is), so a typo never reads as "nothing there" (docs/rest.md)."""
+        if project:
+            projects.get(self._ctx, project)
+        if cluster_id:
+            clusters.require(self._ctx, cluster_id)
+        if replica:
+            inventory.get_replica(self._ctx, replica)  # a gone replica's id, too
+
     # -- projects -----------------------------------------------------------------------------
 
     def CreateProject(self, request: cpb.CreateProjectRequest) -> pb.Project:
@@ -98,6 +109,7 @@ class ControlHandlers:
         return convert.workload(workloads.get(self._ctx, request.ref))
 
     def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> cpb.ListWorkloadsResponse:
+        self._require(project=request.project)
         found, token = workloads.list_page(
             self._ctx,
             project=request.project,
@@ -134,6 +146,7 @@ class ControlHandlers:
     # -- deployments --------------------------------------------------------------------------
 
     def ListDeployments(self, request: cpb.ListDeploymentsRequest) -> cpb.ListDeploymentsResponse:
+        self._require(cluster_id=request.cluster_id)
         found, token = deployments.list_page(
             self._ctx,
             where=DeploymentFilter(workload_id=request.workload_id, cluster_id=request.cluster_id),
@@ -169,6 +182,7 @@ class ControlHandlers:
     # -- discovered ---------------------------------------------------------------------------
 
     def ListDiscovered(self, request: cpb.ListDiscoveredRequest) -> cpb.ListDiscoveredResponse:
+        self._require(cluster_id=request.cluster_id)
         found, token = adoption.list_page(
             self._ctx,
             cluster_id=request.cluster_id,
@@ -202,6 +216,7 @@ class ControlHandlers:
     # -- observations -------------------------------------------------------------------------
 
     def ListReplicas(self, request: cpb.ListReplicasRequest) -> cpb.ListReplicasResponse:
+        self._require(cluster_id=request.cluster_id)
         found, token = inventory.list_replicas(
             self._ctx,
             where=ReplicaFilter(deployment_id=request.deployment_id, cluster_id=request.cluster_id),
@@ -216,6 +231,9 @@ class ControlHandlers:
         return convert.replica(inventory.get_replica(self._ctx, request.ref))
 
     def ListAllocations(self, request: cpb.ListAllocationsRequest) -> cpb.ListAllocationsResponse:
+        self._require(
+            project=request.project, cluster_id=request.cluster_id, replica=request.replica_id
+        )
         found, token = inventory.list_allocations(
             self._ctx,
             where=AllocationFilter(

@@ -40,6 +40,12 @@ def get(ctx: ServiceContext, cluster_id: str) -> views.ClusterView:
         return views.cluster_view(ctx, conn, _get(conn, cluster_id))
 
 
+def require(ctx: ServiceContext, cluster_id: str) -> None:
+    """NotFound unless the cluster is registered (a list filter naming it, for one)."""
+    with snapshot(ctx) as conn:
+        _get(conn, cluster_id)
+
+
 def list_page(
     ctx: ServiceContext, *, page_size: int, page_token: str
 ) -> tuple[list[views.ClusterView], str]:

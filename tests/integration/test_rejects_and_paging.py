@@ -82,3 +82,29 @@ def test_refs_accept_ids_and_readable_names(hub: Hub) -> None:
     assert hub.get(f"/v1/deployments/{deployment_id}") == hub.get("/v1/deployments/chat.east")
     listed = hub.get(f"/v1/deployments?workload_id={created['workload_id']}&cluster_id=east")
     assert [d["deployment_id"] for d in listed["deployments"]] == [deployment_id]
+
+
+def test_a_list_filter_naming_an_unknown_parent_is_404_naming_it(hub: Hub) -> None:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("chat", clusters=("east",)))
+    for path, kind, ref in [
+        ("/v1/workloads?project=nope", "project", "nope"),
+        ("/v1/deployments?cluster_id=mars", "cluster", "mars"),
+        ("/v1/deployments?workload_id=ghost", "workload", "ghost"),
+        ("/v1/replicas?cluster_id=mars", "cluster", "mars"),
+        ("/v1/replicas?deployment_id=ghost.east", "deployment", "ghost.east"),
+        ("/v1/allocations?project=nope", "project", "nope"),
+        ("/v1/allocations?cluster_id=mars", "cluster", "mars"),
+        ("/v1/allocations?replica_id=rep_ghost", "replica", "rep_ghost"),
+        ("/v1/discovered?cluster_id=mars", "cluster", "mars"),
+    ]:
+        status, body = hub.rest("GET", path, check=False)
+        assert (status, body["error"]["status"]) == (404, "NOT_FOUND"), path
+        assert kind in body["error"]["message"] and ref in body["error"]["message"], body
+    # Known parents with nothing under them are an empty page, not an error.
+    hub.create_project("empty")
+    hub.register_cluster("west")
+    assert hub.get("/v1/workloads?project=empty")["workloads"] == []
+    assert hub.get("/v1/deployments?cluster_id=west")["deployments"] == []
+    assert hub.get("/v1/replicas?cluster_id=west")["replicas"] == []
