@@ -101,6 +101,7 @@ def test_ignore_hides_an_entry_that_get_discovered_all_still_shows(cli: Runner) 
     assert every[SCRATCH]["STATE"] == "ignored"
 
     assert list(by_name(cli.ok("get", "discovered", "--cluster", "east"))) == [LEGACY]
+    cli.hub.client().post("/v1/clusters", {"cluster_id": "west"})
     elsewhere = cli("get", "discovered", "--cluster", "west")
     assert (elsewhere.code, elsewhere.out, elsewhere.err) == (0, "", "no discovered found\n")
     assert cli.hub.client().list_all("/v1/deployments", "deployments") == [], "nothing adopted"

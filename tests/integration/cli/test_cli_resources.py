@@ -189,9 +189,13 @@ def test_get_filters_reach_the_hub(cli: Runner) -> None:
     assert names("deployments", "--workload", "llama") == ["llama.east"]
     assert names("deployments", "--workload", workload_id) == ["llama.east"]
     assert names("deployments", "--cluster", "east") == ["llama.east"]
-    assert names("deployments", "--cluster", "west") == []
     assert names("workloads", "--project", "team-a") == ["llama"]
-    assert names("workloads", "--project", "team-b") == []
+    # A filter naming what does not exist is the hub's 404, not an empty list (docs/rest.md).
+    unknown = cli("get", "deployments", "--cluster", "west")
+    assert (unknown.code, unknown.out) == (1, "")
+    assert "404 NOT_FOUND: cluster 'west' not found" in unknown.err
+    unknown = cli("get", "workloads", "--project", "team-b")
+    assert "404 NOT_FOUND: project 'team-b' not found" in unknown.err
     assert names("replicas", "--deployment", "llama.east", "--cluster", "east") == []
     filters = ["--deployment", "llama.east", "--project", "team-a", "--cluster", "east"]
     assert json.loads(cli.ok("get", "allocations", *filters, "-o", "json")) == []
