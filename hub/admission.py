@@ -15,6 +15,8 @@ Accounting, per device class:
   deployment already holds) is admitted whole or waits whole. Admitted replicas keep running
   while a scale-up waits.
 - Scale-downs and disabled deployments release at once (they need no check).
+- A stale cluster (silent past the grace period) offers no free device: new demand there waits
+  on insufficient_capacity, saying the cluster is stale; what it already admitted stays.
 - A rolling deployment may also get *surge* replicas, so old and new run side by side: as many
   as quota and capacity allow, up to its admitted replicas, granted after every regular demand
   of the pass (a rollout never takes room a waiting deployment could use). With no surge the
@@ -55,6 +57,9 @@ class Demand:
     held: int = 0
     rolling: bool = False
     surge_replicas: int = 0
+    # The reason the deployment holds now ("" when none yet): a decision that keeps the
+    # replicas and the reason changes nothing (Decision.changed).
+    reason: str = ""
 
     def charge(self, *, admitted: int, surge: int) -> int:
         return max((admitted + surge) * self.devices_per_replica, self.held)
@@ -67,6 +72,9 @@ class AdmissionView:
     quota_limits: Mapping[QuotaKey, int]
     quota_charged: Mapping[QuotaKey, int]
     cluster_free: Mapping[CapacityKey, int]
+    # Clusters silent past the grace period: they offer no free device to a new admission
+    # (their last report may be long false), but keep what they hold (docs/admission.md).
+    stale_clusters: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,9 @@ class Decision:
     reason: str
     message: str
     surge_replicas: int = 0
+    # The admitted or surge replicas or the reason differ from what the deployment held: a
+    # re-evaluation that leaves a waiting deployment waiting for the same reason is not a change.
+    changed: bool = True
 
     @property
     def waiting(self) -> bool:
@@ -89,12 +100,16 @@ class _Ledger:
         self.limits = view.quota_limits
         self.charged = dict(view.quota_charged)
         self.free = dict(view.cluster_free)
+        self.stale = view.stale_clusters
 
     def headroom(self, demand: Demand) -> tuple[int | None, int]:
-        """(quota left or None when the class has no quota, free devices)."""
+        """(quota left or None when the class has no quota, free devices: none on a stale
+        cluster, even what a scale-down in this pass gave back)."""
         key = (demand.project, demand.device_class)
         limit = self.limits.get(key)
         quota_left = None if limit is None else limit - self.charged.get(key, 0)
+        if demand.cluster_id in self.stale:
+            return quota_left, 0
         return quota_left, self.free.get((demand.cluster_id, demand.device_class), 0)
 
     def spend(self, demand: Demand, devices: int) -> None:
@@ -128,7 +143,13 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
     for demand in ordered:
         decision = decisions[demand.deployment_id]
         decisions[demand.deployment_id] = _with_surge(demand, decision, ledger)
-    return [decisions[d.deployment_id] for d in demands]
+    return [_changed(d, decisions[d.deployment_id]) for d in demands]
+
+
+def _changed(demand: Demand, decision: Decision) -> Decision:
+    held = (demand.admitted_replicas, demand.surge_replicas, demand.reason)
+    decided = (decision.admitted_replicas, decision.surge_replicas, decision.reason)
+    return replace(decision, changed=held != decided)
 
 
 def _release_surge(demand: Demand, ledger: _Ledger) -> Demand:
@@ -170,12 +191,19 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
             f"{max(0, quota_left)} of {limit} left",
         )
     if delta > free:
+        message = (
+            f"needs {delta} {demand.device_class}; cluster {demand.cluster_id} is stale (no"
+            " report within the grace period): it takes no new admissions until its agent"
+            " reports again"
+            if demand.cluster_id in ledger.stale
+            else f"needs {delta} {demand.device_class}; cluster {demand.cluster_id} has "
+            f"{max(0, free)} free"
+        )
         return Decision(
             demand.deployment_id,
             demand.admitted_replicas,
             REASON_INSUFFICIENT_CAPACITY,
-            f"needs {delta} {demand.device_class}; cluster {demand.cluster_id} has "
-            f"{max(0, free)} free",
+            message,
         )
     return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
 

@@ -38,13 +38,14 @@ from hub.api.auth import (
 from hub.errors import WingsmithError
 from hub.metrics import HubMetrics
 from hub.model import ObservationBatch
+from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext, Settings
 from hub.store.db import Database
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
-from hub.sync.liveness import LivenessRecorder
+from hub.sync.liveness import LivenessRecorder, StalenessWatch
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
 from hub.tls import TlsConfig, check_exposure, http_context, server_credentials
@@ -125,12 +126,19 @@ class HubServer:
         ctx = ServiceContext(db=db, settings=config.settings, publisher=fanout, hooks=self.metrics)
         self.ctx = ctx
         sync_service.reset_sessions(ctx)
+        # last_seen may lag by a flush: keep that well inside the grace period.
+        flush_s = min(config.liveness_flush_s, config.settings.stale_after_s / 4)
         self._liveness = LivenessRecorder(
             flush=lambda seen, applied: sync_service.record_liveness(
                 ctx, last_seen=seen, applied=applied
             ),
             clock=time.time,
-            interval_s=config.liveness_flush_s,
+            interval_s=flush_s,
+        )
+        staleness = StalenessWatch(
+            stale_now=lambda: cluster_service.stale_ids(ctx),
+            changed=lambda ids: cluster_service.liveness_changed(ctx, ids),
+            interval_s=flush_s,
         )
 
         def write(items: Sequence[tuple[str, ObservationBatch]]) -> None:
@@ -150,6 +158,7 @@ class HubServer:
         await self._start_http(dispatch)
         self._tasks = [
             asyncio.create_task(self._liveness.run(), name="liveness"),
+            asyncio.create_task(staleness.run(), name="staleness"),
             asyncio.create_task(self.ingest.run(), name="ingest"),
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
         ]

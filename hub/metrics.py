@@ -4,7 +4,12 @@
 - wingsmith_stream_messages_total{direction, type}: stream messages by type;
 - wingsmith_desired_deployments_sent_total{kind}: deployment specs sent (kind: snapshot|delta),
   and wingsmith_desired_bytes_sent_total: their size, so a resend after a restart shows;
-- wingsmith_admission_decisions_total{result, reason}: admitted | waiting | released;
+- wingsmith_admission_decisions_total{result, reason}: decisions that changed a deployment's
+  outcome (admitted or surge replicas, or reason): result admitted | waiting | released. A
+  deployment that keeps waiting for the same reason counts once, when it started waiting;
+- wingsmith_admission_evaluations_total{result, reason}: every deployment an admission pass
+  evaluated, changed or not (the work admission does; a waiting deployment counts once per
+  pass that re-evaluates it);
 - wingsmith_deployments{phase}: deployments by admission phase, computed at most every 15 s
   (a view of every deployment: at 10,000 of them that is seconds of the hub's loop);
 - wingsmith_clusters_behind: clusters whose agent has not applied the latest revision;
@@ -47,7 +52,13 @@ class HubMetrics:
         )
         self.admission = Counter(
             "wingsmith_admission_decisions",
-            "Admission decisions by result and reason",
+            "Admission decisions that changed a deployment's outcome, by result and reason",
+            ["result", "reason"],
+            registry=self.registry,
+        )
+        self.evaluations = Counter(
+            "wingsmith_admission_evaluations",
+            "Deployments evaluated by admission passes (changed or not), by result and reason",
             ["result", "reason"],
             registry=self.registry,
         )
@@ -88,7 +99,10 @@ class HubMetrics:
                 result = "released"
             else:
                 result = "admitted"
-            self.admission.labels(result=result, reason=decision.reason or "none").inc()
+            labels = {"result": result, "reason": decision.reason or "none"}
+            self.evaluations.labels(**labels).inc()
+            if decision.changed:
+                self.admission.labels(**labels).inc()
 
     def ingested(self, *, batches: int, records: int) -> None:
         self.batches.inc(batches)

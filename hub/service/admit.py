@@ -9,7 +9,8 @@ writers, even in other processes on the same database, run one after another.
 
 Steps of a pass:
 1. list the deployments whose admitted replicas differ from what they should hold;
-2. read quota limits, quota charges of their projects, free capacity of their clusters;
+2. read quota limits, quota charges of their projects, free capacity of their clusters, and
+   which of those clusters are stale (they offer no free capacity to new demand);
 3. decide, oldest first (pure);
 4. write the decisions: a changed admitted or surge count is a spec change (new cluster
    revision, the agent is told); a changed reason or message is only a note.
@@ -43,6 +44,7 @@ def run(
     if not waiting:
         return []
     view = _view(
+        ctx,
         tx,
         projects_in_scope=sorted({d.project for d in waiting}),
         clusters_in_scope=sorted({d.cluster_id for d in waiting}),
@@ -62,6 +64,7 @@ def run(
             held=held.get(d.deployment_id, 0),
             rolling=d.rolling,
             surge_replicas=d.surge_replicas,
+            reason=d.admission_reason,
         )
         for d in waiting
     ]
@@ -73,13 +76,19 @@ def run(
     return decisions
 
 
-def _view(tx: Tx, *, projects_in_scope: list[str], clusters_in_scope: list[str]) -> AdmissionView:
+def _view(
+    ctx: ServiceContext, tx: Tx, *, projects_in_scope: list[str], clusters_in_scope: list[str]
+) -> AdmissionView:
     charges = accounting.quota_charges(tx.conn, projects_in_scope)
     capacity = accounting.capacities(tx.conn, clusters_in_scope)
+    stale = accounting.silent_clusters(
+        tx.conn, seen_before=tx.now - ctx.settings.stale_after_s, cluster_ids=clusters_in_scope
+    )
     return AdmissionView(
         quota_limits=projects.quota_limits(tx.conn),
         quota_charged={key: used + reserved for key, (used, reserved) in charges.items()},
         cluster_free={key: cap.free for key, cap in capacity.items()},
+        stale_clusters=frozenset(stale),
     )
 
 

@@ -1,17 +1,17 @@
-"""Clusters: registration (with the agent token, shown once), reads, deletion, and agent
-authentication."""
+"""Clusters: registration (with the agent token, shown once), reads, deletion, agent
+authentication, and what liveness changes for admission."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from hub import errors
 from hub.model import Cluster
-from hub.service import validate, views
+from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import clusters, deployments
+from hub.store import accounting, clusters, deployments
 from hub.store.db import Connection
 
 TOKEN_PREFIX = "wsa_"
@@ -66,6 +66,27 @@ def delete(ctx: ServiceContext, cluster_id: str) -> None:
                 ["change the workloads' placement or delete them first"],
             )
         clusters.delete(tx.conn, cluster_id)
+
+
+def stale_ids(ctx: ServiceContext) -> set[str]:
+    """The clusters silent for longer than the grace period, now."""
+    with snapshot(ctx) as conn:
+        return accounting.silent_clusters(
+            conn, seen_before=ctx.clock() - ctx.settings.stale_after_s
+        )
+
+
+def liveness_changed(ctx: ServiceContext, cluster_ids: Sequence[str]) -> None:
+    """These clusters went stale or came back: re-run admission for their waiting deployments.
+
+    A stale cluster offers no free capacity to new demand, so what waits there learns why; one
+    that reports again offers its free devices, so what waits is admitted if it fits. Nothing
+    admitted is taken back when a cluster goes quiet (docs/admission.md).
+    """
+    if not cluster_ids:
+        return
+    with transaction(ctx) as tx:
+        admit.run(ctx, tx, cluster_ids=cluster_ids)
 
 
 def authenticate(ctx: ServiceContext, token: str) -> str:

@@ -7,7 +7,9 @@ queries rather than a walk over every row:
 - reserved(d) = max(0, (admitted + surge replicas) x devices_per_replica - held(d));
 - a project's used / reserved per class = sum of held / reserved over its deployments;
 - a cluster's total per class = NVML-verified healthy devices; allocated = those devices in any
-  live allocation (ours or not); reserved = sum of reserved(d) over its deployments.
+  live allocation (ours or not); reserved = sum of reserved(d) over its deployments;
+- a silent (stale) cluster: last heard from before now - the grace period; admission offers
+  its free devices to no new demand.
 """
 
 from __future__ import annotations
@@ -121,6 +123,21 @@ def capacities(
         key: Capacity(total=t, allocated=a, reserved=res, unusable=u)
         for key, (t, a, res, u) in totals.items()
     }
+
+
+def silent_clusters(
+    conn: sqlite3.Connection, *, seen_before: float, cluster_ids: Sequence[str] | None = None
+) -> set[str]:
+    """Clusters last heard from before `seen_before` (never heard from: not silent). A stale
+    cluster offers no free capacity to new admissions (docs/admission.md), so the pass asks."""
+    query = "SELECT cluster_id FROM clusters WHERE last_seen IS NOT NULL AND last_seen < ? {where}"
+    silent: set[str] = set()
+    chunks: list[list[str] | None] = [None] if cluster_ids is None else list(_chunks(cluster_ids))
+    for chunk in chunks:
+        where = "" if chunk is None else f"AND cluster_id IN ({_marks(chunk)})"
+        for r in conn.execute(query.format(where=where), [seen_before, *(chunk or [])]):
+            silent.add(r["cluster_id"])
+    return silent
 
 
 def _filters(column: str, values: Sequence[str] | None) -> Iterator[tuple[str, list[str]]]:

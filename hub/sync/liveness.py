@@ -1,15 +1,21 @@
-"""Batches liveness (last message time) and acknowledged revisions into one write per second.
+"""Liveness: batched last-seen writes, and noticing when clusters go stale or come back.
 
-A heartbeat per agent every few seconds would otherwise be a transaction each; with thousands
-of agents that is the hub's whole write budget. Values only move forward (the store takes the
-maximum), so a lost flush on a crash costs at most a second of last_seen, never correctness.
+`LivenessRecorder` batches liveness (last message time) and acknowledged revisions into one
+write per second. A heartbeat per agent every few seconds would otherwise be a transaction
+each; with thousands of agents that is the hub's whole write budget. Values only move forward
+(the store takes the maximum), so a lost flush on a crash costs at most a second of last_seen,
+never correctness.
+
+`StalenessWatch` polls which clusters are stale (one cheap query) and reports the ones that
+changed either way, so admission is re-run for them: staleness is derived from last_seen and
+the clock, and no write marks the moment a cluster crosses the grace period.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -46,3 +52,41 @@ class LivenessRecorder:
                 self.flush()
             except Exception:
                 log.exception("liveness flush failed; will retry")
+
+
+class StalenessWatch:
+    def __init__(
+        self,
+        *,
+        stale_now: Callable[[], set[str]],
+        changed: Callable[[Sequence[str]], None],
+        interval_s: float = 1.0,
+    ) -> None:
+        self._stale_now = stale_now
+        self._changed = changed
+        self._interval_s = interval_s
+        # None until the first tick: then every stale cluster counts as changed, so waiting
+        # deployments of a cluster stale since before a hub restart learn why at once.
+        self._stale: set[str] | None = None
+
+    def tick(self) -> list[str]:
+        """Report the clusters whose staleness changed since the last tick; returns them."""
+        now = self._stale_now()
+        changed = sorted(now if self._stale is None else now ^ self._stale)
+        if changed:
+            log.info(
+                "liveness changed: stale %s, fresh again %s",
+                sorted(set(changed) & now) or "-",
+                sorted(set(changed) - now) or "-",
+            )
+            self._changed(changed)
+        self._stale = now  # only once reported: a failed report is retried on the next tick
+        return changed
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                self.tick()
+            except Exception:
+                log.exception("staleness check failed; will retry")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from tests.harness import Hub, SimAgent, wait_until, workload
+from hub.service.context import Settings
+from tests.harness import Hub, SimAgent, running_hub, start_agent, wait_until, workload
 
 
 def phase(hub: Hub, name: str) -> tuple[str, str | None]:
@@ -177,3 +179,58 @@ def test_allocations_by_project(hub: Hub, agents: Callable[..., SimAgent]) -> No
     wait_until(lambda: len(hub.get("/v1/allocations?project=search")["allocations"]) == 2)
     ads = hub.get("/v1/allocations?project=ads")["allocations"]
     assert len(ads) == 1 and len(ads[0]["device_ids"]) == 4
+
+
+def test_a_stale_cluster_takes_no_new_admission_until_its_agent_reports_again(
+    tmp_path: Path,
+) -> None:
+    with running_hub(tmp_path, Settings(stale_after_s=2.0, heartbeat_interval_s=0.2)) as (
+        loop,
+        hub,
+    ):
+        token = hub.register_cluster("east")
+        hub.create_project("search", H100_80GB=64)
+        agent = start_agent(loop, hub, cluster_id="east", token=token)
+        with_devices(hub, "east")
+        hub.post("/v1/workloads", workload("before", replicas=1, clusters=("east",)))
+        wait_until(lambda: phase(hub, "before.east")[0] == "running", what="running")
+
+        agent.stop()  # the cluster goes quiet, with 12 of its 16 devices still free
+        wait_until(lambda: hub.get("/v1/clusters/east")["stale"], timeout=15, what="stale")
+        hub.post("/v1/workloads", workload("after", replicas=1, clusters=("east",)))
+        assert phase(hub, "after.east") == ("pending", "insufficient_capacity")
+        message = hub.get("/v1/deployments/after.east")["admission_message"]
+        assert "cluster east is stale" in message, message
+        before = hub.get("/v1/deployments/before.east")
+        assert before["admitted_replicas"] == 1, "what was admitted keeps its reservation"
+
+        again = start_agent(loop, hub, cluster_id="east", token=token)
+        try:
+            wait_until(
+                lambda: phase(hub, "after.east")[0] in ("admitted", "placed", "running"),
+                timeout=15,
+                what="admitted once the cluster reports again",
+            )
+            wait_until(lambda: phase(hub, "after.east")[0] == "running", what="running")
+        finally:
+            again.stop()
+
+
+def test_a_deployment_waiting_when_its_cluster_goes_stale_says_so(tmp_path: Path) -> None:
+    with running_hub(tmp_path, Settings(stale_after_s=2.0, heartbeat_interval_s=0.2)) as (
+        loop,
+        hub,
+    ):
+        token = hub.register_cluster("east")
+        hub.create_project("search", H100_80GB=64)
+        agent = start_agent(loop, hub, cluster_id="east", token=token)
+        with_devices(hub, "east")
+        hub.post("/v1/workloads", workload("huge", replicas=5, clusters=("east",)))
+        assert phase(hub, "huge.east") == ("pending", "insufficient_capacity")
+        assert "has 16 free" in hub.get("/v1/deployments/huge.east")["admission_message"]
+        agent.stop()
+        wait_until(
+            lambda: "is stale" in hub.get("/v1/deployments/huge.east")["admission_message"],
+            timeout=15,
+            what="the waiting deployment learns its cluster is stale",
+        )

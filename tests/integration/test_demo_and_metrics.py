@@ -86,6 +86,25 @@ def test_metrics_show_agents_messages_admissions_and_phases(
     assert hub.metric("wingsmith_deployments", phase="pending") == 1
 
 
+def test_a_deployment_that_keeps_waiting_is_one_decision_however_often_it_is_reevaluated(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=4)
+    agents(cluster_id="east", token=token)
+    wait_until(lambda: hub.get("/v1/clusters/east")["devices"], what="devices")
+    hub.post("/v1/workloads", workload("too-big", replicas=2, clusters=("east",)))
+    waiting = {"result": "waiting", "reason": "insufficient_quota"}
+    evaluated = hub.metric("wingsmith_admission_evaluations_total", **waiting)
+    for limit in (5, 6, 7):  # each quota change re-evaluates it; none lets it in
+        hub.patch("/v1/projects/search", {"quotas": {"H100-80GB": limit}})
+    assert hub.metric("wingsmith_admission_decisions_total", **waiting) == 1
+    assert hub.metric("wingsmith_admission_evaluations_total", **waiting) >= evaluated + 3
+    hub.patch("/v1/projects/search", {"quotas": {"H100-80GB": 8}})
+    admitted = {"result": "admitted", "reason": "none"}
+    assert hub.metric("wingsmith_admission_decisions_total", **admitted) == 1
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     import signal
