@@ -62,6 +62,13 @@ def figures(agents: int, d: dict[str, Any]) -> list[Figure]:
             targets=(Target("<=", 2000.0, "<= 2 s" + at_size),),
         ),
         Figure(
+            "fanout_all_hub_p99_ms",
+            "fan-out, every cluster, hub's share p99",
+            get("fanout_all", "hub_p99_ms"),
+            "ms",
+            note="from the commit until gRPC took the delta (worst round; histogram buckets)",
+        ),
+        Figure(
             "fanout_all_last_ms",
             "fan-out, every cluster, last agent",
             get("fanout_all", "last_ms"),

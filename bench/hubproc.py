@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import math
 import os
 import pathlib
 import secrets
@@ -238,7 +239,10 @@ class Profiler:
     """
 
     def __init__(self, pid: int, path: pathlib.Path, *, fmt: str = "flamegraph") -> None:
-        exe = shutil.which("py-spy")
+        # Beside the interpreter first: a virtual environment's bin/ is often not on PATH.
+        exe = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which(
+            "py-spy"
+        )
         if exe is None:
             raise RuntimeError("--profile needs py-spy: pip install py-spy")
         self.path = path
@@ -354,6 +358,27 @@ class Metrics:
             for s in family.samples:
                 samples[(s.name, tuple(sorted(s.labels.items())))] = float(s.value)
         return cls(samples)
+
+    def quantile(self, name: str, q: float, *, since: Metrics) -> float:
+        """The q-quantile of histogram `name` over what it observed between two scrapes,
+        interpolated linearly inside its bucket (Prometheus' histogram_quantile)."""
+        buckets = sorted(
+            (float(dict(labels)["le"]), value - since.samples.get((sample, labels), 0.0))
+            for (sample, labels), value in self.samples.items()
+            if sample == f"{name}_bucket"
+        )
+        if not buckets or buckets[-1][1] <= 0:
+            return math.nan
+        rank = q * buckets[-1][1]
+        lower_bound, lower_count = 0.0, 0.0
+        for bound, count in buckets:
+            if count >= rank:
+                if math.isinf(bound):
+                    return lower_bound
+                share = (rank - lower_count) / (count - lower_count) if count > lower_count else 1
+                return lower_bound + (bound - lower_bound) * share
+            lower_bound, lower_count = bound, count
+        return math.nan
 
     def get(self, name: str, **labels: str) -> float:
         """Sum over the samples of `name` whose labels include `labels`."""

@@ -396,12 +396,14 @@ class Fleet:
         rounds = []
         for r in range(self.plan.fleet_rounds):
             await self._quiet()
+            before = await self.api.metrics()
             issued, duration, _ = await self.api.timed(
                 "PATCH",
                 "/v1/workloads/fleetwide",
                 {"serving": {"engine_args": [f"--bench-round={r}"]}},
             )
             latencies = await self._wait_everyone("fleetwide", r + 2, issued, arrived_all)
+            after = await self.api.metrics()
             everyone += latencies
             rounds.append(
                 {
@@ -409,6 +411,10 @@ class Fleet:
                     "p50_ms": percentile(latencies, 50),
                     "p99_ms": percentile(latencies, 99),
                     "last_ms": max(latencies),
+                    # The hub's share: from its commit until gRPC took each stream's delta
+                    # (wingsmith_desired_delivery_seconds; bucket-interpolated).
+                    "hub_p50_ms": after.quantile(DELIVERY, 0.5, since=before) * 1000,
+                    "hub_p99_ms": after.quantile(DELIVERY, 0.99, since=before) * 1000,
                 }
             )
         self.note(
@@ -418,6 +424,7 @@ class Fleet:
             p99_ms=percentile(everyone, 99),
             last_ms=max(r["last_ms"] for r in rounds) if rounds else math.nan,
             arrived_p99_ms=percentile(arrived_all, 99),
+            hub_p99_ms=max((r["hub_p99_ms"] for r in rounds), default=math.nan),
         )
 
     async def _wait_everyone(
@@ -566,7 +573,10 @@ class Fleet:
                 {
                     "quota": quota,
                     "call_s": duration,
-                    "decisions": _delta(after, before, "wingsmith_admission_decisions_total"),
+                    # Every pending deployment a pass decided on, admitted or left waiting
+                    # (decisions_total counts only those whose outcome changed).
+                    "decisions": _delta(after, before, "wingsmith_admission_evaluations_total"),
+                    "changed": _delta(after, before, "wingsmith_admission_decisions_total"),
                     "admitted": _delta(
                         after, before, "wingsmith_admission_decisions_total", result="admitted"
                     ),
@@ -752,6 +762,9 @@ class Fleet:
             "blast_bytes_per_message": size,
             "messages_per_s": (received - received_before) / elapsed,
         }
+
+
+DELIVERY = "wingsmith_desired_delivery_seconds"
 
 
 def _delta(after: Metrics, before: Metrics, name: str, **labels: str) -> float:

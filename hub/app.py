@@ -18,6 +18,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import grpc
@@ -46,6 +47,7 @@ from hub.store.db import Database
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
 from hub.sync.liveness import LivenessRecorder, StalenessWatch
+from hub.sync.pump import DesiredPump
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
 from hub.tls import TlsConfig, check_exposure, http_context, server_credentials
@@ -99,6 +101,7 @@ class HubServer:
         self._http: web.AppRunner | None = None
         self._db: Database | None = None
         self._liveness: LivenessRecorder | None = None
+        self._writer: ThreadPoolExecutor | None = None
         self.ingest: IngestQueue | None = None
         self.ctx: ServiceContext | None = None
 
@@ -145,7 +148,11 @@ class HubServer:
             result = sync_service.ingest(ctx, items)
             self.metrics.ingested(batches=len(items), records=result.records)
 
-        self.ingest = IngestQueue(write=write)
+        # One thread writes what the streams bring (observations, liveness): the loop keeps
+        # serving streams meanwhile, and those writes keep their order.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-writer")
+        self.ingest = IngestQueue(write=write, executor=self._writer, before_write=fanout.idle)
+        pump = DesiredPump(ctx=ctx, fanout=fanout, metrics=self.metrics)
         self.metrics.agents_connected.set_function(fanout.connected)
         self.metrics.backlog.set_function(lambda: self.ingest.backlog if self.ingest else 0)
         self.metrics.watch_phases(
@@ -157,7 +164,8 @@ class HubServer:
         await self._start_grpc(ctx, fanout, dispatch)
         await self._start_http(dispatch)
         self._tasks = [
-            asyncio.create_task(self._liveness.run(), name="liveness"),
+            asyncio.create_task(pump.run(), name="desired-pump"),
+            asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
             asyncio.create_task(staleness.run(), name="staleness"),
             asyncio.create_task(self.ingest.run(), name="ingest"),
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
@@ -270,6 +278,9 @@ class HubServer:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self._writer is not None:
+            # A write already handed to the thread finishes before the last flush below.
+            await asyncio.get_running_loop().run_in_executor(None, self._writer.shutdown)
         if self.ingest is not None:
             with contextlib.suppress(Exception):
                 self.ingest.flush_now()

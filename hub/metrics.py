@@ -12,6 +12,10 @@
   pass that re-evaluates it);
 - wingsmith_deployments{phase}: deployments by admission phase, computed at most every 15 s
   (a view of every deployment: at 10,000 of them that is seconds of the hub's loop);
+- wingsmith_desired_delivery_seconds: from a commit that changed a cluster's desired state
+  until a stream of that cluster was handed the delta and gRPC took it (the hub's share of
+  how long an agent waits to hear of a change; a slow agent's coalesced delta counts from
+  when it asked again);
 - wingsmith_clusters_behind: clusters whose agent has not applied the latest revision;
 - wingsmith_observation_records_total, wingsmith_observation_batches_total: persisted by ingest;
 - wingsmith_observation_backlog: batches queued for ingest.
@@ -22,7 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -62,6 +66,12 @@ class HubMetrics:
             ["result", "reason"],
             registry=self.registry,
         )
+        self.delivery = Histogram(
+            "wingsmith_desired_delivery_seconds",
+            "From a commit changing a cluster's desired state until its stream took the delta",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=self.registry,
+        )
         self.backlog = Gauge(
             "wingsmith_observation_backlog", "Observation batches waiting", registry=self.registry
         )
@@ -89,6 +99,9 @@ class HubMetrics:
         kind = "snapshot" if snapshot else "delta"
         self.desired_specs.labels(kind=kind).inc(deployments + removals)
         self.desired_bytes.inc(size)
+
+    def desired_delivered(self, seconds: float) -> None:
+        self.delivery.observe(seconds)
 
     # service Hooks
     def admission_decided(self, decisions: Sequence[Decision]) -> None:

@@ -8,6 +8,7 @@ REST gateway (hub/api/rest.py), so every behaviour exists once. Handlers convert
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -17,7 +18,16 @@ from google.protobuf.message import Message
 from hub import errors, wire
 from hub.api import convert
 from hub.api.auth import AdminAuth
-from hub.service import adoption, authority, clusters, deployments, inventory, projects, workloads
+from hub.service import (
+    adoption,
+    authority,
+    clusters,
+    deployments,
+    inventory,
+    projects,
+    views,
+    workloads,
+)
 from hub.service.context import ServiceContext
 from hub.service.workloads import WorkloadChange
 from hub.store.deployments import DeploymentFilter
@@ -124,7 +134,9 @@ class ControlHandlers:
         paths = _mask_paths(
             request, request.update_mask, request.workload, allowed=WORKLOAD_MUTABLE
         )
-        current = convert.workload(workloads.get(self._ctx, request.ref))
+        # Only the fields a mask can name: the stored workload, not its deployments' views
+        # (those cost O(deployments): seconds for a fleet-wide workload).
+        current = convert.workload(views.workload_view(workloads.spec(self._ctx, request.ref), []))
         merged = pb.Workload()
         merged.CopyFrom(current)
         mask = field_mask_pb2.FieldMask(paths=paths)
@@ -263,7 +275,9 @@ def dispatcher(handlers: ControlHandlers, auth: AdminAuth) -> Dispatch:
         handler: Callable[[Any], Message] | None = getattr(handlers, method.name, None)
         if handler is None:
             raise errors.WingsmithError(f"{method.full_name} is not implemented")
-        return handler(request)
+        # In a worker thread: the event loop keeps serving the agents' streams while the call
+        # reads, decides and commits (the store serializes writers; reads never wait).
+        return await asyncio.to_thread(handler, request)
 
     return dispatch
 

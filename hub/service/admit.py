@@ -19,11 +19,10 @@ Steps of a pass:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
 from hub import admission
 from hub.admission import AdmissionView, Decision, Demand
-from hub.model import Deployment
+from hub.model import Deployment, evolve
 from hub.service.context import ServiceContext, Tx
 from hub.store import accounting, deployments, projects
 
@@ -99,7 +98,7 @@ def _commit(tx: Tx, current: Deployment, decision: Decision) -> None:
     ):
         deployments.save(
             tx.conn,
-            replace(
+            evolve(
                 current,
                 admitted_replicas=decision.admitted_replicas,
                 surge_replicas=decision.surge_replicas,

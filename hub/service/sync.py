@@ -64,6 +64,48 @@ def desired_since(
         )
 
 
+def desired_deltas(
+    ctx: ServiceContext, holding: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], DesiredDelta]:
+    """`desired_since` for many agents of this store epoch at once, (cluster id, revision held)
+    -> delta, read in one snapshot a few hundred clusters per statement: a change touching
+    every cluster is read once for the fleet, not once per stream. The rules are
+    desired_since's; clusters deleted meanwhile are left out."""
+    wanted = list(dict.fromkeys(holding))
+    result: dict[tuple[str, int], DesiredDelta] = {}
+    with snapshot(ctx) as conn:
+        positions = clusters.sync_positions_of(conn, [cluster_id for cluster_id, _ in wanted])
+        incremental: list[tuple[str, int]] = []
+        full: list[tuple[str, int]] = []
+        for cluster_id, held in wanted:
+            if cluster_id not in positions:
+                continue
+            revision, floor = positions[cluster_id]
+            if held == revision:
+                result[(cluster_id, held)] = DesiredDelta(revision, held, False, (), ())
+            elif held > revision or held < floor:
+                full.append((cluster_id, held))
+            else:
+                incremental.append((cluster_id, held))
+        upserts = deployments.changed_since_each(
+            conn, incremental + [(cluster_id, 0) for cluster_id, _ in full]
+        )
+        removals = deployments.removed_since_each(conn, incremental)
+    for cluster_id, held in incremental:
+        result[(cluster_id, held)] = DesiredDelta(
+            revision=positions[cluster_id][0],
+            from_revision=held,
+            snapshot=False,
+            upserts=tuple(upserts[(cluster_id, held)]),
+            removals=tuple(removals[(cluster_id, held)]),
+        )
+    for cluster_id, held in full:
+        result[(cluster_id, held)] = DesiredDelta(
+            positions[cluster_id][0], 0, True, tuple(upserts[(cluster_id, 0)]), ()
+        )
+    return result
+
+
 def open_session(
     ctx: ServiceContext, *, cluster_id: str, session: AgentSession, read_only: bool
 ) -> int:

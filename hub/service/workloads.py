@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hub import errors, placement, serving
-from hub.model import TOPOLOGIES, Deployment, Placement, Serving, Workload
+from hub.model import TOPOLOGIES, Deployment, Placement, Serving, Workload, evolve
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, clusters, deployments, discovered, projects, workloads
@@ -88,6 +88,12 @@ def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
 def get(ctx: ServiceContext, ref: str) -> views.WorkloadView:
     with snapshot(ctx) as conn:
         return _view(ctx, conn, ref)
+
+
+def spec(ctx: ServiceContext, ref: str) -> Workload:
+    """The stored workload alone, without its deployments' views."""
+    with snapshot(ctx) as conn:
+        return _get(conn, ref)
 
 
 def list_page(
@@ -246,7 +252,7 @@ def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> Non
             continue
         _save(
             tx,
-            replace(
+            evolve(
                 d,
                 serving=workload.serving,
                 engine_args=workload.serving.engine_args,
@@ -311,7 +317,7 @@ def _new_deployment(
 
 def _save(tx: Tx, deployment: Deployment) -> Deployment:
     tx.touched.add(deployment.cluster_id)
-    return deployments.save(tx.conn, deployment)
+    return evolve(deployment, revision=deployments.save(tx.conn, deployment))
 
 
 def _valid_placement(wanted: Placement) -> Placement:

@@ -7,7 +7,7 @@ enough (there is nothing to brute-force), and a hash index finds the token's clu
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from hub import errors
 from hub.model import AgentSession, Cluster
@@ -191,6 +191,23 @@ def sync_positions(conn: sqlite3.Connection, cluster_id: str) -> tuple[int, int]
     if row is None:
         raise errors.NotFound("cluster", cluster_id)
     return int(row["desired_revision"]), int(row["tombstone_floor"])
+
+
+def sync_positions_of(
+    conn: sqlite3.Connection, cluster_ids: Sequence[str]
+) -> dict[str, tuple[int, int]]:
+    """cluster id -> (desired_revision, tombstone_floor), for those that exist."""
+    result: dict[str, tuple[int, int]] = {}
+    ids = sorted(set(cluster_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for r in conn.execute(
+            "SELECT cluster_id, desired_revision, tombstone_floor FROM clusters"
+            f" WHERE cluster_id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ):
+            result[r["cluster_id"]] = (int(r["desired_revision"]), int(r["tombstone_floor"]))
+    return result
 
 
 def prune_tombstones(conn: sqlite3.Connection, *, older_than: float) -> int:

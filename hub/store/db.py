@@ -6,10 +6,15 @@ The only module (with its siblings in hub/store) that imports sqlite3. Settings:
   kill -9 of the hub (only a power loss or OS crash can lose the last ones); `synchronous=FULL`
   makes commits survive those too, at one fsync per commit.
 
-Writes go through `write()`, which opens BEGIN IMMEDIATE: the write lock is taken before the
-first read, so a read-decide-write sequence (admission) can never interleave with another
-writer, in this process or another one on the same file. Reads that must be consistent across
-statements use `read()` (one deferred transaction, a stable snapshot in WAL mode).
+Writes go through `write()`, which opens BEGIN IMMEDIATE on the one writing connection: the
+write lock is taken before the first read, so a read-decide-write sequence (admission) can
+never interleave with another writer, in this process or another one on the same file. Reads
+that must be consistent across statements use `read()`: one deferred transaction, a stable
+snapshot in WAL mode, on a read-only connection of the calling thread's own. So a read never
+waits for a write: the stream sessions on the event loop keep reading desired state while a
+control call or an ingest transaction writes in a worker thread. A read sees what was
+committed when it began; a write transaction must not call `read()` expecting to see its own
+uncommitted changes (it uses its own connection for that).
 """
 
 from __future__ import annotations
@@ -44,25 +49,39 @@ class Database:
         if synchronous.upper() not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}")
         self.path = str(path)
+        self._busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
+        # Read connections, one per thread that reads (the event loop, worker threads).
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._closed = False
         try:
-            self._conn = sqlite3.connect(
-                self.path,
-                timeout=busy_timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            self._conn.row_factory = sqlite3.Row
+            self._conn = self._connect()
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
-            self._conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as e:
             raise errors.StoreError(f"cannot open database {self.path}: {e}") from e
         self.schema_version = migrate(self._conn)
         self.epoch = self._ensure_epoch()
 
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._readers_lock:
+            self._closed = True
+            for reader in self._readers:
+                reader.close()
+            self._readers.clear()
             self._conn.close()
 
     @contextlib.contextmanager
@@ -83,19 +102,34 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction: every statement sees the same snapshot."""
-        with self._lock:
-            self._begin("BEGIN")
+        """One read transaction on this thread's read connection: every statement sees the
+        same snapshot, and no writer is waited for."""
+        conn = self._reader()
+        _begin(conn, "BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        with self._readers_lock:
+            if self._closed:
+                raise errors.StoreError(f"database {self.path} is closed")
             try:
-                yield self._conn
-            finally:
-                self._conn.execute("COMMIT")
+                conn = self._connect()
+                # Enforced by SQLite: a read connection can never write by mistake.
+                conn.execute("PRAGMA query_only=ON")
+            except sqlite3.Error as e:
+                raise errors.StoreError(f"cannot open database {self.path}: {e}") from e
+            self._readers.append(conn)
+        self._local.conn = conn
+        return conn
 
     def _begin(self, statement: str) -> None:
-        try:
-            self._conn.execute(statement)
-        except sqlite3.OperationalError as e:
-            raise errors.StoreError(f"database busy: {e}") from e
+        _begin(self._conn, statement)
 
     def _ensure_epoch(self) -> str:
         with self.write() as conn:
@@ -105,6 +139,13 @@ class Database:
             epoch = "se_" + secrets.token_hex(8)
             conn.execute("INSERT INTO meta (key, value) VALUES ('store_epoch', ?)", (epoch,))
             return epoch
+
+
+def _begin(conn: sqlite3.Connection, statement: str) -> None:
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as e:
+        raise errors.StoreError(f"database busy: {e}") from e
 
 
 def migrations() -> list[tuple[int, str, str]]:

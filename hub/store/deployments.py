@@ -8,9 +8,10 @@ tombstone carrying the revision of the deletion.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from hub import serving
 from hub.model import Deployment
@@ -32,10 +33,9 @@ class DeploymentFilter:
     project: str = ""
 
 
-def save(conn: sqlite3.Connection, deployment: Deployment) -> Deployment:
-    """Insert or update; bumps the cluster's revision and returns the stored deployment."""
+def save(conn: sqlite3.Connection, deployment: Deployment) -> int:
+    """Insert or update; bumps the cluster's revision and returns it (the stored revision)."""
     revision = clusters.bump_revision(conn, deployment.cluster_id)
-    stored = replace(deployment, revision=revision)
     conn.execute(
         f"INSERT INTO deployments ({_COLUMNS}) VALUES ({','.join('?' * 26)})"
         " ON CONFLICT (deployment_id) DO UPDATE SET"
@@ -51,9 +51,9 @@ def save(conn: sqlite3.Connection, deployment: Deployment) -> Deployment:
         " surge_replicas = excluded.surge_replicas, rolling = excluded.rolling,"
         " dgd_namespace = excluded.dgd_namespace, dgd_name = excluded.dgd_name,"
         " adopted_from = excluded.adopted_from",
-        _row(stored),
+        _row(deployment, revision=revision),
     )
-    return stored
+    return revision
 
 
 def set_admission_note(
@@ -136,6 +136,56 @@ def removed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> l
         (cluster_id, revision),
     ).fetchall()
     return [r["deployment_id"] for r in rows]
+
+
+# (cluster id, revision) pairs: what several agents hold, asked about in one statement.
+Since = tuple[str, int]
+_SINCE_CHUNK = 400
+
+
+def _since_values(chunk: Sequence[Since]) -> tuple[str, list[object]]:
+    marks = ",".join("(?, ?)" for _ in chunk)
+    return f"WITH since (cluster_id, revision) AS (VALUES {marks})", [
+        value for pair in chunk for value in pair
+    ]
+
+
+def changed_since_each(
+    conn: sqlite3.Connection, wants: Sequence[Since]
+) -> dict[Since, list[Deployment]]:
+    """`changed_since` for many (cluster, revision) pairs at once: the fan-out of one change
+    to thousands of agents reads their deltas a few hundred per statement."""
+    result: dict[Since, list[Deployment]] = {want: [] for want in wants}
+    pairs = list(result)
+    for start in range(0, len(pairs), _SINCE_CHUNK):
+        cte, params = _since_values(pairs[start : start + _SINCE_CHUNK])
+        rows = conn.execute(
+            f"{cte} SELECT s.revision AS since_revision, d.*, w.name AS workload_name,"
+            " w.placement AS workload_placement FROM since s"
+            " JOIN deployments d ON d.cluster_id = s.cluster_id AND d.revision > s.revision"
+            " JOIN workloads w ON w.workload_id = d.workload_id ORDER BY d.revision",
+            params,
+        )
+        for r in rows:
+            result[(r["cluster_id"], r["since_revision"])].append(_deployment(r))
+    return result
+
+
+def removed_since_each(conn: sqlite3.Connection, wants: Sequence[Since]) -> dict[Since, list[str]]:
+    """`removed_since` for many (cluster, revision) pairs at once."""
+    result: dict[Since, list[str]] = {want: [] for want in wants}
+    pairs = list(result)
+    for start in range(0, len(pairs), _SINCE_CHUNK):
+        cte, params = _since_values(pairs[start : start + _SINCE_CHUNK])
+        rows = conn.execute(
+            f"{cte} SELECT s.cluster_id, s.revision AS since_revision, t.deployment_id"
+            " FROM since s JOIN tombstones t"
+            " ON t.cluster_id = s.cluster_id AND t.revision > s.revision ORDER BY t.revision",
+            params,
+        )
+        for r in rows:
+            result[(r["cluster_id"], r["since_revision"])].append(r["deployment_id"])
+    return result
 
 
 def waiting(
@@ -227,7 +277,7 @@ def _select(where: str, *, extra: str = "") -> str:
     )
 
 
-def _row(d: Deployment) -> tuple[object, ...]:
+def _row(d: Deployment, *, revision: int) -> tuple[object, ...]:
     return (
         d.deployment_id,
         d.workload_id,
@@ -243,11 +293,11 @@ def _row(d: Deployment) -> tuple[object, ...]:
         int(d.enabled),
         codec.dumps(list(d.engine_args)),
         codec.dumps(list(d.imported_args)),
-        codec.dumps(serving.to_document(d.serving)),
+        serving.encode(d.serving),
         d.serving_digest,
         d.device_class,
         d.devices_per_replica,
-        d.revision,
+        revision,
         d.create_time,
         d.update_time,
         d.surge_replicas,
@@ -272,9 +322,9 @@ def _deployment(row: sqlite3.Row) -> Deployment:
         generation=row["generation"],
         authority=row["authority"],
         enabled=bool(row["enabled"]),
-        engine_args=tuple(codec.loads(row["engine_args"])),
-        imported_args=tuple(codec.loads(row["imported_args"])),
-        serving=serving.from_document(codec.loads(row["serving"])),
+        engine_args=_args(row["engine_args"]),
+        imported_args=_args(row["imported_args"]),
+        serving=serving.decode(row["serving"]),
         serving_digest=row["serving_digest"],
         device_class=row["device_class"],
         devices_per_replica=row["devices_per_replica"],
@@ -287,5 +337,17 @@ def _deployment(row: sqlite3.Row) -> Deployment:
         dgd_namespace=row["dgd_namespace"],
         dgd_name=row["dgd_name"],
         adopted_from=row["adopted_from"],
-        topology=codec.loads(row["workload_placement"]).get("topology", ""),
+        topology=_topology(row["workload_placement"]),
     )
+
+
+# Rows of one workload repeat the same texts (a fleet-wide workload: thousands of rows); the
+# parsed values are immutable, so they are cached by text.
+@functools.lru_cache(maxsize=4096)
+def _args(text: str) -> tuple[str, ...]:
+    return tuple(codec.loads(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _topology(placement_text: str) -> str:
+    return str(codec.loads(placement_text).get("topology", ""))

@@ -20,7 +20,7 @@ def insert(conn: sqlite3.Connection, workload: Workload) -> None:
                 workload.project,
                 workload.replicas,
                 workload.device_class,
-                codec.dumps(serving.to_document(workload.serving)),
+                serving.encode(workload.serving),
                 codec.dumps(_placement_document(workload.placement)),
                 workload.create_time,
                 workload.update_time,
@@ -36,7 +36,7 @@ def update(conn: sqlite3.Connection, workload: Workload) -> None:
         " WHERE workload_id = ?",
         (
             workload.replicas,
-            codec.dumps(serving.to_document(workload.serving)),
+            serving.encode(workload.serving),
             codec.dumps(_placement_document(workload.placement)),
             workload.update_time,
             workload.workload_id,
@@ -89,7 +89,7 @@ def _workload(row: sqlite3.Row) -> Workload:
         project=row["project"],
         replicas=row["replicas"],
         device_class=row["device_class"],
-        serving=serving.from_document(codec.loads(row["serving"])),
+        serving=serving.decode(row["serving"]),
         placement=Placement(
             clusters=tuple(placement["clusters"]),
             cluster_selector=placement["cluster_selector"],

@@ -192,7 +192,7 @@ def _deployment(
         observe_ns=observe_ns,
         status=status,
         replicas=tuple(
-            _replica(r, check, f"{path}.replicas[{i}]") for i, r in enumerate(message.replicas)
+            _replica(r, check, f"{path}.replicas", i) for i, r in enumerate(message.replicas)
         ),
         absent=message.absent,
         live_args=_args(message.live_args, check, f"{path}.live_args"),
@@ -252,7 +252,7 @@ def _discovered(
         devices_per_replica=check.count(
             message.devices_per_replica, f"{path}.devices_per_replica", limit=4096
         ),
-        pods=tuple(_replica(p, check, f"{path}.pods[{i}]") for i, p in enumerate(message.pods)),
+        pods=tuple(_replica(p, check, f"{path}.pods", i) for i, p in enumerate(message.pods)),
     )
 
 
@@ -275,7 +275,9 @@ def _discovered_service(
     )
 
 
-def _replica(message: sync_pb2.ReplicaReport, check: Checker, path: str) -> ReplicaObservation:
+def _replica(
+    message: sync_pb2.ReplicaReport, check: Checker, list_path: str, index: int
+) -> ReplicaObservation:
     """Hot path (every pod of every report): one expression; error paths only on failure."""
     name, namespace, node, digest = (
         message.name,
@@ -296,7 +298,7 @@ def _replica(message: sync_pb2.ReplicaReport, check: Checker, path: str) -> Repl
         and _printable(version, 64)
     ):
         return ReplicaObservation(name, namespace, node, message.ready, digest, version, role)
-    return _replica_checked(message, check, path)
+    return _replica_checked(message, check, f"{list_path}[{index}]")
 
 
 def _replica_checked(
@@ -341,12 +343,10 @@ def _node(message: sync_pb2.NodeObservation, check: Checker, path: str) -> NodeO
     return NodeObservation(
         node_id=message.node_id,
         observe_ns=observe_ns,
-        devices=tuple(
-            _device(d, check, f"{path}.devices[{i}]") for i, d in enumerate(message.devices)
-        ),
+        # Paths are built only for an item that fails (the hot path of ingest).
+        devices=tuple(_device(d, check, path, i) for i, d in enumerate(message.devices)),
         allocations=tuple(
-            _allocation(a, check, f"{path}.allocations[{i}]")
-            for i, a in enumerate(message.allocations)
+            _allocation(a, check, path, i) for i, a in enumerate(message.allocations)
         ),
         absent=message.absent,
         inventory_error=check.text(message.inventory_error, f"{path}.inventory_error", limit=2048),
@@ -357,7 +357,7 @@ def _printable(value: str, limit: int) -> bool:
     return len(value) <= limit and value.isascii() and value.isprintable()
 
 
-def _device(message: resources_pb2.Device, check: Checker, path: str) -> Device:
+def _device(message: resources_pb2.Device, check: Checker, node_path: str, index: int) -> Device:
     """The hot path of ingest (every device of every node report): check every field in one
     expression, and build error paths only for a device that fails (in _device_checked)."""
     uuid, name, pci = message.uuid, message.name, message.pci_bus_id
@@ -386,7 +386,7 @@ def _device(message: resources_pb2.Device, check: Checker, path: str) -> Device:
             domain,
             parent,
         )
-    return _device_checked(message, check, path)
+    return _device_checked(message, check, f"{node_path}.devices[{index}]")
 
 
 def _device_checked(message: resources_pb2.Device, check: Checker, path: str) -> Device:
@@ -411,7 +411,7 @@ def _device_checked(message: resources_pb2.Device, check: Checker, path: str) ->
 
 
 def _allocation(
-    message: sync_pb2.AllocationReport, check: Checker, path: str
+    message: sync_pb2.AllocationReport, check: Checker, node_path: str, index: int
 ) -> AllocationObservation:
     """Hot path (every allocation of every node report): one expression, then the checked
     version only for a failure, to name the field."""
@@ -427,7 +427,7 @@ def _allocation(
         and _printable(message.resource_name, 253)
     ):
         return AllocationObservation(pod, namespace, ids, message.resource_name)
-    return _allocation_checked(message, check, path)
+    return _allocation_checked(message, check, f"{node_path}.allocations[{index}]")
 
 
 def _allocation_checked(

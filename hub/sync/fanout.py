@@ -1,28 +1,46 @@
-"""Wakes the stream sessions of clusters whose desired state changed.
+"""Which streams are open, and which clusters' desired state changed since they were told.
 
-The service layer calls `desired_changed` after a commit (it is the service's Publisher). A
-session holds one `Listener` per stream; waking only sets a flag and an event, so a burst of
-changes coalesces into one delta read per session. A cluster may have several sessions (a
-DaemonSet: one per node); each sits in a *slot*: a pod's name, or one shared slot for the
-agent of a whole cluster. A newer session in an occupied slot supersedes the older one, which
-is told to close.
+The service layer calls `desired_changed` after a commit (it is the service's Publisher): it
+only marks the clusters dirty. The pump (hub/sync/pump.py) takes dirty clusters a few hundred
+at a time, reads the deltas of all their streams together and hands each stream its message.
+So a burst of changes coalesces into one delta per stream, and a change touching every
+cluster is read in a few statements rather than one per stream.
 
-Callable from any thread: the hub's loop owns the events, other threads hand over with
-call_soon_threadsafe (tests and tools may drive the service from outside the loop).
+A cluster may have several streams (a DaemonSet: one per node); each sits in a *slot*: a
+pod's name, or one shared slot for the agent of a whole cluster. A newer stream in an occupied
+slot supersedes the older one, which is told to close.
+
+Callable from any thread: the hub's loop owns the dirty set and its events, other threads
+(control calls and ingest run in worker threads) hand over with call_soon_threadsafe.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 WHOLE_CLUSTER = ""
 
 
 class Listener(Protocol):
-    def wake(self) -> None: ...
+    """A stream, as the fanout and the pump see it."""
+
+    cluster_id: str
+    # The revision its agent will hold once everything handed to the stream is sent.
+    sent_revision: int
+
+    def accepts_desired(self) -> bool:
+        """False while its first message is not out, it is closing, or a desired-state
+        message handed to it is still unsent (it asks again once that one is sent)."""
+        ...
+
+    def deliver(self, message: Any, *, revision: int, changed_at: float) -> None:
+        """Queue `message` (bringing the agent to `revision`); `changed_at`: when the oldest
+        change it carries was published (time.monotonic), for the delivery-time metric."""
+        ...
 
     def supersede(self) -> None: ...
 
@@ -32,6 +50,13 @@ class Fanout:
         self._loop = loop
         self._listeners: dict[str, dict[str, Listener]] = {}
         self._lock = threading.Lock()
+        # Owned by the loop: clusters whose streams may be behind (-> when the oldest change
+        # not yet handed out was published), and whether the pump has nothing left to do
+        # (observation ingest waits for that: hub/sync/ingest.py).
+        self._dirty: dict[str, float] = {}
+        self._has_dirty = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def register(self, cluster_id: str, slot: str, listener: Listener) -> None:
         with self._lock:
@@ -57,22 +82,48 @@ class Fanout:
         with self._lock:
             return cluster_id in self._listeners
 
-    def desired_changed(self, cluster_ids: Iterable[str]) -> None:
+    def listeners(self, cluster_id: str) -> list[Listener]:
         with self._lock:
-            targets = [
-                listener for c in cluster_ids for listener in self._listeners.get(c, {}).values()
-            ]
-        if not targets:
+            return list(self._listeners.get(cluster_id, {}).values())
+
+    def desired_changed(self, cluster_ids: Iterable[str]) -> None:
+        ids = list(cluster_ids)
+        if not ids:
             return
         if _on_loop(self._loop):
-            _wake_all(targets)
+            self._mark(ids)
         else:
-            self._loop.call_soon_threadsafe(_wake_all, targets)
+            self._loop.call_soon_threadsafe(self._mark, ids)
 
+    def _mark(self, cluster_ids: list[str]) -> None:
+        with self._lock:
+            connected = [c for c in cluster_ids if c in self._listeners]
+        if connected:
+            now = time.monotonic()
+            for cluster_id in connected:
+                self._dirty.setdefault(cluster_id, now)
+            self._idle.clear()
+            self._has_dirty.set()
 
-def _wake_all(listeners: list[Listener]) -> None:
-    for listener in listeners:
-        listener.wake()
+    async def take_dirty(self, limit: int) -> dict[str, float]:
+        """The next dirty clusters, oldest first, at most `limit`, with when each was first
+        marked; waits while there are none (and only then counts as idle)."""
+        while not self._dirty:
+            self._idle.set()
+            self._has_dirty.clear()
+            await self._has_dirty.wait()
+        taken: dict[str, float] = {}
+        for cluster_id, marked_at in self._dirty.items():
+            taken[cluster_id] = marked_at
+            if len(taken) == limit:
+                break
+        for cluster_id in taken:
+            del self._dirty[cluster_id]
+        return taken
+
+    async def idle(self) -> None:
+        """Until every stream was handed what changed (the pump waits for new changes)."""
+        await self._idle.wait()
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

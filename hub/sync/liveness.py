@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +41,33 @@ class LivenessRecorder:
             self._applied[cluster_id] = revision
 
     def flush(self) -> None:
-        seen, applied = self._seen, self._applied
-        self._seen, self._applied = {}, {}
+        seen, applied = self._take()
         if seen or applied:
             self._flush(seen, applied)
 
-    async def run(self) -> None:
+    def _take(self) -> tuple[dict[str, float], dict[str, int]]:
+        seen, applied = self._seen, self._applied
+        self._seen, self._applied = {}, {}
+        return seen, applied
+
+    async def run(self, executor: Executor | None = None) -> None:
+        """Flush every interval; the write runs in `executor` (the store's writer thread)
+        when given, the maps are swapped on the loop that fills them."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self._interval_s)
+            seen, applied = self._take()
+            if not seen and not applied:
+                continue
             try:
-                self.flush()
+                await loop.run_in_executor(executor, self._flush, seen, applied)
             except Exception:
                 log.exception("liveness flush failed; will retry")
+                # Values only move forward: put them back under anything newer.
+                for cluster_id, at in seen.items():
+                    self._seen.setdefault(cluster_id, at)
+                for cluster_id, revision in applied.items():
+                    self.applied(cluster_id, revision)
 
 
 class StalenessWatch:

@@ -6,8 +6,9 @@
    other cluster id, INVALID_ARGUMENT for anything else).
 3. Send Welcome, then the desired-state delta since the agent's revision (or a snapshot; or
    nothing when the agent is up to date).
-4. Then two loops: the reader validates and handles each agent message; the writer sends a new
-   delta whenever the fanout wakes the session. A malformed observation batch is answered with
+4. Then two loops: the reader validates and handles each agent message; the writer sends what
+   is put in the session's outbox: deltas from the pump (hub/sync/pump.py) whenever the
+   cluster's desired state changes, problems, fences. A malformed observation batch is answered with
    a Problem and changes nothing; writing another cluster's deployments closes the stream with
    PERMISSION_DENIED. A newer stream in the same slot supersedes this one (ABORTED).
 
@@ -41,6 +42,7 @@ from hub.sync.fanout import WHOLE_CLUSTER, Fanout
 from hub.sync.ingest import IngestQueue
 from hub.sync.leadership import Leadership
 from hub.sync.liveness import LivenessRecorder
+from hub.sync.pump import desired_message
 from hub.sync.ratelimit import TokenBucket
 from hub.tls import peer_cluster_id
 from wingsmith.v1 import sync_pb2, sync_pb2_grpc
@@ -56,6 +58,8 @@ class SyncMetrics(Protocol):
     def desired_sent(
         self, *, snapshot: bool, deployments: int, removals: int, size: int
     ) -> None: ...
+
+    def desired_delivered(self, seconds: float) -> None: ...
 
 
 def bearer_token(metadata: Any) -> str:
@@ -73,6 +77,10 @@ class _Close:
     message: str
 
 
+# Put in the outbox when the reader ends (the agent closed its side, or the stream broke).
+_READER_DONE = object()
+
+
 class _Session:
     """Per-stream state, and the fanout's and leadership's handle on it."""
 
@@ -87,12 +95,28 @@ class _Session:
         self.own_deployments: set[str] = set()
         self.sent_revision = 0
         self.last_seq = 0
-        self.outbox: asyncio.Queue[sync_pb2.HubMessage | _Close] = asyncio.Queue()
-        self.woken = asyncio.Event()
+        self.outbox: asyncio.Queue[sync_pb2.HubMessage | _Close | object] = asyncio.Queue()
         self.closing: _Close | None = None
+        # The first desired message was computed (the pump may hand over deltas from then).
+        self.ready = False
+        # A desired message sits in the outbox; the pump passes this stream by meanwhile and
+        # `missed` makes it ask again once that message is written (one coalesced delta for
+        # a slow agent, not a queue of them).
+        self.desired_waiting = False
+        self.desired_changed_at = 0.0
+        self.missed = False
 
-    def wake(self) -> None:
-        self.woken.set()
+    def accepts_desired(self) -> bool:
+        if not self.ready or self.closing is not None or self.desired_waiting:
+            self.missed = True
+            return False
+        return True
+
+    def deliver(self, message: sync_pb2.HubMessage, *, revision: int, changed_at: float) -> None:
+        self.sent_revision = revision
+        self.desired_waiting = True
+        self.desired_changed_at = changed_at
+        self.outbox.put_nowait(message)
 
     @property
     def slot(self) -> str:
@@ -104,13 +128,11 @@ class _Session:
     def fence(self, term: int, reason: str) -> None:
         self.leading = False
         self.outbox.put_nowait(sync_pb2.HubMessage(fence=sync_pb2.Fence(term=term, reason=reason)))
-        self.woken.set()
 
     def close(self, code: grpc.StatusCode, message: str) -> None:
         if self.closing is None:
             self.closing = _Close(code, message)
             self.outbox.put_nowait(self.closing)
-            self.woken.set()
 
 
 class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
@@ -175,10 +197,13 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 applied_revision=hello.applied_revision,
             )
             session.sent_revision = first.revision if not first.empty else hello.applied_revision
+            # Everything committed so far is in `first`: the pump takes over from here.
+            session.ready, session.missed = True, False
             if not first.empty:
                 yield self._out(self._desired(first))
             reader = asyncio.create_task(self._read(session, request_iterator))
-            async for message in self._outgoing(session, reader):
+            reader.add_done_callback(lambda _: session.outbox.put_nowait(_READER_DONE))
+            async for message in self._outgoing(session):
                 yield message
             if session.closing is not None:
                 await context.abort(session.closing.code, session.closing.message)
@@ -268,46 +293,24 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
 
     # -- writer -------------------------------------------------------------------------------
 
-    async def _outgoing(
-        self, session: _Session, reader: asyncio.Task[None]
-    ) -> AsyncIterator[sync_pb2.HubMessage]:
+    async def _outgoing(self, session: _Session) -> AsyncIterator[sync_pb2.HubMessage]:
         while True:
-            if not session.outbox.empty():
-                item = session.outbox.get_nowait()
-                if isinstance(item, _Close):
-                    return
-                yield self._out(item)
-                continue
-            if reader.done():
-                return  # the agent closed its side
-            if session.woken.is_set():
-                session.woken.clear()
-                delta = sync_service.desired_since(
-                    self._ctx,
-                    session.cluster_id,
-                    epoch=self._ctx.db.epoch,
-                    applied_revision=session.sent_revision,
-                )
-                if not delta.empty:
-                    session.sent_revision = delta.revision
-                    yield self._out(self._desired(delta))
-                continue
-            waiter = asyncio.create_task(session.woken.wait())
-            done, _ = await asyncio.wait({waiter, reader}, return_when=asyncio.FIRST_COMPLETED)
-            if waiter not in done:
-                waiter.cancel()
+            item = await session.outbox.get()
+            if item is _READER_DONE or isinstance(item, _Close):
+                return  # the agent closed its side, or the hub closes the stream
+            assert isinstance(item, sync_pb2.HubMessage)
+            desired = item.HasField("desired")
+            yield self._out(item)
+            if desired and session.desired_waiting:
+                # Written: the pump may hand this stream its next delta.
+                self._metrics.desired_delivered(time.monotonic() - session.desired_changed_at)
+                session.desired_waiting = False
+                if session.missed:
+                    session.missed = False
+                    self._fanout.desired_changed([session.cluster_id])
 
     def _desired(self, delta: sync_service.DesiredDelta) -> sync_pb2.HubMessage:
-        message = sync_pb2.HubMessage(
-            desired=sync_pb2.DesiredState(
-                revision=delta.revision,
-                snapshot=delta.snapshot,
-                from_revision=delta.from_revision,
-                store_epoch=self._ctx.db.epoch,
-                upserts=[convert.deployment_spec(d) for d in delta.upserts],
-                removals=list(delta.removals),
-            )
-        )
+        message = desired_message(self._ctx, delta)
         self._metrics.desired_sent(
             snapshot=delta.snapshot,
             deployments=len(delta.upserts),
@@ -345,7 +348,6 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                             )
                         )
                     )
-                    session.woken.set()
         except grpc.aio.AioRpcError:
             return  # the stream broke; the handler's finally cleans up
 
