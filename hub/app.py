@@ -240,7 +240,8 @@ class HubServer:
 
     async def _start_http(self, dispatch: control.Dispatch) -> None:
         async def metrics(_: web.Request) -> web.Response:
-            body = generate_latest(self.metrics.registry)
+            # In a thread: some gauges read the store (phases: a view of every deployment).
+            body = await asyncio.to_thread(generate_latest, self.metrics.registry)
             return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         async def healthz(_: web.Request) -> web.Response:
