@@ -69,6 +69,20 @@ def figures(agents: int, d: dict[str, Any]) -> list[Figure]:
             note="from the commit until gRPC took the delta (worst round; histogram buckets)",
         ),
         Figure(
+            "fanout_all_hub_cpu_s",
+            "fan-out, every cluster, hub CPU per change",
+            get("fanout_all", "hub_cpu_s"),
+            "s",
+            note="from the call until the last agent applied it",
+        ),
+        Figure(
+            "fanout_all_workers_cpu_s",
+            "fan-out, every cluster, agents' CPU per change",
+            get("fanout_all", "workers_cpu_s"),
+            "s",
+            note="the load generator: every agent applies the change and reports its rollout",
+        ),
+        Figure(
             "fanout_all_last_ms",
             "fan-out, every cluster, last agent",
             get("fanout_all", "last_ms"),

@@ -240,9 +240,7 @@ class Profiler:
 
     def __init__(self, pid: int, path: pathlib.Path, *, fmt: str = "flamegraph") -> None:
         # Beside the interpreter first: a virtual environment's bin/ is often not on PATH.
-        exe = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which(
-            "py-spy"
-        )
+        exe = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")
         if exe is None:
             raise RuntimeError("--profile needs py-spy: pip install py-spy")
         self.path = path

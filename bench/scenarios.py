@@ -37,6 +37,7 @@ import math
 import os
 import pathlib
 import random
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -397,12 +398,17 @@ class Fleet:
         for r in range(self.plan.fleet_rounds):
             await self._quiet()
             before = await self.api.metrics()
+            hub_before, workers_before = self.hub.sample(), self._worker_cpu()
             issued, duration, _ = await self.api.timed(
                 "PATCH",
                 "/v1/workloads/fleetwide",
                 {"serving": {"engine_args": [f"--bench-round={r}"]}},
             )
             latencies = await self._wait_everyone("fleetwide", r + 2, issued, arrived_all)
+            # CPU spent from the call until the last agent applied (the wait's polling of the
+            # workers included): what the change cost the hub, and the load generator.
+            hub_cpu_s = self.hub.sample().cpu_s - hub_before.cpu_s
+            workers_cpu_s = self._worker_cpu() - workers_before
             after = await self.api.metrics()
             everyone += latencies
             rounds.append(
@@ -415,6 +421,8 @@ class Fleet:
                     # (wingsmith_desired_delivery_seconds; bucket-interpolated).
                     "hub_p50_ms": after.quantile(DELIVERY, 0.5, since=before) * 1000,
                     "hub_p99_ms": after.quantile(DELIVERY, 0.99, since=before) * 1000,
+                    "hub_cpu_s": hub_cpu_s,
+                    "workers_cpu_s": workers_cpu_s,
                 }
             )
         self.note(
@@ -425,6 +433,10 @@ class Fleet:
             last_ms=max(r["last_ms"] for r in rounds) if rounds else math.nan,
             arrived_p99_ms=percentile(arrived_all, 99),
             hub_p99_ms=max((r["hub_p99_ms"] for r in rounds), default=math.nan),
+            hub_cpu_s=statistics.mean(r["hub_cpu_s"] for r in rounds) if rounds else math.nan,
+            workers_cpu_s=(
+                statistics.mean(r["workers_cpu_s"] for r in rounds) if rounds else math.nan
+            ),
         )
 
     async def _wait_everyone(
