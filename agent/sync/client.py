@@ -86,6 +86,7 @@ class StreamClient:
         on_desired: OnDesired,
         on_connected: Callable[[], None] = lambda: None,
         on_fence: Callable[[int, str], None] = lambda term, reason: None,
+        on_grant: Callable[[int, Sequence[str]], None] = lambda term, node_ids: None,
         backoff: Backoff | None = None,
         superseded: Backoff | None = None,
         stable_s: float = 300.0,
@@ -97,6 +98,7 @@ class StreamClient:
         self._on_desired = on_desired
         self._on_connected = on_connected
         self._on_fence = on_fence
+        self._on_grant = on_grant
         self._backoff = backoff or Backoff()
         # Not reset by a welcome (the fight would restart at once): only by a session that
         # lasted `stable_s` without being superseded.
@@ -231,6 +233,9 @@ class StreamClient:
             elif kind == "fence":
                 log.warning("fenced (term %d): %s", message.fence.term, message.fence.reason)
                 self._on_fence(message.fence.term, message.fence.reason)
+            elif kind == "grant":
+                log.info("leadership granted or confirmed (term %d)", message.grant.term)
+                self._on_grant(message.grant.term, tuple(message.grant.node_ids))
             elif kind == "problem":
                 text = f"{message.problem.code}: {message.problem.message}"
                 self.stats.problems.append(text)

@@ -520,6 +520,7 @@ class HubMessage(_message.Message):
     DESIRED_FIELD_NUMBER: _builtins.int
     PROBLEM_FIELD_NUMBER: _builtins.int
     FENCE_FIELD_NUMBER: _builtins.int
+    GRANT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -528,6 +529,8 @@ class HubMessage(_message.Message):
     def problem(self) -> Global___Problem: ...
     @_builtins.property
     def fence(self) -> Global___Fence: ...
+    @_builtins.property
+    def grant(self) -> Global___LeadershipGrant: ...
     def __init__(
         self,
         *,
@@ -535,16 +538,52 @@ class HubMessage(_message.Message):
         desired: Global___DesiredState | None = ...,
         problem: Global___Problem | None = ...,
         fence: Global___Fence | None = ...,
+        grant: Global___LeadershipGrant | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem", "fence"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem", "fence", "grant"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___HubMessage: _TypeAlias = HubMessage  # noqa: Y015
+
+@_typing.final
+class LeadershipGrant(_message.Message):
+    """The hub made this session the cluster's leader, or confirmed its claim (docs/daemonset.md).
+
+    A read-only DaemonSet elects no one through a Lease (it may write nothing, a Lease included):
+    the hub grants leadership of such a cluster to one of its read-only node agents, with a new
+    term, and grants it again to another when that session closes. Such an agent leads exactly
+    while it holds a grant the hub has not fenced. To an agent that claimed a Lease term, the
+    grant only confirms the claim: the Lease, not the hub, decides whether it leads.
+
+    Either way it names the nodes the hub holds for the cluster, so the leader can report as
+    absent those whose Node object is gone (a deleted node's own agent never will).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TERM_FIELD_NUMBER: _builtins.int
+    NODE_IDS_FIELD_NUMBER: _builtins.int
+    term: _builtins.int
+    @_builtins.property
+    def node_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        term: _builtins.int = ...,
+        node_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_ids", b"node_ids", "term", b"term"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeadershipGrant: _TypeAlias = LeadershipGrant  # noqa: Y015
 
 @_typing.final
 class Fence(_message.Message):
