@@ -266,6 +266,10 @@ class HeldDevice:
     node_id: str
     # None: no inventory lists the device; "": it reports no NVLink domain.
     nvlink_domain: str | None
+    # The holding pod's role (worker | prefill | decode) and serving digest: which pods form
+    # one replica for the check (hub/topology.py).
+    role: str = ""
+    serving_digest: str = ""
 
 
 @dataclass(frozen=True)
