@@ -174,7 +174,12 @@ class Agent:
     async def handle_desired(self, message: sync_pb2.DesiredState) -> list[sync_pb2.Reject]:
         specs = [convert.deployment(spec) for spec in message.upserts]
         if message.snapshot:
-            self.desired.replace(epoch=message.store_epoch, revision=message.revision, specs=specs)
+            self.desired.replace(
+                epoch=message.store_epoch,
+                revision=message.revision,
+                specs=specs,
+                releases=message.releases,
+            )
         else:
             self.desired.apply_delta(
                 epoch=message.store_epoch,
@@ -182,6 +187,7 @@ class Agent:
                 revision=message.revision,
                 upserts=specs,
                 removals=message.removals,
+                releases=message.releases,
             )
         plan = await self.reconcile()
         changed = {spec.deployment_id for spec in specs}
@@ -248,11 +254,15 @@ class Agent:
             return reconcile.Plan()
         async with self._reconcile_lock:
             self.reconciles += 1
+            live = await self._io(self.cluster.list_dgds)
+            self.desired.settle(d.labels.get(port.LABEL_DEPLOYMENT_ID, "") for d in live)
             plan = reconcile.plan(
                 self.desired.deployments,
-                await self._io(self.cluster.list_dgds),
+                live,
                 namespace=self.config.namespace,
                 images=self.config.images,
+                released=self.desired.released,
+                removed=self.desired.removed,
             )
             if self.config.read_only:
                 for apply in plan.applies:
@@ -267,7 +277,7 @@ class Agent:
                     self.applied += 1
                 except port.ClusterError as e:
                     log.warning("applying deployment %s failed: %s", apply.deployment_id, e)
-                    if not e.retryable:
+                    if not e.retryable and not apply.letting_go:
                         failures.append(
                             reconcile.Failure(apply.deployment_id, apply.generation, str(e))
                         )

@@ -379,3 +379,6 @@ class ObservationBatch:
     deployments: tuple[DeploymentObservation, ...] = ()
     nodes: tuple[NodeObservation, ...] = ()
     discovered: tuple[DiscoveredObservation, ...] = ()
+    # Non-zero: `discovered` is the cluster's complete set as observed then (entries missing
+    # from it are gone).
+    discovered_complete_ns: int = 0

@@ -407,6 +407,26 @@ def digest_counts(
     return result
 
 
+def digest_role_counts(
+    conn: sqlite3.Connection, deployment_ids: Sequence[str]
+) -> dict[str, dict[tuple[str, str], DigestCount]]:
+    """deployment id -> (serving digest, role) -> its pods, running and ready ones (a
+    disaggregated replica is a set of pods of two roles: hub/service/views.py counts sets)."""
+    result: dict[str, dict[tuple[str, str], DigestCount]] = {}
+    for chunk in _chunks(deployment_ids):
+        for r in conn.execute(
+            "SELECT deployment_id, serving_digest, role, COUNT(*) AS pods, SUM(ready) AS ready,"
+            " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
+            f" FROM replicas WHERE deployment_id IN ({_marks(chunk)})"
+            " GROUP BY deployment_id, serving_digest, role",
+            chunk,
+        ):
+            result.setdefault(r["deployment_id"], {})[(r["serving_digest"], r["role"])] = (
+                DigestCount(pods=r["pods"], running=r["running"] or 0, ready=r["ready"] or 0)
+            )
+    return result
+
+
 def engine_versions(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
     for chunk in _chunks(deployment_ids):

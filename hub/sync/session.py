@@ -321,6 +321,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 store_epoch=self._ctx.db.epoch,
                 upserts=[convert.deployment_spec(d) for d in delta.upserts],
                 removals=list(delta.removals),
+                releases=list(delta.releases),
             )
         )
         self._metrics.desired_sent(

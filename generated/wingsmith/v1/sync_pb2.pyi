@@ -229,8 +229,14 @@ class ObservationBatch(_message.Message):
     DEPLOYMENTS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     DISCOVERED_FIELD_NUMBER: _builtins.int
+    DISCOVERED_COMPLETE_UNIX_NANOS_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Increases with every batch of one stream; the hub echoes it in a Problem."""
+    discovered_complete_unix_nanos: _builtins.int
+    """Set (the observation time) when `discovered` is the complete set of DGDs Wingsmith did not
+    render, not what changed: the first report after connecting or gaining leadership. The hub
+    marks gone every entry of the cluster missing from it and not seen after that time.
+    """
     @_builtins.property
     def deployments(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeploymentObservation]: ...
     @_builtins.property
@@ -244,10 +250,11 @@ class ObservationBatch(_message.Message):
         deployments: _abc.Iterable[Global___DeploymentObservation] | None = ...,
         nodes: _abc.Iterable[Global___NodeObservation] | None = ...,
         discovered: _abc.Iterable[Global___DiscoveredObservation] | None = ...,
+        discovered_complete_unix_nanos: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "discovered", b"discovered", "nodes", b"nodes", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "discovered", b"discovered", "discovered_complete_unix_nanos", b"discovered_complete_unix_nanos", "nodes", b"nodes", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -278,7 +285,10 @@ class DeploymentObservation(_message.Message):
 
     @_builtins.property
     def live_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The worker's args as the DGD runs them (drift checks of adopted deployments)."""
+        """The main worker's engine flags as its oldest running pod runs them (else as the DGD
+        declares them): all of them for an adopted DGD; for a rendered one, those beyond what the
+        declaration renders. Compared with the deployment's engine_args (drift).
+        """
 
     def __init__(
         self,
@@ -657,6 +667,7 @@ class DesiredState(_message.Message):
     STORE_EPOCH_FIELD_NUMBER: _builtins.int
     UPSERTS_FIELD_NUMBER: _builtins.int
     REMOVALS_FIELD_NUMBER: _builtins.int
+    RELEASES_FIELD_NUMBER: _builtins.int
     revision: _builtins.int
     snapshot: _builtins.bool
     """True: replace everything held with `upserts`. False: apply on top of from_revision."""
@@ -666,7 +677,13 @@ class DesiredState(_message.Message):
     def upserts(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeploymentSpec]: ...
     @_builtins.property
     def removals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Deployment ids to remove (tombstones)."""
+        """Deployment ids to remove (tombstones): their managed DGDs are deleted."""
+
+    @_builtins.property
+    def releases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Deployment ids the hub no longer declares whose DGD stays (they were observed when
+        deleted): the agent forgets them and takes its labels off their DGDs; it deletes nothing.
+        """
 
     def __init__(
         self,
@@ -677,10 +694,11 @@ class DesiredState(_message.Message):
         store_epoch: _builtins.str = ...,
         upserts: _abc.Iterable[Global___DeploymentSpec] | None = ...,
         removals: _abc.Iterable[_builtins.str] | None = ...,
+        releases: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_revision", b"from_revision", "removals", b"removals", "revision", b"revision", "snapshot", b"snapshot", "store_epoch", b"store_epoch", "upserts", b"upserts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_revision", b"from_revision", "releases", b"releases", "removals", b"removals", "revision", b"revision", "snapshot", b"snapshot", "store_epoch", b"store_epoch", "upserts", b"upserts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
