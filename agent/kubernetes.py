@@ -137,12 +137,18 @@ class LeadershipDriver:
             return
 
     async def _watches_up(self) -> None:
+        """Start the watches and wait for their first lists, for as long as leading is still
+        wanted (the next pass stops them if it no longer is)."""
         await asyncio.to_thread(self._cluster.start)
-        while not await asyncio.to_thread(self._cluster.wait_synced, self._sync_timeout_s):
+        waited = 0.0
+        while self._wanted[0]:
+            if await asyncio.to_thread(self._cluster.wait_synced, self._sync_timeout_s):
+                return
+            waited += self._sync_timeout_s
             log.warning(
                 "leading waits for the Kubernetes API's first lists (%.0f s so far): check"
                 " the service account's RBAC (docs/kubernetes.md) and the API server",
-                self._sync_timeout_s,
+                waited,
             )
 
 
