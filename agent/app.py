@@ -11,6 +11,11 @@ sources, the stream client, the reconciler and the observer, and runs four loops
 Read-only mode (HANGAR_OPERATOR_READ_ONLY=true) still syncs and stores desired state and
 reports everything, but the reconciler's plan is only logged, never executed, and the cluster
 backend itself is opened read-only, so a mutating call cannot even be attempted.
+
+Leadership (a DaemonSet: one agent per node, docs/daemonset.md): a node agent leads while it
+holds the cluster's Lease (agent/kubernetes.py calls `set_leadership`) or, read-only, while it
+holds the hub's grant; the hub fences a stale term. The leader also reports the nodes that left
+the cluster (agent/departed.py), from the node list the hub sends with every grant.
 """
 
 from __future__ import annotations
@@ -22,15 +27,16 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 import grpc
 
 from agent import __version__, reconcile
 from agent.cluster import port
+from agent.departed import DepartedNodes
 from agent.desired import DesiredState
-from agent.observe import NodeSource, Observer
+from agent.observe import NodeObservation, NodeSource, Observer
 from agent.sync import convert
 from agent.sync.client import Backoff, StreamClient
 from wingsmith.v1 import sync_pb2
@@ -59,6 +65,8 @@ class AgentConfig:
     node_name: str = ""
     # Cluster calls block (the Kubernetes client, NVML, the kubelet): run them in a thread.
     blocking_io: bool = False
+    # The leader reports a node absent once its Node object has been gone this long.
+    node_gone_grace_s: float = 30.0
 
 
 class SimClock(Protocol):
@@ -80,7 +88,13 @@ class Agent:
         sim: SimClock | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         backoff: Backoff | None = None,
+        on_grant: Callable[[int], None] | None = None,
+        on_fence: Callable[[int], None] | None = None,
     ) -> None:
+        """`on_grant(term)` and `on_fence(term)`, when given, hear of the hub's leadership
+        grants and fences after the agent itself (the Kubernetes wiring: it brings up the
+        watches before a grant is taken, and moves a fenced Lease on). Without `on_grant`, a
+        read-only node agent leads as soon as the hub grants it."""
         self.config = config
         self.cluster = cluster
         self.desired = DesiredState()
@@ -100,13 +114,17 @@ class Agent:
         self.leading = not config.node_name
         self.term = 0
         self._fenced_term = 0
+        self._on_grant = on_grant
+        self._on_fence = on_fence
+        self.departed = DepartedNodes(own_node=config.node_name, grace_s=config.node_gone_grace_s)
         self.client = StreamClient(
             channel=channel,
             token=config.token,
             hello=self._hello,
             on_desired=self.handle_desired,
             on_connected=self._on_connected,
-            on_fence=self.fence,
+            on_fence=self._fenced,
+            on_grant=self._granted,
             backoff=backoff,
         )
 
@@ -156,7 +174,12 @@ class Agent:
     async def handle_desired(self, message: sync_pb2.DesiredState) -> list[sync_pb2.Reject]:
         specs = [convert.deployment(spec) for spec in message.upserts]
         if message.snapshot:
-            self.desired.replace(epoch=message.store_epoch, revision=message.revision, specs=specs)
+            self.desired.replace(
+                epoch=message.store_epoch,
+                revision=message.revision,
+                specs=specs,
+                releases=message.releases,
+            )
         else:
             self.desired.apply_delta(
                 epoch=message.store_epoch,
@@ -164,6 +187,7 @@ class Agent:
                 revision=message.revision,
                 upserts=specs,
                 removals=message.removals,
+                releases=message.releases,
             )
         plan = await self.reconcile()
         changed = {spec.deployment_id for spec in specs}
@@ -198,6 +222,7 @@ class Agent:
             asyncio.get_running_loop().create_task(self.reconcile())
         if was_leading and not leading:
             self.observer.forget_cluster_level()
+            self.departed.forget()
 
     def fence(self, term: int, reason: str) -> None:
         """The hub saw a newer leader: stop reconciling until this pod leads a newer term."""
@@ -206,6 +231,21 @@ class Agent:
         self._fenced_term = max(self._fenced_term, term)
         self.leading = False
         self.observer.forget_cluster_level()
+        self.departed.forget()
+
+    def _fenced(self, term: int, reason: str) -> None:
+        self.fence(term, reason)
+        if self._on_fence is not None:
+            self._on_fence(term)
+
+    def _granted(self, term: int, node_ids: Sequence[str]) -> None:
+        """The hub made this session the leader (read-only: no Lease), or confirmed the Lease
+        term it claimed; either way it named the nodes it holds for the cluster."""
+        self.departed.learn(node_ids)
+        if self._on_grant is not None:
+            self._on_grant(term)
+        elif self.config.read_only and self.config.node_name:
+            self.set_leadership(True, term)
 
     # -- reconcile ----------------------------------------------------------------------------
 
@@ -214,11 +254,15 @@ class Agent:
             return reconcile.Plan()
         async with self._reconcile_lock:
             self.reconciles += 1
+            live = await self._io(self.cluster.list_dgds)
+            self.desired.settle(d.labels.get(port.LABEL_DEPLOYMENT_ID, "") for d in live)
             plan = reconcile.plan(
                 self.desired.deployments,
-                await self._io(self.cluster.list_dgds),
+                live,
                 namespace=self.config.namespace,
                 images=self.config.images,
+                released=self.desired.released,
+                removed=self.desired.removed,
             )
             if self.config.read_only:
                 for apply in plan.applies:
@@ -233,7 +277,7 @@ class Agent:
                     self.applied += 1
                 except port.ClusterError as e:
                     log.warning("applying deployment %s failed: %s", apply.deployment_id, e)
-                    if not e.retryable:
+                    if not e.retryable and not apply.letting_go:
                         failures.append(
                             reconcile.Failure(apply.deployment_id, apply.generation, str(e))
                         )
@@ -277,6 +321,12 @@ class Agent:
         observations = await self._io(
             self.observer.collect, self.desired.deployments, cluster_level=self.leading
         )
+        departed = self._departed_nodes()
+        if departed:
+            gone = tuple(
+                NodeObservation(n, devices=(), allocations=(), absent=True) for n in departed
+            )
+            observations = replace(observations, nodes=(*observations.nodes, *gone))
         if observations.empty:
             return
         batch = convert.observation_batch(
@@ -284,6 +334,14 @@ class Agent:
         )
         if not self.client.send(sync_pb2.AgentMessage(observations=batch)):
             self.observer.reset()  # not delivered: send everything once connected again
+            self.departed.undelivered(departed)
+
+    def _departed_nodes(self) -> list[str]:
+        """A DaemonSet's leader: the nodes that left the cluster (agent/departed.py)."""
+        if not (self.leading and self.config.node_name):
+            return []
+        present = [node.name for node in self.cluster.list_nodes()]
+        return self.departed.collect(present, now=self._monotonic())
 
     async def _io(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a cluster call; in a worker thread when it may block (Kubernetes, NVML)."""

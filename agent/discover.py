@@ -3,8 +3,9 @@
 Called by the observer for every DGD without our deployment-id label; the hub records the
 description under /v1/discovered (docs/adoption.md). It reads:
 - services, roles, replicas and GPUs per pod from the DGD's spec;
-- imported_args: the main worker's args (the decode worker, or the only worker) as the DGD
-  declares them: what the engine runs with;
+- imported_args: the main worker's engine flags (the decode worker, or the only worker) as its
+  oldest running pod runs them (the pod's argv), else as the DGD declares them; a `sh -c`
+  script is taken apart and the launcher dropped (agent/cluster/shape.py);
 - engine version: our engine-version label when its pods have one, else the image tag;
 - device class: the class of the GPUs on the nodes its worker pods run on;
 - replicas: worker replicas; for disaggregated serving, one replica is one decode worker with
@@ -18,7 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.cluster import port
-from agent.cluster.shape import gpus_of, main_container, main_worker, role_of, worker_args
+from agent.cluster.shape import (
+    WORKER_TYPES,
+    gpus_of,
+    live_flags,
+    main_container,
+    main_worker,
+    role_of,
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,10 @@ class DiscoveredObservation:
 
 
 def pod_report(pod: port.Pod) -> PodReport:
-    sub = pod.labels.get(port.DYNAMO_SUB_COMPONENT_TYPE, "")
+    labels = (
+        pod.labels.get(port.DYNAMO_SUB_COMPONENT_TYPE),
+        pod.labels.get(port.DYNAMO_COMPONENT_TYPE),
+    )
     return PodReport(
         name=pod.name,
         namespace=pod.namespace,
@@ -69,7 +80,7 @@ def pod_report(pod: port.Pod) -> PodReport:
         ready=pod.ready and bool(pod.node_name),
         serving_digest=pod.labels.get(port.LABEL_SERVING_DIGEST, ""),
         engine_version=pod.labels.get(port.LABEL_ENGINE_VERSION) or image_tag(pod.image),
-        role=sub if sub in ("prefill", "decode") else "worker",
+        role=next((r for r in labels if r in ("prefill", "decode")), "worker"),
     )
 
 
@@ -117,16 +128,21 @@ def _service(name: str, service: Mapping[str, Any], pods: Sequence[port.Pod]) ->
         ready_replicas=sum(1 for p in mine if p.ready),
         gpus_per_pod=gpus_of(service),
         image=str(main_container(service).get("image", "")),
-        args=tuple(worker_args(service)),
+        args=tuple(live_flags(name, service, pods)),
     )
 
 
 def _shape(services: Sequence[DiscoveredService]) -> tuple[int, int, int]:
     """(replicas, ready replicas, devices per replica)."""
-    workers = [s for s in services if s.component_type == "worker"]
+    workers = [s for s in services if s.component_type in WORKER_TYPES]
     if not workers:
         return 0, 0, 0
-    roles = {role_of(s.name, {"subComponentType": s.sub_component_type}): s for s in workers}
+    roles = {
+        role_of(
+            s.name, {"subComponentType": s.sub_component_type, "componentType": s.component_type}
+        ): s
+        for s in workers
+    }
     decode, prefill = roles.get("decode"), roles.get("prefill")
     if decode is not None and prefill is not None and decode.replicas:
         per_prefill = max(1, prefill.replicas // decode.replicas)

@@ -22,7 +22,13 @@ from agent.cluster.simulated_spec import KEYS as SIM_KEYS
 from agent.devices import diagnose
 from agent.kubernetes import KubernetesOptions, kubernetes_agent
 from agent.simulation import build_simulated_agent
-from agent.sync.channel import ChannelSecurity, open_channel
+from agent.sync.channel import (
+    ChannelSecurity,
+    PlaintextRefused,
+    is_local,
+    open_channel,
+    target_host,
+)
 
 ENV_TOKEN = "WINGSMITH_AGENT_TOKEN"
 ENV_READ_ONLY = "HANGAR_OPERATOR_READ_ONLY"
@@ -82,6 +88,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--client-cert", help="PEM client certificate (mutual TLS)")
     parser.add_argument("--client-key", help="PEM key of --client-cert")
     parser.add_argument("--hub-server-name", help="name to verify the hub's certificate against")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow plaintext (no --hub-ca) to a hub on another machine: the cluster token"
+        " crosses the network readable",
+    )
     parser.add_argument(
         "--namespace", default="wingsmith", help="namespace for our DGDs (default: %(default)s)"
     )
@@ -157,6 +169,8 @@ def _check_tls(args: argparse.Namespace) -> None:
     ):
         if path and not os.access(path, os.R_OK):
             raise UsageError(flag, f"cannot read {path}")
+    if not args.hub_ca and not args.insecure and not is_local(target_host(args.hub)):
+        raise UsageError("--hub", str(PlaintextRefused(target_host(args.hub))))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -185,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         cert_file=args.client_cert,
         key_file=args.client_key,
         server_name=args.hub_server_name,
+        insecure=args.insecure,
     )
     with contextlib.suppress(KeyboardInterrupt):
         if args.simulate:

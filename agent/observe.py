@@ -7,9 +7,20 @@ cluster sends nothing but heartbeats; `reset()` (after every reconnect) makes th
 collection send everything, since the hub's view is unknown.
 
 Per deployment: its DGD (ours by label, or an adopted one by its coordinates), the DGD's status
-and replicas, and its worker pods as replicas (frontends are not replicas: they hold no devices
-and serve no model). Per node: every device, verified against the kubelet
-(agent/devices/verify.py), and every GPU allocation.
+and replicas, its worker pods as replicas (frontends are not replicas: they hold no devices
+and serve no model), and live_args: the main worker's engine flags as its oldest running pod
+runs them. For an adopted DGD those are all its flags (its engine_args declare them in full);
+for a DGD we render, the flags beyond what the declaration's serving fields render (so they
+compare with its engine_args, and an edit made outside Wingsmith shows as drift).
+Per node: every device, verified against the kubelet (agent/devices/verify.py), and every GPU
+allocation.
+
+Discovered: every DGD Wingsmith did not render: those without our deployment-id label, and
+adopted ones (the reconciler's adopted annotation, or a desired deployment's coordinates),
+which stay in the set while managed so that one deleted later is reported gone. The first
+cluster-level collection after a reset (a reconnect, or gaining leadership) is the complete
+set (`discovered_complete`): the hub marks gone every entry of the cluster missing from it,
+since the "gone" markers of what vanished meanwhile were never sent.
 """
 
 from __future__ import annotations
@@ -20,13 +31,14 @@ from typing import Any, TypeVar
 
 from agent import discover
 from agent.cluster import port
-from agent.cluster.shape import main_worker, role_of, worker_args
+from agent.cluster.shape import is_worker, live_flags, main_worker, role_of, worker_args
 from agent.devices import verify
 from agent.devices.model import DeviceInventory, Gpu
 from agent.discover import DiscoveredObservation, PodReport
 from agent.kubelet.model import PodResourcesSource
 from agent.model import DeploymentSpec
-from agent.reconcile import ANNOTATION_GENERATION, dgd_of
+from agent.reconcile import ANNOTATION_ADOPTED, ANNOTATION_GENERATION, dgd_of
+from agent.render.dgd import RenderError, render_dgd
 
 T = TypeVar("T")
 
@@ -80,10 +92,13 @@ class Observations:
     deployments: tuple[DeploymentObservation, ...]
     nodes: tuple[NodeObservation, ...]
     discovered: tuple[DiscoveredObservation, ...] = ()
+    # `discovered` is every DGD there is (the first report after a reset), not what changed.
+    discovered_complete: bool = False
 
     @property
     def empty(self) -> bool:
-        return not (self.deployments or self.nodes or self.discovered)
+        # A complete set is sent even when empty: it is what tells the hub that all are gone.
+        return not (self.deployments or self.nodes or self.discovered or self.discovered_complete)
 
 
 class Observer:
@@ -95,13 +110,18 @@ class Observer:
         self._sent_deployments: dict[str, DeploymentObservation] = {}
         self._sent_nodes: dict[str, NodeObservation] = {}
         self._sent_discovered: dict[str, DiscoveredObservation] = {}
+        self._complete_due = True
         # Device class per node, from the last inventory read (for discovered DGDs).
         self._node_classes: dict[str, str] = {}
+        # (deployment id, serving digest) -> the engine flags its render puts before
+        # engine_args; None where it cannot be rendered.
+        self._rendered_flags: dict[tuple[str, str], tuple[str, ...] | None] = {}
 
     def reset(self) -> None:
         self._sent_deployments.clear()
         self._sent_nodes.clear()
         self._sent_discovered.clear()
+        self._complete_due = True
 
     def collect(
         self, desired: Mapping[str, DeploymentSpec], *, cluster_level: bool = True
@@ -115,24 +135,29 @@ class Observer:
         dgds = self._cluster.list_dgds()
         workers = workers_by_graph(self._cluster.list_pods())
         deployments = self._deployments(desired, dgds, workers)
+        adopted = {(s.dgd_namespace, s.dgd_name) for s in desired.values() if s.dgd_name}
         found = {
             f"{d.namespace}/{d.name}": discover.describe(
                 d, workers.get((d.namespace, d.name), []), self._node_classes
             )
             for d in dgds
-            # Without our deployment-id label: neither made nor taken over by Wingsmith.
-            if not d.labels.get(port.LABEL_DEPLOYMENT_ID)
+            if not rendered_by_us(d, adopted)
         }
+        complete, self._complete_due = self._complete_due, False
+        if complete:
+            self._sent_discovered.clear()
         return Observations(
             tuple(_changed(self._sent_deployments, deployments, gone=_absent_deployment)),
             changed_nodes,
             tuple(_changed(self._sent_discovered, found, gone=_absent_discovered)),
+            discovered_complete=complete,
         )
 
     def forget_cluster_level(self) -> None:
         """After losing leadership: the next leadership reports everything afresh."""
         self._sent_deployments.clear()
         self._sent_discovered.clear()
+        self._complete_due = True
 
     def _deployments(
         self,
@@ -146,15 +171,45 @@ class Observer:
             if dgd is None:
                 continue
             pods = workers.get((dgd.namespace, dgd.name), [])
-            services = dgd.spec.get("services", {})
-            main = main_worker(services)
             result[deployment_id] = DeploymentObservation(
                 deployment_id=deployment_id,
                 status=_status(spec, dgd, pods),
                 replicas=tuple(discover.pod_report(p) for p in pods),
-                live_args=tuple(worker_args(services[main])) if main else (),
+                live_args=self._live_args(spec, dgd, pods),
             )
         return result
+
+    def _live_args(
+        self, spec: DeploymentSpec, dgd: port.Dgd, pods: Sequence[port.Pod]
+    ) -> tuple[str, ...]:
+        services: Mapping[str, Any] = dgd.spec.get("services", {})
+        main = main_worker(services)
+        if main is None:
+            return ()
+        live = tuple(live_flags(main, services[main], pods))
+        if spec.adopted or spec.dgd_name:
+            return live
+        rendered = self._rendered(spec)
+        if rendered is not None and live[: len(rendered)] == rendered:
+            return live[len(rendered) :]
+        return live
+
+    def _rendered(self, spec: DeploymentSpec) -> tuple[str, ...] | None:
+        """The main worker's flags as the renderer writes them before engine_args."""
+        key = (spec.deployment_id, spec.serving_digest)
+        if key not in self._rendered_flags:
+            if len(self._rendered_flags) > 4 * 1024:
+                self._rendered_flags.clear()  # bounded: entries of old generations go
+            try:
+                services = render_dgd(spec, namespace="rendered")["spec"]["services"]
+            except RenderError:
+                self._rendered_flags[key] = None
+            else:
+                main = main_worker(services)
+                flags = worker_args(services[main]) if main else []
+                extra = len(spec.serving.engine_args)
+                self._rendered_flags[key] = tuple(flags[: len(flags) - extra] if extra else flags)
+        return self._rendered_flags[key]
 
     def _node(self, source: NodeSource) -> NodeObservation:
         inventory = source.inventory.read()
@@ -180,12 +235,19 @@ class Observer:
         )
 
 
+def rendered_by_us(dgd: port.Dgd, adopted: set[tuple[str, str]]) -> bool:
+    """Made by Wingsmith (our deployment-id label), not adopted from someone else."""
+    if not dgd.labels.get(port.LABEL_DEPLOYMENT_ID):
+        return False
+    return ANNOTATION_ADOPTED not in dgd.annotations and (dgd.namespace, dgd.name) not in adopted
+
+
 def workers_by_graph(pods: Sequence[port.Pod]) -> dict[tuple[str, str], list[port.Pod]]:
-    """Worker pods per DGD (namespace, name), by the label Dynamo puts on every pod."""
+    """Worker pods per DGD (namespace, name), by the labels Dynamo puts on every pod."""
     result: dict[tuple[str, str], list[port.Pod]] = {}
     for pod in sorted(pods, key=lambda p: (p.namespace, p.name)):
         graph = pod.labels.get(port.DYNAMO_GRAPH)
-        if graph and pod.labels.get(port.DYNAMO_COMPONENT_TYPE) == "worker":
+        if graph and is_worker({"componentType": pod.labels.get(port.DYNAMO_COMPONENT_TYPE)}):
             result.setdefault((pod.namespace, graph), []).append(pod)
     return result
 

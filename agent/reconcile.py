@@ -4,18 +4,27 @@ Rules (docs/authority.md, docs/rollouts.md):
 - only `managed` deployments are ever written; an `observed` one is left exactly as it is,
   with one exception: when a deployment is demoted, the DGD still carries our managed-by label,
   and the agent removes that label (DGD metadata only, the pod template is untouched) so that
-  nothing it does later can touch the DGD again;
+  nothing it does later can delete or change the DGD;
 - a managed deployment that should run (admitted, enabled) is either
   - *rendered* (the agent's own): the renderer's DGD, plus the rollout's surge limit; or
   - *adopted* (taken over from a DGD someone else made): the live DGD, kept as it is, with
     only what the hub declares enforced: the workers' replicas, and engine_args as the main
-    worker's args once set. Our labels go on the DGD's metadata only, so taking control of a
-    DGD whose config matches changes nothing in its pod template and Dynamo rolls nothing;
+    worker's engine flags once set (launcher and any shell wrapper kept). Our labels go on the
+    DGD's metadata only, so taking control of a DGD whose config matches changes nothing in its
+    pod template and Dynamo rolls nothing. When the flags do change the template, Dynamo's
+    worker hash covers every worker, so every worker restarts: every worker's pods get our
+    digest labels, so that the rollout can be followed to its end;
 - it is applied when the cluster's DGD is missing or was made from something else (the
   spec-hash annotation differs: comparing hashes, not specs, ignores what the API server
   defaults);
-- a DGD we manage (our managed-by and deployment-id labels) whose deployment is gone, disabled
-  or no longer admitted is deleted; DGDs we do not manage are never deleted;
+- a DGD carrying our deployment-id label whose deployment the hub no longer declares is
+  - *forgotten* when the hub released it (the deployment was observed when it was deleted),
+    when the agent last held it as observed, or when it was adopted and the hub said nothing
+    (a snapshot after a long absence): our labels and annotations come off its metadata and it
+    runs on, to be discovered again. Demoting and deleting an observed deployment never delete
+    anything, whatever order the agent hears of them in;
+  - deleted when it is a managed DGD of ours otherwise (removed, disabled or no longer
+    admitted: its devices go back). DGDs we do not manage are never deleted;
 - a deployment that cannot be rendered, whose DGD name is taken by a DGD that is not ours, or
   whose adopted DGD is gone, fails (the agent rejects it on the stream); what runs stays.
 """
@@ -25,12 +34,20 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
 from agent.cluster import port
-from agent.cluster.shape import main_worker, role_of, worker_args
+from agent.cluster.shape import (
+    Unrewritable,
+    is_worker,
+    main_worker,
+    role_of,
+    with_engine_flags,
+    worker_args,
+    workers,
+)
 from agent.model import DeploymentSpec
 from agent.render.dgd import RenderError, render_dgd
 
@@ -38,6 +55,11 @@ ANNOTATION_SPEC_HASH = "wingsmith.dev/spec-hash"
 ANNOTATION_GENERATION = "wingsmith.dev/generation"
 # Per worker service: pods beyond replicas it may hold during a rollout (the admitted surge).
 ANNOTATION_MAX_SURGE = "wingsmith.dev/max-surge"
+# On a DGD Wingsmith took over: it was made by someone else, so it is never deleted unasked.
+ANNOTATION_ADOPTED = "wingsmith.dev/adopted"
+# The managed-by label an adopted DGD had before ours replaced it; restored when we let go.
+ANNOTATION_PREVIOUS_MANAGER = "wingsmith.dev/previous-managed-by"
+OUR_ANNOTATION_PREFIX = "wingsmith.dev/"
 
 
 @dataclass(frozen=True)
@@ -45,6 +67,9 @@ class Apply:
     deployment_id: str
     generation: int
     manifest: Mapping[str, Any]
+    # Letting go of a DGD whose deployment the hub no longer declares: a failure has no
+    # deployment to be reported on (the agent retries on the next pass).
+    letting_go: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,14 +123,17 @@ def plan(
     *,
     namespace: str,
     images: Mapping[str, str] | None = None,
+    released: Set[str] = frozenset(),
+    removed: Set[str] = frozenset(),
 ) -> Plan:
-    managed_live = {ours(d): d for d in live if ours(d)}
+    """`released`: ids the hub no longer declares whose DGD stays; `removed`: ids the hub
+    deleted while they were managed (agent/desired.py keeps both)."""
     applies, failures = [], []
     for spec in sorted(desired.values(), key=lambda s: s.deployment_id):
         current = dgd_of(spec, live)
         if spec.authority != "managed":
             if current is not None and ours(current):
-                applies.append(Apply(spec.deployment_id, spec.generation, released(current)))
+                applies.append(Apply(spec.deployment_id, spec.generation, released_dgd(current)))
             continue
         if not spec.should_run:
             continue
@@ -120,16 +148,34 @@ def plan(
             != (manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH])
         ):
             applies.append(Apply(spec.deployment_id, spec.generation, manifest))
-    deletes = [
-        Delete(dgd.namespace, dgd.name, deployment_id)
-        for deployment_id, dgd in sorted(managed_live.items())
-        if _unwanted(desired.get(deployment_id))
-    ]
+    deletes = []
+    for dgd in sorted(live, key=lambda d: (d.namespace, d.name)):
+        deployment_id = dgd.labels.get(port.LABEL_DEPLOYMENT_ID, "")
+        if not deployment_id:
+            continue
+        held = desired.get(deployment_id)
+        if held is not None:
+            if ours(dgd) and held.authority == "managed" and not held.should_run:
+                deletes.append(Delete(dgd.namespace, dgd.name, deployment_id))
+            continue
+        if _forget(dgd, deployment_id, released=released, removed=removed):
+            applies.append(Apply(deployment_id, 0, forgotten(dgd), letting_go=True))
+        elif ours(dgd):
+            deletes.append(Delete(dgd.namespace, dgd.name, deployment_id))
     return Plan(tuple(applies), tuple(deletes), tuple(failures))
 
 
-def _unwanted(spec: DeploymentSpec | None) -> bool:
-    return spec is None or (spec.authority == "managed" and not spec.should_run)
+def _forget(dgd: port.Dgd, deployment_id: str, *, released: Set[str], removed: Set[str]) -> bool:
+    """Should a DGD whose deployment the hub no longer declares be let go (not deleted)?"""
+    if deployment_id in released:
+        return True
+    if not ours(dgd):
+        # Demoted already (our managed-by label is off): never ours to delete again.
+        return True
+    if deployment_id in removed:
+        return False
+    # The hub said nothing of it (a snapshot): delete only what we made ourselves.
+    return ANNOTATION_ADOPTED in dgd.annotations
 
 
 class _Refused(Exception):
@@ -177,19 +223,34 @@ def rendered(
 
 
 def adopted(spec: DeploymentSpec, current: port.Dgd) -> dict[str, Any]:
-    """The live DGD with what the hub declares enforced, and nothing else changed."""
+    """The live DGD with what the hub declares enforced, and nothing else changed. Raises
+    _Refused when the declared engine flags cannot be written into its container."""
     services = copy.deepcopy(dict(current.spec.get("services", {})))
-    main = main_worker(services)
     for name, service in services.items():
-        if service.get("componentType") == "worker":
+        if is_worker(service):
             service["replicas"] = spec.replicas * spec.workers_of(role_of(name, service))
-    args = list(spec.serving.engine_args)
-    if args and main is not None and worker_args(services[main]) != args:
-        container = services[main].setdefault("extraPodSpec", {}).setdefault("mainContainer", {})
-        container["args"] = args
-        # The template changes anyway: label its pods so the rollout can be followed.
-        pod_labels = services[main].setdefault("extraPodMetadata", {}).setdefault("labels", {})
-        pod_labels.update(_pod_labels(spec))
+    main = main_worker(services)
+    flags = list(spec.serving.engine_args)
+    # Empty engine_args enforce nothing: the DGD keeps the flags it runs with.
+    if flags and main is not None and worker_args(services[main]) != flags:
+        extra = services[main].setdefault("extraPodSpec", {})
+        try:
+            extra["mainContainer"] = with_engine_flags(extra.get("mainContainer", {}), flags)
+        except Unrewritable as e:
+            raise _Refused(
+                f"engine_args cannot be set on {current.namespace}/{current.name} service"
+                f" {main}: {e}; clear engine_args, or change the DGD yourself"
+            ) from e
+        # The template changes, and Dynamo's worker hash covers every worker, so every worker
+        # restarts: label all their pods, so the rollout can be followed to its end.
+        for name in workers(services):
+            labels = services[name].setdefault("extraPodMetadata", {}).setdefault("labels", {})
+            labels.update(_pod_labels(spec))
+    annotations = {k: v for k, v in current.annotations.items() if k != ANNOTATION_SPEC_HASH}
+    annotations[ANNOTATION_ADOPTED] = "true"
+    manager = current.labels.get(port.LABEL_MANAGED_BY)
+    if manager and manager != port.MANAGED_BY:
+        annotations[ANNOTATION_PREVIOUS_MANAGER] = manager
     manifest = {
         "apiVersion": f"{port.DGD_GROUP}/{port.DGD_VERSION}",
         "kind": port.DGD_KIND,
@@ -197,25 +258,49 @@ def adopted(spec: DeploymentSpec, current: port.Dgd) -> dict[str, Any]:
             "name": current.name,
             "namespace": current.namespace,
             "labels": {**current.labels, **_dgd_labels(spec)},
-            "annotations": {
-                k: v for k, v in current.annotations.items() if k != ANNOTATION_SPEC_HASH
-            },
+            "annotations": annotations,
         },
         "spec": {**copy.deepcopy(dict(current.spec)), "services": services},
     }
     return _annotated(spec, manifest)
 
 
-def released(current: port.Dgd) -> dict[str, Any]:
-    """The DGD as it is, without our managed-by label: the last write after a demotion."""
+def released_dgd(current: port.Dgd) -> dict[str, Any]:
+    """The DGD as it is, without our managed-by label: the last write after a demotion (the
+    deployment-id label stays: the observed deployment still finds its DGD by it)."""
+    labels = {k: v for k, v in current.labels.items() if k != port.LABEL_MANAGED_BY}
+    return _metadata_only(current, labels=labels, annotations=dict(current.annotations))
+
+
+def forgotten(current: port.Dgd) -> dict[str, Any]:
+    """The DGD as it is, without any label or annotation of ours (a previous manager's label
+    restored): the last write for a DGD the hub no longer declares and that stays."""
+    labels = {
+        k: v
+        for k, v in current.labels.items()
+        if k not in (port.LABEL_DEPLOYMENT_ID, port.LABEL_WORKLOAD)
+        and not (k == port.LABEL_MANAGED_BY and v == port.MANAGED_BY)
+    }
+    previous = current.annotations.get(ANNOTATION_PREVIOUS_MANAGER)
+    if previous:
+        labels[port.LABEL_MANAGED_BY] = previous
+    annotations = {
+        k: v for k, v in current.annotations.items() if not k.startswith(OUR_ANNOTATION_PREFIX)
+    }
+    return _metadata_only(current, labels=labels, annotations=annotations)
+
+
+def _metadata_only(
+    current: port.Dgd, *, labels: dict[str, str], annotations: dict[str, str]
+) -> dict[str, Any]:
     return {
         "apiVersion": f"{port.DGD_GROUP}/{port.DGD_VERSION}",
         "kind": port.DGD_KIND,
         "metadata": {
             "name": current.name,
             "namespace": current.namespace,
-            "labels": {k: v for k, v in current.labels.items() if k != port.LABEL_MANAGED_BY},
-            "annotations": dict(current.annotations),
+            "labels": labels,
+            "annotations": annotations,
         },
         "spec": copy.deepcopy(dict(current.spec)),
     }
@@ -236,7 +321,7 @@ def _surge(spec: DeploymentSpec, manifest: Mapping[str, Any]) -> dict[str, int]:
     return {
         name: spec.surge_replicas * spec.workers_of(role_of(name, service))
         for name, service in services.items()
-        if service.get("componentType") == "worker"
+        if is_worker(service)
     }
 
 

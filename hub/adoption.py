@@ -6,7 +6,10 @@ the DGD's backend, worker services (replicas, GPUs per pod, image) and the worke
 
 - engine: the DGD's backendFramework;
 - model, parallelism, context length, quantization, KV cache settings: from the engine flags
-  ("--flag value" and "--flag=value", the spellings of vLLM, SGLang and TRT-LLM);
+  ("--flag value" and "--flag=value", the spellings of vLLM, SGLang and TRT-LLM). The agent
+  sends the flags already taken out of any `sh -c` script; a one-string command line (from an
+  older agent: `["python3 -m dynamo.vllm --model X"]`, or a whole `sh -c` argv) is split into
+  words here too (shlex), so its flags are found;
 - devices per worker: the worker pod's GPU request is the truth (it is what the cluster
   allocates); when the flags disagree, tensor_parallel is set from the GPUs so that the
   accounting matches what runs;
@@ -18,7 +21,9 @@ the DGD's backend, worker services (replicas, GPUs per pod, image) and the worke
 from __future__ import annotations
 
 import math
+import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +41,8 @@ _FLAGS = {
     "block_size": ("--block-size", "--page-size", "--kv-block-size"),
 }
 _VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+_WORKER_TYPES = frozenset({"worker", "prefill", "decode"})
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "zsh"})
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,25 @@ def flag(args: Sequence[str], names: Sequence[str]) -> str | None:
     return None
 
 
+def words(args: Sequence[str]) -> list[str]:
+    """The engine's words: `args` as they are, except that a shell's `-c` script and a lone
+    command line with spaces are split as a shell would (quotes kept together)."""
+    result: list[str] = []
+    for index, arg in enumerate(args):
+        script = index > 0 and args[index - 1].startswith("-") and "c" in args[index - 1][1:]
+        shell = script and os.path.basename(args[0]) in _SHELLS
+        if (shell or len(args) == 1) and any(c.isspace() for c in arg):
+            try:
+                result.extend(shlex.split(arg, comments=True))
+                continue
+            except ValueError:
+                pass  # unbalanced quotes: keep the word whole
+        result.append(arg)
+    return result
+
+
 def shape(observation: DiscoveredObservation) -> Shape:
-    workers = [s for s in observation.services if s.component_type == "worker"]
+    workers = [s for s in observation.services if s.component_type in _WORKER_TYPES]
     prefill = [s for s in workers if _role(s) == "prefill"]
     decode = [s for s in workers if _role(s) == "decode"]
     if prefill and decode:
@@ -86,7 +110,7 @@ def shape(observation: DiscoveredObservation) -> Shape:
 
 def serving_of(observation: DiscoveredObservation) -> Serving:
     """The serving config a discovered DGD runs (raw: hub.serving.normalize checks it)."""
-    args = observation.imported_args
+    args = words(observation.imported_args)
     found = {key: flag(args, names) for key, names in _FLAGS.items()}
     the_shape = shape(observation)
     tp = _int(found["tensor_parallel"], 1)
@@ -138,8 +162,9 @@ def _engine(observation: DiscoveredObservation) -> str:
 
 
 def _role(service: DiscoveredService) -> str:
-    if service.sub_component_type in ("prefill", "decode"):
-        return service.sub_component_type
+    for role in (service.sub_component_type, service.component_type):
+        if role in ("prefill", "decode"):
+            return role
     name = service.name.lower()
     return "prefill" if "prefill" in name else "decode" if "decode" in name else "worker"
 

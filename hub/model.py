@@ -269,6 +269,10 @@ class HeldDevice:
     node_id: str
     # None: no inventory lists the device; "": it reports no NVLink domain.
     nvlink_domain: str | None
+    # The holding pod's role (worker | prefill | decode) and serving digest: which pods form
+    # one replica for the check (hub/topology.py).
+    role: str = ""
+    serving_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -378,6 +382,9 @@ class ObservationBatch:
     deployments: tuple[DeploymentObservation, ...] = ()
     nodes: tuple[NodeObservation, ...] = ()
     discovered: tuple[DiscoveredObservation, ...] = ()
+    # Non-zero: `discovered` is the cluster's complete set as observed then (entries missing
+    # from it are gone).
+    discovered_complete_ns: int = 0
 
 
 def evolve(value: _Value, **changes: Any) -> _Value:

@@ -11,9 +11,11 @@ disagree with either (docs/phases.md):
 - failed:   the cluster reports the deployment failed, or the agent rejected the current
             generation.
 
-A deployment with zero desired replicas is admitted (there is nothing to wait for).
+Zero replicas is nothing to wait for, however it came about: a deployment with zero desired
+replicas is admitted, and so is a workload of zero replicas (created so, it has no deployment;
+scaled down to zero, it keeps its deployments, each admitted).
 A workload is running if all its deployments are, failed if any failed, otherwise the least
-advanced phase; a workload with no deployments is pending.
+advanced phase; a workload that asks for replicas and has no deployment yet is pending.
 """
 
 from __future__ import annotations
@@ -62,10 +64,10 @@ def deployment_phase(inputs: PhaseInputs) -> str:
     return PHASE_ADMITTED
 
 
-def workload_phase(deployment_phases: Iterable[str]) -> str:
+def workload_phase(deployment_phases: Iterable[str], *, replicas: int = 1) -> str:
     phases = list(deployment_phases)
     if not phases:
-        return PHASE_PENDING
+        return PHASE_ADMITTED if replicas == 0 else PHASE_PENDING
     if PHASE_FAILED in phases:
         return PHASE_FAILED
     return min(phases, key=PHASE_ORDER.index)

@@ -50,9 +50,10 @@ class Authority:
         ]
         return self._issue("hub-expired" if expired else "hub", "hub", sans, expired=expired)
 
-    def agent(self, cluster_id: str) -> Issued:
+    def agent(self, cluster_id: str, *, expired: bool = False) -> Issued:
         sans: list[x509.GeneralName] = [x509.UniformResourceIdentifier(SPIFFE + cluster_id)]
-        return self._issue(f"agent-{cluster_id}", cluster_id, sans, expired=False)
+        file = f"agent-{cluster_id}-expired" if expired else f"agent-{cluster_id}"
+        return self._issue(file, cluster_id, sans, expired=expired)
 
     def _issue(
         self, file: str, common_name: str, sans: list[x509.GeneralName], *, expired: bool

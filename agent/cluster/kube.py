@@ -2,7 +2,10 @@
 
 The agent's wiring builds one ApiClient (agent/cluster/kube_config.py), hands it to
 `KubernetesCluster`, calls `start()` and `wait_synced()`, then the reconciler and observer
-use it exactly as they use the simulated cluster (agent/cluster/simulated.py).
+use it exactly as they use the simulated cluster (agent/cluster/simulated.py). In a DaemonSet
+only the leader needs the caches: the wiring (agent/kubernetes.py) starts the watches when its
+pod comes to lead and stops them when it no longer does; `start()` after `stop()` lists
+everything afresh.
 
 Reads come from memory: list-then-watch loops (agent/cluster/kube_watch.py) keep a cache of
 DGDs (all namespaces, or the configured ones: the agent also needs the DGDs it did not
@@ -84,6 +87,7 @@ class KubernetesCluster:
         self._refused = 0
         self._stopping = threading.Event()
         self._started = False
+        self._lifecycle = threading.Lock()
         self._revision = Revision()
         if on_change is not None:
             self._revision.add_listener(on_change)
@@ -92,7 +96,7 @@ class KubernetesCluster:
         self._nodes: KindCache[Node] = KindCache(self._revision)
         self._tuning = tuning or WatchTuning()
         self._rng = rng or random.Random()
-        self._reflectors = self._build_reflectors()
+        self._reflectors: list[Reflector[Any]] = []
 
     @property
     def api_client(self) -> ApiClient:
@@ -102,32 +106,46 @@ class KubernetesCluster:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._started:
-            return
-        self._started = True
-        for reflector in self._reflectors:
-            reflector.start()
+        """Start the watchers (again, after a stop: each lists afresh before it watches)."""
+        with self._lifecycle:
+            if self._started:
+                return
+            self._started = True
+            self._stopping = threading.Event()
+            self._reflectors = self._build_reflectors()
+            for reflector in self._reflectors:
+                reflector.start()
 
     def stop(self, timeout: float = 5.0) -> bool:
-        """Stop every watcher; True if all threads ended within `timeout`. One-shot: a
-        stopped cluster does not start again (build a new one on the same client)."""
-        self._stopping.set()
-        for reflector in self._reflectors:
-            reflector.interrupt()
-        if not self._started:
-            return True
-        deadline = time.monotonic() + timeout
-        ended = [r.join(max(0.0, deadline - time.monotonic())) for r in self._reflectors]
-        return all(ended)
+        """Stop every watcher; True if all threads ended within `timeout`. The caches keep
+        their last contents, unsynced, until a new start lists again."""
+        with self._lifecycle:
+            self._stopping.set()
+            for reflector in self._reflectors:
+                reflector.interrupt()
+            if not self._started:
+                return True
+            self._started = False
+            deadline = time.monotonic() + timeout
+            ended = [r.join(max(0.0, deadline - time.monotonic())) for r in self._reflectors]
+            return all(ended)
+
+    @property
+    def running(self) -> bool:
+        return self._started
 
     def wait_synced(self, timeout: float) -> bool:
-        """Wait until every watcher has listed once; False if `timeout` passed first."""
+        """Wait until every watcher has listed once; False if `timeout` passed first, or if
+        the watchers are not running."""
+        reflectors = self._reflectors if self._started else []
         deadline = time.monotonic() + timeout
-        return all(r.synced.wait(max(0.0, deadline - time.monotonic())) for r in self._reflectors)
+        waits = [r.synced.wait(max(0.0, deadline - time.monotonic())) for r in reflectors]
+        return bool(reflectors) and all(waits) and self._started
 
     @property
     def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self._reflectors)
+        reflectors = self._reflectors if self._started else []
+        return bool(reflectors) and all(r.synced.is_set() for r in reflectors)
 
     def __enter__(self) -> KubernetesCluster:
         self.start()

@@ -16,6 +16,16 @@ changes hands. The agent sends it to the hub, which fences any session leading w
 term (hub/sync/leadership.py): even a pod that still believes it leads, but lost the Lease
 while partitioned, is told to stop reconciling.
 
+The hub never forgets a term, but a Lease can be deleted and created again (its namespace
+deleted and the agent reinstalled): the new holder starts again at term 1, below the hub's,
+and a holder that keeps its Lease never moves leaseTransitions on by itself. So when the hub
+fences a pod that still holds the Lease, `advance(term)` moves leaseTransitions up to the
+hub's term (a write the holder is entitled to; the resourceVersion guards it like a renewal),
+and the pod claims term + 1. A pod that does not hold the Lease any more just steps down.
+
+Only a managed agent runs an elector: a read-only one writes nothing, a Lease included, and
+is granted leadership by the hub instead (agent/kubernetes.py).
+
 Runs in a daemon thread (the Kubernetes client blocks); `on_change(leading, term)` is called
 from that thread whenever leadership changes.
 """
@@ -81,6 +91,8 @@ class LeaseElector:
         self._last_renew: datetime.datetime | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # step() runs on the elector's thread, advance() on a worker thread of the agent.
+        self._lock = threading.Lock()
 
     @property
     def state(self) -> LeaseState:
@@ -109,17 +121,33 @@ class LeaseElector:
 
     def step(self) -> LeaseState:
         """One attempt to acquire or renew; public so tests can drive it without threads."""
-        now = self._clock()
-        try:
-            state = self._try(now)
-        except ApiException as e:
-            log.warning("lease %s/%s: %s %s", self.namespace, self.name, e.status, e.reason)
-            state = self._unrenewed(now)
-        except Exception as e:  # network errors from urllib3: same as a failed renewal
-            log.warning("lease %s/%s: %s", self.namespace, self.name, e)
-            state = self._unrenewed(now)
-        self._set(state)
-        return state
+        with self._lock:
+            now = self._clock()
+            try:
+                state = self._try(now)
+            except ApiException as e:
+                log.warning("lease %s/%s: %s %s", self.namespace, self.name, e.status, e.reason)
+                state = self._unrenewed(now)
+            except Exception as e:  # network errors from urllib3: same as a failed renewal
+                log.warning("lease %s/%s: %s", self.namespace, self.name, e)
+                state = self._unrenewed(now)
+            self._set(state)
+            return state
+
+    def advance(self, past: int) -> LeaseState:
+        """The hub fenced this pod at term `past`: if it still holds the Lease, move the
+        Lease's transitions on so that it leads with term `past` + 1; if not, step down."""
+        with self._lock:
+            if self._state.leading and self._state.term > past:
+                return self._state  # already past it (a fence that crossed a renewal)
+            now = self._clock()
+            try:
+                state = self._advance(past, now)
+            except Exception as e:  # as a failed renewal: the next step tries again
+                log.warning("lease %s/%s: advancing the term: %s", self.namespace, self.name, e)
+                state = self._unrenewed(now)
+            self._set(state)
+            return state
 
     # -- one attempt --------------------------------------------------------------------------
 
@@ -137,6 +165,22 @@ class LeaseElector:
         if not self._expired(spec, now):
             return LeaseState(False, transitions + 1)
         return self._write(lease, spec, now, transitions=transitions + 1, acquired=True)
+
+    def _advance(self, past: int, now: datetime.datetime) -> LeaseState:
+        lease = self._api.read_namespaced_lease(self.name, self.namespace)
+        spec = lease.spec or client.V1LeaseSpec()
+        transitions = int(spec.lease_transitions or 0)
+        if spec.holder_identity != self.identity or self._expired(spec, now):
+            return LeaseState(False, transitions + 1)
+        log.warning(
+            "lease %s/%s: the hub knows term %d, this Lease only %d (was it recreated?);"
+            " moving its term on",
+            self.namespace,
+            self.name,
+            past,
+            transitions + 1,
+        )
+        return self._write(lease, spec, now, transitions=max(transitions, past), acquired=False)
 
     def _create(self, now: datetime.datetime) -> LeaseState:
         lease = client.V1Lease(

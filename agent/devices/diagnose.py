@@ -3,8 +3,9 @@
 An operator runs it in the agent pod (`kubectl exec <agent pod> -- wingsmith agent devices`) to
 see why a node offers the capacity it does: NVML's inventory (driver version, every device with
 its class, health and NVLink domain, or why NVML cannot be read) and, when the kubelet's
-PodResources socket is reachable, the kubelet's devices verified against it
-(agent/devices/verify.py) with the devices each pod holds. It only reads: nothing goes to the
+PodResources socket is reachable, the kubelet's devices (allocatable and allocated) resolved
+through NVML and verified against it (agent/devices/resolve.py, verify.py) with the devices
+each pod holds. It only reads: nothing goes to the
 hub, nothing on the node changes.
 
 Caller: agent/main.py, when `devices` is the first word. The kubelet client
@@ -30,6 +31,7 @@ from typing import cast
 from agent.devices import verify
 from agent.devices.model import Inventory
 from agent.devices.nvml import NvmlInventory
+from agent.devices.resolve import Resolve, resolve_into
 from agent.kubelet.model import PodResourcesSource
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
@@ -44,10 +46,18 @@ class NoKubelet(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    inventory = NvmlInventory(
-        library_path=args.library_path, class_overrides=dict(args.class_override)
-    ).read()
-    report = build_report(inventory, socket_path=args.pod_resources_socket, connect=connect_kubelet)
+    nvml = NvmlInventory(
+        library_path=args.library_path,
+        class_overrides=dict(args.class_override),
+        node_name=os.environ.get("NODE_NAME", ""),
+    )
+    inventory = nvml.read()
+    report = build_report(
+        inventory,
+        socket_path=args.pod_resources_socket,
+        connect=connect_kubelet,
+        resolve=nvml.resolve,
+    )
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 1 if inventory.error else 0
@@ -81,18 +91,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def build_report(inventory: Inventory, *, socket_path: str, connect: Connect) -> dict[str, object]:
-    """The JSON document: NVML's inventory, then what the kubelet says about it."""
+def build_report(
+    inventory: Inventory, *, socket_path: str, connect: Connect, resolve: Resolve | None = None
+) -> dict[str, object]:
+    """The JSON document: NVML's inventory, then what the kubelet says about it. `resolve`
+    looks up the kubelet's ids that NVML's enumeration did not list."""
     return {
         "driver_version": inventory.driver_version,
         "nvml_error": inventory.error or None,
         "devices": [dataclasses.asdict(gpu) for gpu in inventory.devices],
-        "kubelet": kubelet_report(inventory, socket_path=socket_path, connect=connect),
+        "kubelet": kubelet_report(
+            inventory, socket_path=socket_path, connect=connect, resolve=resolve
+        ),
     }
 
 
 def kubelet_report(
-    inventory: Inventory, *, socket_path: str, connect: Connect
+    inventory: Inventory, *, socket_path: str, connect: Connect, resolve: Resolve | None = None
 ) -> dict[str, object]:
     try:
         source = connect(socket_path)
@@ -105,7 +120,10 @@ def kubelet_report(
     # reports it rather than dying with a traceback.
     except Exception as e:
         return {"socket": socket_path, "status": f"unavailable: {_describe(e)}"}
-    devices = verify.verify(inventory, allocatable)
+    known = verify.kubelet_known(allocatable, allocated)
+    if resolve is not None and not inventory.error:
+        inventory = resolve_into(inventory, verify.gpu_ids(known), resolve)
+    devices = verify.verify(inventory, known)
     return {
         "socket": socket_path,
         "status": "ok",

@@ -23,6 +23,7 @@ error) when NVML cannot be used at all.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import logging
 import uuid as uuidlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -53,6 +54,9 @@ ROW_REMAPPING_FAILED = "row remapping failed"
 RESOLVABLE_PREFIXES = ("GPU-", "MIG-")
 # Stands in for the UUID of a device so broken that NVML will not even say which it is.
 UNKNOWN_UUID_PREFIX = "unknown-"
+# The hub keys devices by (cluster, id): a stand-in names its node, so that two nodes' lost
+# GPUs do not overwrite each other (and stays within the hub's 128 characters).
+_MAX_ID = 128
 
 # Queries the device or the driver does not offer: they say nothing about health.
 _UNSUPPORTED = (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound)
@@ -89,15 +93,17 @@ class NvmlInventory:
     `library_path` loads that libnvidia-ml.so.1 instead of the one the dynamic loader finds (for
     unusual driver layouts, and for tests). pynvml holds one library per process, so it applies
     process-wide. `class_overrides` maps exact NVML names to device classes (classes.py).
+    `node_name` goes into the stand-in ids of devices whose UUID cannot be read.
     """
 
     library_path: str | None = None
     class_overrides: Mapping[str, str] = field(default_factory=dict)
+    node_name: str = ""
 
     def read(self) -> Inventory:
         try:
             with _session(self.library_path):
-                return _read_inventory(self.class_overrides)
+                return _read_inventory(self.class_overrides, self.node_name)
         except NvmlUnavailable as e:
             return Inventory(devices=(), error=e.reason)
 
@@ -184,14 +190,27 @@ def _shutdown() -> None:
 # --- the inventory ---------------------------------------------------------------------------
 
 
-def _read_inventory(overrides: Mapping[str, str]) -> Inventory:
+def _read_inventory(overrides: Mapping[str, str], node: str) -> Inventory:
     driver = _driver_version()
     try:
         count = int(pynvml.nvmlDeviceGetCount())
     except pynvml.NVMLError as e:
         return Inventory(devices=(), error=f"cannot count GPUs: {e}", driver_version=driver)
-    devices = [gpu for index in range(count) for gpu in _read_index(index, overrides)]
+    devices = [gpu for index in range(count) for gpu in _read_index(index, overrides, node)]
     return Inventory(devices=tuple(devices), driver_version=driver)
+
+
+def unknown_gpu_id(*, node: str, pci_bus_id: str, index: int) -> str:
+    """The stand-in id of a GPU whose UUID NVML cannot read: "unknown-gpu-<where>@<node>",
+    where is its PCI bus id when NVML still gives it, else its index (both unique on a node)."""
+    where = pci_bus_id or str(index)
+    if not node:
+        return f"{UNKNOWN_UUID_PREFIX}gpu-{where}"
+    text = f"{UNKNOWN_UUID_PREFIX}gpu-{where}@{node}"
+    if len(text) <= _MAX_ID:
+        return text
+    digest = hashlib.sha256(node.encode()).hexdigest()[:12]
+    return f"{text[: _MAX_ID - 13]}~{digest}"
 
 
 def _driver_version() -> str:
@@ -200,17 +219,19 @@ def _driver_version() -> str:
     return format_driver_version(driver, cuda)
 
 
-def _read_index(index: int, overrides: Mapping[str, str]) -> list[Gpu]:
+def _read_index(index: int, overrides: Mapping[str, str], node: str) -> list[Gpu]:
     """The GPU at `index` and its MIG devices; a GPU that fails any query comes back alone."""
     handle: Handle | None = None
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         return _read_device(handle, overrides)
     except pynvml.NVMLError as e:
+        found = handle
+        pci = "" if found is None else _best_effort(lambda: _pci_bus_id(found), "")
         return [
             _failed_device(
                 handle,
-                fallback_uuid=f"{UNKNOWN_UUID_PREFIX}gpu-{index}",
+                fallback_uuid=unknown_gpu_id(node=node, pci_bus_id=pci, index=index),
                 reason=_failure_reason(e),
                 index=index,
                 overrides=overrides,

@@ -1,12 +1,14 @@
 """Device verification: the kubelet's view of a node's GPUs checked against NVML's. Pure.
 
-Every device id the kubelet reports (allocatable or allocated) is normalized (time-slicing
-"::N" suffixes cut, duplicates dropped) and resolved against the NVML inventory by UUID
-(shared/reference/kubelet-and-nvml.md). A device counts as capacity only when both agree and
-NVML says it is healthy: the kubelet advertises it AND NVML knows it. Anything else is still
-reported, marked, so an operator sees why capacity is smaller than the node's GPU count:
-- NVML knows it, the kubelet does not advertise it: unverified ("not advertised by the kubelet");
-- the kubelet advertises it, NVML does not know it: unverified ("not found by NVML");
+Every device id the kubelet reports, allocatable or allocated (`kubelet_known` merges the
+two), is normalized (time-slicing "::N" suffixes cut, duplicates dropped) and matched by UUID
+against the NVML inventory, which by then holds every kubelet id NVML could resolve
+(agent/devices/resolve.py: nvmlDeviceGetHandleByUUID, shared/reference/kubelet-and-nvml.md).
+A device counts as capacity only when both agree and NVML says it is healthy: the kubelet
+knows it AND NVML knows it. Anything else is still reported, marked, so an operator sees why
+capacity is smaller than the node's GPU count:
+- NVML knows it, the kubelet does not know it: unverified ("not advertised by the kubelet");
+- the kubelet knows it, NVML does not: unverified ("not found by NVML");
 - NVML cannot be read at all: every kubelet device is unverified, with NVML's error.
 """
 
@@ -46,15 +48,36 @@ def normalize_ids(device_ids: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(device_id.split("::", 1)[0] for device_id in device_ids))
 
 
-def verify(inventory: Inventory, allocatable: Sequence[Allocatable]) -> list[VerifiedDevice]:
-    advertised = set(
-        normalize_ids(
-            device_id
-            for entry in allocatable
-            if is_gpu_resource(entry.resource_name)
-            for device_id in entry.device_ids
-        )
+def kubelet_known(
+    allocatable: Sequence[Allocatable], allocated: Sequence[PodDevices]
+) -> list[Allocatable]:
+    """Every device the kubelet knows: its allocatable devices, plus, per resource, those a
+    pod holds that it no longer lists as allocatable (its device plugin restarted, or dropped
+    the device while a pod still has it). A pod's device is the kubelet's word too."""
+    listed = {device_id for entry in allocatable for device_id in normalize_ids(entry.device_ids)}
+    extra: dict[str, list[str]] = {}
+    for entry in allocated:
+        for device_id in normalize_ids(entry.device_ids):
+            if device_id not in listed:
+                extra.setdefault(entry.resource_name, []).append(device_id)
+    return [
+        *allocatable,
+        *(Allocatable(name, normalize_ids(ids)) for name, ids in sorted(extra.items())),
+    ]
+
+
+def gpu_ids(known: Sequence[Allocatable]) -> tuple[str, ...]:
+    """The GPU and MIG device ids among them, normalized."""
+    return normalize_ids(
+        device_id
+        for entry in known
+        if is_gpu_resource(entry.resource_name)
+        for device_id in entry.device_ids
     )
+
+
+def verify(inventory: Inventory, allocatable: Sequence[Allocatable]) -> list[VerifiedDevice]:
+    advertised = set(gpu_ids(allocatable))
     known = {gpu.uuid: gpu for gpu in inventory.devices}
     result = []
     for gpu in inventory.devices:

@@ -3,15 +3,22 @@
 The agent verifies the hub's certificate against a CA file (`--hub-ca`); with a client
 certificate and key (`--client-cert`, `--client-key`) it also authenticates itself (mutual
 TLS: the certificate must name this agent's cluster). Without a CA the channel is plaintext,
-for loopback and tests only (the hub refuses plaintext on the network unless --insecure).
+and the cluster token in every stream's metadata with it: for a hub on loopback only, unless
+the agent is started with an explicit `--insecure` (as the hub refuses to listen in plaintext
+on the network without one: docs/security.md). A plaintext channel to another machine without
+`--insecure` is refused (`PlaintextRefused`) before anything is sent.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import logging
 import pathlib
 from dataclasses import dataclass
 
 import grpc
+
+log = logging.getLogger(__name__)
 
 KEEPALIVE = (
     # Ping an idle connection so a dead hub (or a middlebox that dropped us) is noticed in
@@ -30,10 +37,63 @@ class ChannelSecurity:
     key_file: str | None = None
     # The name to verify the hub's certificate against, when it differs from the address.
     server_name: str | None = None
+    # Plaintext to a hub on another machine (the token readable on the network): only if told.
+    insecure: bool = False
 
     @property
     def tls(self) -> bool:
         return self.ca_file is not None
+
+
+class PlaintextRefused(ValueError):
+    """A plaintext channel to a hub that is not on this machine, without --insecure."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(
+            f"refusing to send the cluster token in plaintext to {host}: pass --hub-ca (the CA"
+            " of the hub's certificate) to use TLS, or --insecure to accept plaintext on the"
+            " network"
+        )
+        self.host = host
+
+
+def target_host(target: str) -> str:
+    """The host of a gRPC target: "host:port", "[v6]:port", "dns:///host:port", "unix:...".
+    "" for a unix socket (always local)."""
+    if target.startswith(("unix:", "unix-abstract:")):
+        return ""
+    for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if target.startswith(scheme):
+            target = target.removeprefix(scheme)
+            break
+    if target.startswith("["):
+        return target[1 : target.find("]")] if "]" in target else target[1:]
+    host, sep, port = target.rpartition(":")
+    return host if sep and port.isdigit() else target
+
+
+def is_local(host: str) -> bool:
+    if host in ("", "localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_plaintext(target: str, security: ChannelSecurity) -> None:
+    """PlaintextRefused for plaintext to another machine unless `insecure`; a loud warning
+    when it is."""
+    host = target_host(target)
+    if security.tls or is_local(host):
+        return
+    if not security.insecure:
+        raise PlaintextRefused(host)
+    log.warning(
+        "--insecure: the cluster token goes to %s in plaintext; anyone on the path can read it"
+        " and act as this cluster's agent",
+        host,
+    )
 
 
 def open_channel(target: str, security: ChannelSecurity | None = None) -> grpc.aio.Channel:
@@ -42,6 +102,7 @@ def open_channel(target: str, security: ChannelSecurity | None = None) -> grpc.a
     if not security.tls:
         if security.cert_file or security.key_file:
             raise ValueError("a client certificate needs --hub-ca (mutual TLS is TLS)")
+        check_plaintext(target, security)
         return grpc.aio.insecure_channel(target, options=options)
     if bool(security.cert_file) != bool(security.key_file):
         raise ValueError("--client-cert and --client-key go together")

@@ -2,8 +2,12 @@
 
 One `StreamClient` per agent process holds one stream at a time and reconnects forever with
 jittered exponential backoff ("full jitter": a uniform delay in [0, min(cap, base x 2^n)]),
-reset once a session is welcomed. Messages queued while disconnected are dropped: the agent's
-observer resends its full state after every reconnect, and revisions are acked afresh.
+reset once a session is welcomed. A stream the hub closed for a newer one of the same slot
+(ABORTED: another agent uses this cluster's token) waits on a separate, slower backoff that a
+welcome does not reset, and says so in an error log: two such agents settle instead of taking
+the stream from each other several times a second. Messages queued while disconnected are
+dropped: the agent's observer resends its full state after every reconnect, and revisions are
+acked afresh.
 
 Desired state is handed to `on_desired`, which applies it and returns the rejects; the client
 then acks the revision. A delta that does not start at the revision held raises RevisionGap in
@@ -35,14 +39,25 @@ class Backoff:
     cap_s: float = 30.0
     attempt: int = 0
     rng: random.Random = field(default_factory=random.Random)
+    # The least share of the ceiling a delay takes: 0 is full jitter, 0.5 "equal jitter".
+    floor: float = 0.0
 
     def next_delay(self) -> float:
-        delay = self.rng.uniform(0, min(self.cap_s, self.base_s * 2**self.attempt))
+        ceiling = min(self.cap_s, self.base_s * 2**self.attempt)
+        delay = self.rng.uniform(ceiling * self.floor, ceiling)
         self.attempt = min(self.attempt + 1, 30)
         return delay
 
     def reset(self) -> None:
         self.attempt = 0
+
+
+def superseded_backoff() -> Backoff:
+    """After the hub closed our stream for a newer one of the same cluster (and node): another
+    agent holds this cluster's token. Wait long, and longer each time, so two such agents do not
+    take the stream from each other forever; never less than half the ceiling, so a lucky draw
+    cannot restart the fight at once."""
+    return Backoff(base_s=5.0, cap_s=120.0, floor=0.5)
 
 
 @dataclass
@@ -54,6 +69,8 @@ class ClientStats:
     problems: list[str] = field(default_factory=list)
     last_error: str = ""
     last_code: grpc.StatusCode | None = None
+    # Times the hub closed our stream for a newer one with the same token (ABORTED).
+    superseded: int = 0
 
 
 OnDesired = Callable[[sync_pb2.DesiredState], Awaitable[Sequence[sync_pb2.Reject]]]
@@ -69,7 +86,10 @@ class StreamClient:
         on_desired: OnDesired,
         on_connected: Callable[[], None] = lambda: None,
         on_fence: Callable[[int, str], None] = lambda term, reason: None,
+        on_grant: Callable[[int, Sequence[str]], None] = lambda term, node_ids: None,
         backoff: Backoff | None = None,
+        superseded: Backoff | None = None,
+        stable_s: float = 300.0,
         default_heartbeat_s: float = 5.0,
     ) -> None:
         self._stub = sync_pb2_grpc.ClusterSyncStub(channel)
@@ -78,7 +98,13 @@ class StreamClient:
         self._on_desired = on_desired
         self._on_connected = on_connected
         self._on_fence = on_fence
+        self._on_grant = on_grant
         self._backoff = backoff or Backoff()
+        # Not reset by a welcome (the fight would restart at once): only by a session that
+        # lasted `stable_s` without being superseded.
+        self._superseded = superseded or superseded_backoff()
+        self._stable_s = stable_s
+        self._welcomed_at: float | None = None
         self._heartbeat_s = default_heartbeat_s
         self._outbox: asyncio.Queue[sync_pb2.AgentMessage] = asyncio.Queue()
         self._seq = 0
@@ -102,15 +128,22 @@ class StreamClient:
 
     async def run(self) -> None:
         while True:
+            delay: float | None = None
             try:
                 await self._session()
             except grpc.aio.AioRpcError as e:
                 self.stats.last_code = e.code()
                 self.stats.last_error = f"{e.code().name}: {e.details()}"
-                level = logging.WARNING
-                if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-                    level = logging.ERROR  # configuration: the token or cluster id is wrong
-                log.log(level, "stream closed: %s", self.stats.last_error)
+                if e.code() == grpc.StatusCode.ABORTED:
+                    delay = self._after_superseded()
+                else:
+                    level = logging.WARNING
+                    if e.code() in (
+                        grpc.StatusCode.UNAUTHENTICATED,
+                        grpc.StatusCode.PERMISSION_DENIED,
+                    ):
+                        level = logging.ERROR  # configuration: the token or cluster id is wrong
+                    log.log(level, "stream closed: %s", self.stats.last_error)
             except RevisionGap as e:
                 log.warning("%s; reconnecting for a snapshot", e)
             except asyncio.InvalidStateError:
@@ -121,7 +154,25 @@ class StreamClient:
                 log.warning("stream closed: %s", self.stats.last_error)
             finally:
                 self.connected.clear()
-            await asyncio.sleep(self._backoff.next_delay())
+            await asyncio.sleep(self._backoff.next_delay() if delay is None else delay)
+
+    def _after_superseded(self) -> float:
+        """The hub gave our slot to a newer stream (ABORTED): another agent process uses this
+        cluster's token (and node name). Say so, and wait long before taking it back."""
+        if self._welcomed_at is not None and time.monotonic() - self._welcomed_at >= self._stable_s:
+            self._superseded.reset()  # we held the stream a long while: a one-off
+        self.stats.superseded += 1
+        delay = self._superseded.next_delay()
+        log.error(
+            "another agent is using this cluster's token: the hub closed this stream for a"
+            " newer one (%s; %d time(s) so far). Waiting %.0fs before reconnecting, longer"
+            " each time, so the two do not take turns forever. Run one agent per cluster token"
+            " (in a DaemonSet, one per node, each with its own --node-name).",
+            self.stats.last_error,
+            self.stats.superseded,
+            delay,
+        )
+        return delay
 
     async def _session(self) -> None:
         call = self._stub.Sync(metadata=(("authorization", f"Bearer {self._token}"),))
@@ -153,6 +204,7 @@ class StreamClient:
 
     def _welcomed(self, welcome: sync_pb2.Welcome) -> None:
         self._backoff.reset()
+        self._welcomed_at = time.monotonic()
         self.stats.sessions += 1
         if welcome.heartbeat_interval_ms > 0:
             self._heartbeat_s = welcome.heartbeat_interval_ms / 1000
@@ -181,6 +233,9 @@ class StreamClient:
             elif kind == "fence":
                 log.warning("fenced (term %d): %s", message.fence.term, message.fence.reason)
                 self._on_fence(message.fence.term, message.fence.reason)
+            elif kind == "grant":
+                log.info("leadership granted or confirmed (term %d)", message.grant.term)
+                self._on_grant(message.grant.term, tuple(message.grant.node_ids))
             elif kind == "problem":
                 text = f"{message.problem.code}: {message.problem.message}"
                 self.stats.problems.append(text)

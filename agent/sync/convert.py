@@ -82,6 +82,7 @@ def observation_batch(
         deployments=[_deployment_observation(d, now_ns) for d in observations.deployments],
         nodes=[_node_observation(n, now_ns) for n in observations.nodes],
         discovered=[_discovered_observation(d, now_ns) for d in observations.discovered],
+        discovered_complete_unix_nanos=now_ns if observations.discovered_complete else 0,
     )
 
 

@@ -4,9 +4,11 @@ observed (the agent lets go), with the review that comes first (docs/authority.m
 Promotion compares the declared config with the live one (the drift of hub/service/views.py).
 Any difference means promoting would change the cluster, so it is refused with
 FAILED_PRECONDITION listing them, unless the request accepts them; accepted differences that
-change the pod template (serving digest, engine_args) roll out like any serving change.
-Taking control of an adopted DGD whose config matches changes nothing in its pod template.
-Demotion never deletes anything.
+change the pod template (serving digest, engine_args) roll out like any serving change, and
+only those: the deployment is marked rolling (with surge) exactly when its pods will restart.
+Nothing is compared with a stale cluster, so promotion waits until it reports again
+(FAILED_PRECONDITION). Taking control of an adopted DGD whose config matches changes nothing
+in its pod template. Demotion never deletes anything.
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ def _promote(
             f"cluster {current.cluster_id} has not reported deployment {current.name} yet",
             ["there is nothing to compare the declaration with; wait for its first report"],
         )
+    if the_review.view.stale:
+        raise errors.FailedPrecondition(
+            f"cluster {current.cluster_id} is stale: the declaration of {current.name} cannot be"
+            " compared with what runs right now",
+            ["wait until the cluster reports again, then review and promote"],
+        )
     if the_review.differences and not accept_differences:
         raise errors.FailedPrecondition(
             "the declared config differs from the live one; promoting would change the cluster",
@@ -89,6 +97,11 @@ def _review(ctx: ServiceContext, conn: Connection, current: Deployment) -> Revie
     restarts = any(d.field in TEMPLATE_FIELDS for d in differences)
     if view.status is None:
         summary = "the cluster has not reported this deployment yet: nothing to compare"
+    elif view.stale:
+        summary = (
+            "the cluster is stale: its last report cannot be compared with the declaration"
+            " right now, and promotion waits until it reports again"
+        )
     elif current.authority == "managed":
         summary = "managed: the agent reconciles it"
     elif not differences:

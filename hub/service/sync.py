@@ -3,7 +3,9 @@ ingest, liveness.
 
 Called by hub/sync/session.py, which owns the protocol; this module owns the rules:
 - a delta holds every deployment whose spec changed after the agent's revision, and a tombstone
-  for every deletion; a snapshot replaces everything the agent holds and is sent when the agent
+  for every deletion: a removal (deleted while managed: the agent deletes its DGD) or a release
+  (deleted while observed: the agent only lets go of its DGD); a snapshot carries every release
+  still kept, and replaces everything the agent holds; it is sent when the agent
   is new (no epoch), holds a revision of another store epoch (the database was replaced),
   claims a revision the hub never issued, or is behind the tombstone floor;
 - an agent may only touch its own cluster's deployments (PermissionDenied otherwise);
@@ -36,10 +38,11 @@ class DesiredDelta:
     snapshot: bool
     upserts: tuple[Deployment, ...]
     removals: tuple[str, ...]
+    releases: tuple[str, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not self.snapshot and not self.upserts and not self.removals
+        return not (self.snapshot or self.upserts or self.removals or self.releases)
 
 
 def desired_since(
@@ -52,7 +55,8 @@ def desired_since(
         full = epoch != ctx.db.epoch or applied_revision > revision or applied_revision < floor
         if full:
             upserts = deployments.changed_since(conn, cluster_id, 0)
-            return DesiredDelta(revision, 0, True, tuple(upserts), ())
+            releases = deployments.released_since(conn, cluster_id, 0)
+            return DesiredDelta(revision, 0, True, tuple(upserts), (), tuple(releases))
         if applied_revision == revision:
             return DesiredDelta(revision, applied_revision, False, (), ())
         return DesiredDelta(
@@ -61,6 +65,7 @@ def desired_since(
             snapshot=False,
             upserts=tuple(deployments.changed_since(conn, cluster_id, applied_revision)),
             removals=tuple(deployments.removed_since(conn, cluster_id, applied_revision)),
+            releases=tuple(deployments.released_since(conn, cluster_id, applied_revision)),
         )
 
 
@@ -87,21 +92,25 @@ def desired_deltas(
                 full.append((cluster_id, held))
             else:
                 incremental.append((cluster_id, held))
-        upserts = deployments.changed_since_each(
-            conn, incremental + [(cluster_id, 0) for cluster_id, _ in full]
-        )
-        removals = deployments.removed_since_each(conn, incremental)
+        from_zero = [(cluster_id, 0) for cluster_id, _ in full]
+        upserts = deployments.changed_since_each(conn, incremental + from_zero)
+        tombstones = deployments.tombstones_since_each(conn, incremental + from_zero)
     for cluster_id, held in incremental:
+        removals, releases = tombstones[(cluster_id, held)]
         result[(cluster_id, held)] = DesiredDelta(
             revision=positions[cluster_id][0],
             from_revision=held,
             snapshot=False,
             upserts=tuple(upserts[(cluster_id, held)]),
-            removals=tuple(removals[(cluster_id, held)]),
+            removals=tuple(removals),
+            releases=tuple(releases),
         )
     for cluster_id, held in full:
+        # A snapshot replaces everything: deletions need no tombstones, releases still do
+        # (the agent must forget those DGDs, not delete them).
+        _, releases = tombstones[(cluster_id, 0)]
         result[(cluster_id, held)] = DesiredDelta(
-            positions[cluster_id][0], 0, True, tuple(upserts[(cluster_id, 0)]), ()
+            positions[cluster_id][0], 0, True, tuple(upserts[(cluster_id, 0)]), (), tuple(releases)
         )
     return result
 
@@ -183,11 +192,22 @@ def authorize(
 
 
 def rollout_done(deployment: Deployment, observation: DeploymentObservation) -> bool:
-    """Every replica runs the current digest and as many are ready as are admitted."""
+    """Every replica runs the current digest and as many are ready as are admitted.
+
+    The pods of an adopted DGD carry our digest label only once Wingsmith changed their
+    template (and then every worker's: reconcile.adopted). While its declaration keeps the
+    template as it is (no engine_args, or the ones its engine runs), every pod runs the target,
+    whatever label an earlier change left on it.
+    """
     status = observation.status
     if status is None or observation.absent:
         return False
-    on_target = all(r.serving_digest == deployment.serving_digest for r in observation.replicas)
+    kept = deployment.adopted and (
+        not deployment.engine_args or tuple(deployment.engine_args) == observation.live_args
+    )
+    on_target = kept or all(
+        r.serving_digest == deployment.serving_digest for r in observation.replicas
+    )
     return on_target and status.ready_replicas >= deployment.admitted_replicas
 
 
@@ -234,6 +254,14 @@ def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -
                     tx.conn, cluster_id=cluster_id, observation=sighting, now=tx.now
                 ):
                     records += 1
+            if batch.discovered_complete_ns:
+                records += discovered.mark_missing_gone(
+                    tx.conn,
+                    cluster_id=cluster_id,
+                    present=[(d.namespace, d.name) for d in batch.discovered if not d.absent],
+                    observe_ns=batch.discovered_complete_ns,
+                    now=tx.now,
+                )
         for cluster_id in sorted(changed):
             accounting.refresh_held(tx.conn, cluster_id)
         if changed:

@@ -3,7 +3,11 @@
 Phases, staleness, degraded and live digests are computed here on every read from what the
 store holds (hub/phases.py), never stored, so they cannot drift from their inputs. A cluster
 silent past the grace period is stale: its reports are kept and shown, marked stale, and
-nothing of it counts as ready.
+nothing of it counts as ready, and nothing is compared with it (no drift).
+
+Replicas, not pods: `ready_replicas` is the agent's count (for disaggregated serving, complete
+sets of prefill and decode workers), and live digests count per digest the replicas its pods
+make up (docs/rollouts.md).
 """
 
 from __future__ import annotations
@@ -128,7 +132,7 @@ def deployment_views(
     reports = observations.reports(conn, ids)
     rejections = observations.rejections(conn, ids)
     counts = observations.pod_counts(conn, ids)
-    digests = observations.digest_counts(conn, ids)
+    digests = observations.digest_role_counts(conn, ids)
     versions = observations.engine_versions(conn, ids)
     required = [d.deployment_id for d in deployments if d.topology]
     held_devices = observations.held_devices(conn, required) if required else {}
@@ -143,8 +147,8 @@ def deployment_views(
     for d in deployments:
         is_stale_cluster = d.cluster_id in stale
         pods = counts.get(d.deployment_id, observations.PodCounts(0, 0))
-        ready = 0 if is_stale_cluster else pods.ready
         report = reports.get(d.deployment_id)
+        ready = 0 if is_stale_cluster or report is None else report.ready_replicas
         rejection = rejections.get(d.deployment_id)
         phase = phases.deployment_phase(
             phases.PhaseInputs(
@@ -165,7 +169,7 @@ def deployment_views(
             else None
         )
         by_digest = digests.get(d.deployment_id, {})
-        live = {} if is_stale_cluster else _live_digests(by_digest)
+        live = {} if is_stale_cluster else _live_digests(d, by_digest)
         engine_versions = tuple(sorted(versions.get(d.deployment_id, set())))
         views.append(
             DeploymentView(
@@ -178,7 +182,7 @@ def deployment_views(
                 stale=is_stale_cluster,
                 applied=applied.get(d.cluster_id, 0) >= d.revision,
                 rejection=rejection if rejection and rejection.generation >= d.generation else None,
-                rollout=_rollout(d, by_digest) if report is not None else None,
+                rollout=_rollout(d, report, by_digest) if report is not None else None,
                 drift=(
                     drift(d, report, live, engine_versions)
                     if report is not None and not is_stale_cluster
@@ -195,28 +199,91 @@ def deployment_views(
 
 
 UNLABELED = "unlabeled"
+RoleCounts = Mapping[tuple[str, str], observations.DigestCount]
 
 
-def _live_digests(counts: Mapping[str, observations.DigestCount]) -> dict[str, int]:
-    """Replicas up (scheduled on a node) per serving digest: during a rollout the old ones
-    still serving and the new ones starting. Pods Wingsmith did not render show as
+def _workers(d: Deployment, role: str) -> int:
+    """Pods of one role in one replica."""
+    if d.serving.mode != "disaggregated":
+        return 1
+    if role == "prefill":
+        return d.serving.prefill_workers
+    if role == "decode":
+        return d.serving.decode_workers
+    return d.serving.prefill_workers + d.serving.decode_workers  # roles not told apart
+
+
+def _replicas_up(d: Deployment, counts: Mapping[str, int]) -> int:
+    """Replicas that pods of each role make up (role -> pods), counting a partial one: the
+    fewest replicas that could hold them, so a digest whose pods hold devices never reads 0."""
+    return max((-(-pods // _workers(d, role)) for role, pods in counts.items() if pods), default=0)
+
+
+def _replicas_ready(d: Deployment, counts: Mapping[str, int]) -> int:
+    """Complete replicas among ready pods (role -> ready pods), as the agent counts them."""
+    if d.serving.mode != "disaggregated" or set(counts) <= {"worker"}:
+        return sum(counts.values()) // _workers(d, "worker")
+    return min(counts.get(role, 0) // _workers(d, role) for role in ("prefill", "decode"))
+
+
+def _by_digest(counts: RoleCounts, field: str) -> dict[str, dict[str, int]]:
+    result: dict[str, dict[str, int]] = {}
+    for (digest, role), count in counts.items():
+        roles = result.setdefault(digest, {})
+        roles[role] = roles.get(role, 0) + getattr(count, field)
+    return result
+
+
+def _live_digests(d: Deployment, counts: RoleCounts) -> dict[str, int]:
+    """Replicas up (pods scheduled on a node) per serving digest: during a rollout the old
+    ones still serving and the new ones starting. Pods Wingsmith did not render show as
     "unlabeled"."""
-    return {(digest or UNLABELED): c.running for digest, c in sorted(counts.items()) if c.running}
+    up = {
+        (digest or UNLABELED): _replicas_up(d, roles)
+        for digest, roles in sorted(_by_digest(counts, "running").items())
+    }
+    return {digest: replicas for digest, replicas in up.items() if replicas}
 
 
-def _on_target(d: Deployment, digest: str) -> bool:
-    # Pods of an adopted DGD carry no digest until Wingsmith changes their template: they run
-    # what was adopted, which is the target unless a change is rolling out.
-    return digest == d.serving_digest or (digest == "" and d.adopted and not d.rolling)
+def template_kept(d: Deployment, report: StatusReport | None) -> bool:
+    """An adopted deployment whose declaration leaves the pod template as it is: no
+    engine_args (they enforce nothing), or the ones its engine runs. Its pods run the target
+    whatever digest label they carry (none, or the one an earlier change left)."""
+    live = report.live_args if report is not None else None
+    return d.adopted and (not d.engine_args or tuple(d.engine_args) == live)
 
 
-def _rollout(d: Deployment, counts: Mapping[str, observations.DigestCount]) -> RolloutView:
+def rolls_out(conn: Connection, d: Deployment) -> bool:
+    """Would the agent's next apply of `d` change its pod template (so pods restart)? A DGD
+    we render: yes, a new digest is a new template. An adopted one: only when its engine_args
+    are set and differ from the flags its engine runs."""
+    if not d.adopted:
+        return True
+    return not template_kept(d, observations.reports(conn, [d.deployment_id]).get(d.deployment_id))
+
+
+def _rollout(d: Deployment, report: StatusReport, counts: RoleCounts) -> RolloutView:
+    kept = template_kept(d, report)
+    target = {
+        digest: roles
+        for digest, roles in _by_digest(counts, "ready").items()
+        if kept or digest == d.serving_digest
+    }
+    ready: dict[str, int] = {}
+    for roles in target.values():
+        for role, pods in roles.items():
+            ready[role] = ready.get(role, 0) + pods
+    older = {
+        digest: roles
+        for digest, roles in _by_digest(counts, "pods").items()
+        if not (kept or digest == d.serving_digest)
+    }
     return RolloutView(
         rolling=d.rolling,
         generation=d.generation,
         serving_digest=d.serving_digest,
-        ready_on_target=sum(c.ready for g, c in counts.items() if _on_target(d, g)),
-        replicas_on_older=sum(c.pods for g, c in counts.items() if not _on_target(d, g)),
+        ready_on_target=_replicas_ready(d, ready),
+        replicas_on_older=sum(_replicas_up(d, roles) for roles in older.values()),
         surge_replicas=d.surge_replicas,
     )
 
@@ -228,20 +295,27 @@ def drift(
     engine_versions: Sequence[str],
 ) -> tuple[Difference, ...]:
     """How the cluster differs from the declaration. For a managed deployment the declared
-    replicas are the admitted ones (what the agent was told to run)."""
+    replicas are the admitted ones (what the agent was told to run). While a rollout runs, old
+    and new config side by side are no drift; only replicas are compared."""
     found = []
     declared_replicas = d.admitted_replicas if d.authority == "managed" else d.desired_replicas
     if report.desired_replicas != declared_replicas:
         found.append(Difference("replicas", str(declared_replicas), str(report.desired_replicas)))
+    if d.rolling:
+        return tuple(found)
+    kept = template_kept(d, report)
     other = sorted(g for g in live_digests if g not in (d.serving_digest, UNLABELED))
-    if other and not d.rolling:
+    if other and not kept:
         found.append(Difference("serving_digest", d.serving_digest, ", ".join(other)))
     versions = [v for v in engine_versions if v != d.serving.engine_version]
     if versions:
         found.append(
             Difference("engine_version", d.serving.engine_version, ", ".join(engine_versions))
         )
-    if d.adopted and not d.rolling and tuple(d.engine_args) != tuple(report.live_args):
+    # An adopted deployment's live_args are all its flags, and empty engine_args enforce
+    # none; a rendered one's are the flags beyond its render, to match its engine_args
+    # (agent/observe.py), so an edit made outside Wingsmith shows, demoted or not.
+    if not kept and tuple(d.engine_args) != tuple(report.live_args):
         found.append(Difference("engine_args", " ".join(d.engine_args), " ".join(report.live_args)))
     return tuple(found)
 
@@ -251,7 +325,7 @@ def workload_view(workload: Workload, deployments: Sequence[DeploymentView]) -> 
     return WorkloadView(
         workload=workload,
         deployments=tuple(deployments),
-        phase=phases.workload_phase(d.phase for d in deployments),
+        phase=phases.workload_phase((d.phase for d in deployments), replicas=workload.replicas),
         ready_replicas=ready,
         degraded=any(d.status is not None for d in deployments) and ready < workload.replicas,
     )

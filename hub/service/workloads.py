@@ -245,23 +245,22 @@ def _rescale(
 
 def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> None:
     """A new serving digest is a new generation. A managed deployment with admitted replicas
-    starts rolling out: admission may grant it surge so old and new run side by side."""
+    whose pod template changes starts rolling out: admission may grant it surge so old and new
+    run side by side (an adopted one keeps its template unless engine_args change its flags)."""
     digest = serving.digest(workload.serving)
     for d in current:
         if d.serving_digest == digest:
             continue
-        _save(
-            tx,
-            evolve(
-                d,
-                serving=workload.serving,
-                engine_args=workload.serving.engine_args,
-                serving_digest=digest,
-                generation=d.generation + 1,
-                rolling=d.authority == "managed" and d.admitted_replicas > 0,
-                update_time=tx.now,
-            ),
+        changed = evolve(
+            d,
+            serving=workload.serving,
+            engine_args=workload.serving.engine_args,
+            serving_digest=digest,
+            generation=d.generation + 1,
+            update_time=tx.now,
         )
+        rolling = d.authority == "managed" and d.admitted_replicas > 0
+        _save(tx, evolve(changed, rolling=rolling and views.rolls_out(tx.conn, changed)))
 
 
 def _check_adopted_change(

@@ -3,7 +3,9 @@
 Every change to what the agent sees of a deployment (its spec: replicas admitted, enabled,
 authority, serving, generation) goes through `save`, which takes a fresh cluster revision, so
 the sync layer can send exactly what changed since an agent's revision. Deletions leave a
-tombstone carrying the revision of the deletion.
+tombstone carrying the revision of the deletion, and whether it is a *release* (the deployment
+was observed: its DGD stays, the agent only lets go of it) or a removal (managed: its DGD is
+deleted).
 """
 
 from __future__ import annotations
@@ -130,10 +132,23 @@ def changed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> l
 
 
 def removed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> list[str]:
+    """Deployments deleted while managed after `revision`: their DGDs are to be deleted."""
+    return _tombstones_since(conn, cluster_id, revision, release=False)
+
+
+def released_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> list[str]:
+    """Deployments deleted while observed after `revision`: their DGDs stay (0: every one
+    still kept, for a snapshot)."""
+    return _tombstones_since(conn, cluster_id, revision, release=True)
+
+
+def _tombstones_since(
+    conn: sqlite3.Connection, cluster_id: str, revision: int, *, release: bool
+) -> list[str]:
     rows = conn.execute(
         "SELECT deployment_id FROM tombstones WHERE cluster_id = ? AND revision > ?"
-        " ORDER BY revision",
-        (cluster_id, revision),
+        " AND release = ? ORDER BY revision",
+        (cluster_id, revision, int(release)),
     ).fetchall()
     return [r["deployment_id"] for r in rows]
 
@@ -171,20 +186,24 @@ def changed_since_each(
     return result
 
 
-def removed_since_each(conn: sqlite3.Connection, wants: Sequence[Since]) -> dict[Since, list[str]]:
-    """`removed_since` for many (cluster, revision) pairs at once."""
-    result: dict[Since, list[str]] = {want: [] for want in wants}
+def tombstones_since_each(
+    conn: sqlite3.Connection, wants: Sequence[Since]
+) -> dict[Since, tuple[list[str], list[str]]]:
+    """`removed_since` and `released_since` for many (cluster, revision) pairs at once:
+    (removals, releases) per pair."""
+    result: dict[Since, tuple[list[str], list[str]]] = {want: ([], []) for want in wants}
     pairs = list(result)
     for start in range(0, len(pairs), _SINCE_CHUNK):
         cte, params = _since_values(pairs[start : start + _SINCE_CHUNK])
         rows = conn.execute(
-            f"{cte} SELECT s.cluster_id, s.revision AS since_revision, t.deployment_id"
-            " FROM since s JOIN tombstones t"
+            f"{cte} SELECT s.cluster_id, s.revision AS since_revision, t.deployment_id,"
+            " t.release FROM since s JOIN tombstones t"
             " ON t.cluster_id = s.cluster_id AND t.revision > s.revision ORDER BY t.revision",
             params,
         )
         for r in rows:
-            result[(r["cluster_id"], r["since_revision"])].append(r["deployment_id"])
+            removals, releases = result[(r["cluster_id"], r["since_revision"])]
+            (releases if r["release"] else removals).append(r["deployment_id"])
     return result
 
 
@@ -250,14 +269,22 @@ def tombstoned(
 
 
 def delete(conn: sqlite3.Connection, deployment: Deployment, *, now: float) -> int:
-    """Delete and leave a tombstone; returns the tombstone's revision."""
+    """Delete and leave a tombstone; returns the tombstone's revision. An observed deployment's
+    tombstone is a release: whatever the agent last applied, it must not delete the DGD."""
     revision = clusters.bump_revision(conn, deployment.cluster_id)
     conn.execute("DELETE FROM deployments WHERE deployment_id = ?", (deployment.deployment_id,))
     conn.execute(
-        "INSERT INTO tombstones (cluster_id, deployment_id, revision, delete_time)"
-        " VALUES (?, ?, ?, ?) ON CONFLICT (cluster_id, deployment_id)"
-        " DO UPDATE SET revision = excluded.revision, delete_time = excluded.delete_time",
-        (deployment.cluster_id, deployment.deployment_id, revision, now),
+        "INSERT INTO tombstones (cluster_id, deployment_id, revision, delete_time, release)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (cluster_id, deployment_id)"
+        " DO UPDATE SET revision = excluded.revision, delete_time = excluded.delete_time,"
+        " release = excluded.release",
+        (
+            deployment.cluster_id,
+            deployment.deployment_id,
+            revision,
+            now,
+            int(deployment.authority != "managed"),
+        ),
     )
     return revision
 

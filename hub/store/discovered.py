@@ -2,7 +2,11 @@
 declared, and what the user decided about each (new, tracked, ignored, promoted).
 
 A sighting replaces the stored observation if it is newer; an absent sighting marks the entry
-gone (kept, never erased); a gone entry seen again is no longer gone and keeps its decision.
+gone (kept, never erased), whatever its state, a promoted one included (the agent keeps
+adopted DGDs in its discovered set while Wingsmith manages them, so absent means deleted); a
+gone entry seen again is no longer gone and keeps its decision. A complete set (the agent's
+first report after connecting or gaining leadership) marks gone every entry of its cluster
+that it lacks and that was not seen after it.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from hub.model import Discovered, DiscoveredObservation, DiscoveredService, ReplicaObservation
@@ -33,12 +38,9 @@ def write(
     if row is None and observation.absent:
         return False  # never seen, now gone: nothing to remember
     if observation.absent:
-        # A promoted entry leaves the agent's discovered set when Wingsmith takes control of
-        # its DGD (our labels go on it): that is not the workload going away.
         conn.execute(
             "UPDATE discovered SET gone = 1, gone_time = ?, observe_ns = ?"
-            " WHERE cluster_id = ? AND namespace = ? AND name = ? AND gone = 0"
-            " AND state != 'promoted'",
+            " WHERE cluster_id = ? AND namespace = ? AND name = ? AND gone = 0",
             (now, observation.observe_ns, cluster_id, observation.namespace, observation.name),
         )
         return True
@@ -60,6 +62,31 @@ def write(
         ),
     )
     return True
+
+
+def mark_missing_gone(
+    conn: sqlite3.Connection,
+    *,
+    cluster_id: str,
+    present: Sequence[tuple[str, str]],
+    observe_ns: int,
+    now: float,
+) -> int:
+    """The cluster's complete set as observed at `observe_ns` is `present` (namespace, name):
+    mark gone every other entry of it not seen since. Returns how many were marked."""
+    keep = set(present)
+    rows = conn.execute(
+        "SELECT namespace, name FROM discovered"
+        " WHERE cluster_id = ? AND gone = 0 AND observe_ns < ?",
+        (cluster_id, observe_ns),
+    ).fetchall()
+    missing = [(r["namespace"], r["name"]) for r in rows if (r["namespace"], r["name"]) not in keep]
+    conn.executemany(
+        "UPDATE discovered SET gone = 1, gone_time = ?, observe_ns = ?"
+        " WHERE cluster_id = ? AND namespace = ? AND name = ?",
+        [(now, observe_ns, cluster_id, namespace, name) for namespace, name in missing],
+    )
+    return len(missing)
 
 
 def get(conn: sqlite3.Connection, ref: str) -> Discovered | None:

@@ -407,6 +407,26 @@ def digest_counts(
     return result
 
 
+def digest_role_counts(
+    conn: sqlite3.Connection, deployment_ids: Sequence[str]
+) -> dict[str, dict[tuple[str, str], DigestCount]]:
+    """deployment id -> (serving digest, role) -> its pods, running and ready ones (a
+    disaggregated replica is a set of pods of two roles: hub/service/views.py counts sets)."""
+    result: dict[str, dict[tuple[str, str], DigestCount]] = {}
+    for chunk in _chunks(deployment_ids):
+        for r in conn.execute(
+            "SELECT deployment_id, serving_digest, role, COUNT(*) AS pods, SUM(ready) AS ready,"
+            " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
+            f" FROM replicas WHERE deployment_id IN ({_marks(chunk)})"
+            " GROUP BY deployment_id, serving_digest, role",
+            chunk,
+        ):
+            result.setdefault(r["deployment_id"], {})[(r["serving_digest"], r["role"])] = (
+                DigestCount(pods=r["pods"], running=r["running"] or 0, ready=r["ready"] or 0)
+            )
+    return result
+
+
 def engine_versions(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
     for chunk in _chunks(deployment_ids):
@@ -422,12 +442,14 @@ def engine_versions(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> 
 def held_devices(
     conn: sqlite3.Connection, deployment_ids: Sequence[str]
 ) -> dict[str, dict[tuple[str, str], list[HeldDevice]]]:
-    """deployment id -> (replica id, pod) -> the devices it holds, with their NVLink domain."""
+    """deployment id -> (replica id, pod) -> the devices it holds, with their NVLink domain
+    and the pod's role and serving digest."""
     result: dict[str, dict[tuple[str, str], list[HeldDevice]]] = {}
     for chunk in _chunks(deployment_ids):
         rows = conn.execute(
-            "SELECT r.deployment_id, r.replica_id, r.name, a.device_id, a.node_id,"
-            " dv.nvlink_domain, dv.uuid IS NOT NULL AS known FROM replicas r"
+            "SELECT r.deployment_id, r.replica_id, r.name, r.role, r.serving_digest,"
+            " a.device_id, a.node_id, dv.nvlink_domain, dv.uuid IS NOT NULL AS known"
+            " FROM replicas r"
             " JOIN allocations a ON a.cluster_id = r.cluster_id AND a.namespace = r.namespace"
             "  AND a.pod_name = r.name"
             " LEFT JOIN devices dv ON dv.cluster_id = a.cluster_id AND dv.uuid = a.device_id"
@@ -441,6 +463,8 @@ def held_devices(
                     device_id=r["device_id"],
                     node_id=r["node_id"],
                     nvlink_domain=r["nvlink_domain"] if r["known"] else None,
+                    role=r["role"],
+                    serving_digest=r["serving_digest"],
                 )
             )
     return result

@@ -152,6 +152,13 @@ def observations(message: sync_pb2.ObservationBatch, check: Checker) -> Observat
             _discovered(d, check, f"{path}.discovered[{i}]")
             for i, d in enumerate(message.discovered)
         ),
+        discovered_complete_ns=(
+            check.observed_at(
+                message.discovered_complete_unix_nanos, f"{path}.discovered_complete_unix_nanos"
+            )
+            if message.discovered_complete_unix_nanos
+            else 0
+        ),
     )
 
 

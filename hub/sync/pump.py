@@ -48,6 +48,7 @@ def desired_message(ctx: ServiceContext, delta: sync_service.DesiredDelta) -> sy
             store_epoch=ctx.db.epoch,
             upserts=[convert.deployment_spec(d) for d in delta.upserts],
             removals=list(delta.removals),
+            releases=list(delta.releases),
         )
     )
 

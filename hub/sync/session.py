@@ -13,10 +13,12 @@
    PERMISSION_DENIED. A newer stream in the same slot supersedes this one (ABORTED).
 
 A cluster may have several streams (a DaemonSet, one agent per node: docs/daemonset.md).
-Each reports its own node only (another node's is PERMISSION_DENIED); cluster-level state
-(deployments, discovered workloads, rejects) is accepted only from the leader
-(hub/sync/leadership.py): from anyone else it is refused with a Problem and the stream is
-fenced. An agent of a whole cluster (no node name) leads and reports every node.
+Each reports its own node only (another node's is PERMISSION_DENIED; the leader may also
+report other nodes absent: they left the cluster); cluster-level state (deployments,
+discovered workloads, rejects) is accepted only from the leader (hub/sync/leadership.py: a
+Lease term claimed, or for read-only node agents a hub grant): from anyone else it is refused
+with a Problem and the stream is fenced. An agent of a whole cluster (no node name) leads and
+reports every node.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -129,6 +131,11 @@ class _Session:
         self.leading = False
         self.outbox.put_nowait(sync_pb2.HubMessage(fence=sync_pb2.Fence(term=term, reason=reason)))
 
+    def grant(self, term: int, node_ids: Sequence[str]) -> None:
+        self.leading = True
+        grant = sync_pb2.LeadershipGrant(term=term, node_ids=node_ids)
+        self.outbox.put_nowait(sync_pb2.HubMessage(grant=grant))
+
     def close(self, code: grpc.StatusCode, message: str) -> None:
         if self.closing is None:
             self.closing = _Close(code, message)
@@ -162,6 +169,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             mark=lambda cluster_id, session_id: sync_service.set_leader(
                 ctx, cluster_id=cluster_id, session_id=session_id
             ),
+            node_ids=lambda cluster_id: [
+                n.node_id for n in cluster_service.get(ctx, cluster_id).nodes
+            ],
         )
 
     async def Sync(
@@ -189,7 +199,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 read_only=hello.read_only,
             )
             yield self._out(sync_pb2.HubMessage(welcome=self._welcome(session, newest_term)))
-            self._lead(session, hello.leader_term)
+            self._lead(session, hello.leader_term, read_only=hello.read_only)
             first = sync_service.desired_since(
                 self._ctx,
                 cluster_id,
@@ -281,15 +291,19 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             leader_term=leader_term,
         )
 
-    def _lead(self, session: _Session, term: int) -> None:
-        """A whole-cluster agent leads by being the only one; a node agent by its Lease term."""
+    def _lead(self, session: _Session, term: int, *, read_only: bool) -> None:
+        """A whole-cluster agent leads by being the only one; a node agent by its Lease term,
+        or, read-only (no Lease), by the hub's grant."""
         if session.whole:
             session.leading = True
             self._leadership.mark_whole(session.cluster_id, session.session_id)
-        elif term > 0:
+            return
+        if term > 0:
             session.leading = self._leadership.claim(
                 session.cluster_id, session, session_id=session.session_id, term=term
             )
+        if read_only:
+            self._leadership.stand(session.cluster_id, session, session_id=session.session_id)
 
     # -- writer -------------------------------------------------------------------------------
 
@@ -425,7 +439,13 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
     def _authorize_scope(self, session: _Session, batch: ObservationBatch) -> None:
         """A node agent reports its own node; cluster-level state comes from the leader."""
         if not session.whole:
-            foreign = sorted(n.node_id for n in batch.nodes if n.node_id != session.node_name)
+            # The leader also reports nodes that left the cluster (absent): their own agent
+            # never will.
+            foreign = sorted(
+                n.node_id
+                for n in batch.nodes
+                if n.node_id != session.node_name and not (n.absent and session.leading)
+            )
             if foreign:
                 raise errors.PermissionDenied(
                     f"the agent of node {session.node_name} may not report node(s) "

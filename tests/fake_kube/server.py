@@ -82,6 +82,8 @@ class Fault:
     path: str | None  # a substring of the path
     watch: bool | None
     drop: bool  # close the connection without an answer
+    # Only requests with this Authorization header: one client of several (a partition).
+    authorization: str | None = None
     hits: int = 0
 
     def matches(self, request: Request) -> bool:
@@ -90,6 +92,7 @@ class Fault:
             and (self.method is None or request.method == self.method)
             and (self.path is None or self.path in request.path)
             and (self.watch is None or request.watch == self.watch)
+            and (self.authorization is None or request.authorization == self.authorization)
         )
 
 
@@ -173,6 +176,10 @@ class KubeEmulator:
     def mutating_requests(self) -> list[Request]:
         return [r for r in self.requests() if r.method in MUTATING]
 
+    def requests_by(self, authorization: str) -> list[Request]:
+        """The requests one client sent (its bearer token, when clients are told apart)."""
+        return [r for r in self.requests() if r.authorization == authorization]
+
     def fail(
         self,
         status: int = 500,
@@ -182,8 +189,9 @@ class KubeEmulator:
         path: str | None = None,
         watch: bool | None = None,
         drop: bool = False,
+        authorization: str | None = None,
     ) -> Fault:
-        fault = Fault(status, times, method, path, watch, drop)
+        fault = Fault(status, times, method, path, watch, drop, authorization)
         with self._log_lock:
             self._faults.append(fault)
         return fault

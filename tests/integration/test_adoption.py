@@ -149,10 +149,18 @@ def test_promote_review_and_take_control_without_restarting_pods(
     wait_until(lambda: hub.get("/v1/deployments/legacy-qwen.east")["status"], what="reported")
     assert hub.get("/v1/projects/search")["usage"]["H100-80GB"]["used"] == 4, "what runs is charged"
 
-    # The review shows what differs; promotion is refused while anything does.
+    # Empty engine_args enforce nothing: taking control as it is would change nothing.
     review = hub.get("/v1/deployments/legacy-qwen.east/review")
-    assert [d["field"] for d in review["differences"]] == ["engine_args"]
+    assert review["differences"] == [] and review["restarts_pods"] is False
     assert review["imported_args"] == LEGACY_ARGS and review["live_args"] == LEGACY_ARGS
+
+    # Declared flags that differ from the live ones: promotion is refused while they do.
+    hub.patch("/v1/workloads/legacy-qwen", {"serving": {"engine_args": LEGACY_ARGS[:4]}})
+    review = wait_until(
+        lambda: (r := hub.get("/v1/deployments/legacy-qwen.east/review"))["differences"] and r,
+        what="engine_args drift",
+    )
+    assert [d["field"] for d in review["differences"]] == ["engine_args"]
     assert review["restarts_pods"] is True
     status, refused = hub.rest(
         "POST", "/v1/deployments/legacy-qwen.east/authority", {"authority": "managed"}, check=False
@@ -298,3 +306,184 @@ def test_disabling_an_observed_deployment_deletes_nothing(
     wait_until(lambda: agent.agent.reconciles >= rounds + 2, what="two reconciles")
     assert [d.name for d in agent.cluster.list_dgds()] == ["legacy-qwen"]
     assert worker_pods(agent) == pods
+
+
+# -- taking control changes nothing unless the declaration does -----------------------------
+
+
+def promoted(hub: Hub, agent: SimAgent, name: str = "legacy-qwen") -> str:
+    """Promote the discovered DGD `name` to an observed deployment reported by the cluster."""
+    wait_until(lambda: hub.get(f"/v1/discovered/east.ml.{name}")["device_class"])
+    hub.post(f"/v1/discovered/east.ml.{name}/promote", {"project": "search"})
+    ref = f"{name}.east"
+    wait_until(lambda: hub.get(f"/v1/deployments/{ref}")["status"], what="reported")
+    return ref
+
+
+def settled(hub: Hub, agent: SimAgent, ref: str) -> dict[str, Any]:
+    """The deployment after two more reconciles and reports of the agent."""
+    rounds = agent.agent.reconciles
+    wait_until(lambda: agent.agent.reconciles >= rounds + 2, what="two reconciles")
+    return hub.get(f"/v1/deployments/{ref}")
+
+
+def test_accepting_differences_with_no_engine_args_rolls_nothing_and_books_no_surge(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    agent = setup(hub, agents, tmp_path)
+    ref = promoted(hub, agent)
+    before = worker_pods(agent)
+    taken = hub.post(
+        f"/v1/deployments/{ref}/authority", {"authority": "managed", "accept_differences": True}
+    )
+    assert taken["rollout"]["state"] == "converged"
+    after = settled(hub, agent, ref)
+    assert (after["rollout"]["state"], after["rollout"]["surge_replicas"]) == ("converged", 0)
+    assert worker_pods(agent) == before, "no pod was restarted"
+    assert agent.cluster.list_dgds()[0].labels["app.kubernetes.io/managed-by"] == "wingsmith-hangar"
+
+
+def test_declaring_the_flags_a_managed_adopted_dgd_runs_rolls_nothing(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    agent = setup(hub, agents, tmp_path)
+    ref = promoted(hub, agent)
+    hub.post(f"/v1/deployments/{ref}/authority", {"authority": "managed"})
+    wait_until(lambda: agent.cluster.list_dgds()[0].labels.get("app.kubernetes.io/managed-by"))
+    before = worker_pods(agent)
+    changed = hub.patch("/v1/workloads/legacy-qwen", {"serving": {"engine_args": LEGACY_ARGS}})
+    assert changed["deployments"][0]["generation"] == 2
+    after = settled(hub, agent, ref)
+    assert (after["rollout"]["state"], after["rollout"]["surge_replicas"], after["drift"]) == (
+        "converged",
+        0,
+        [],
+    )
+    assert worker_pods(agent) == before
+
+
+# -- disaggregated ---------------------------------------------------------------------------
+
+DECODE_ARGS = ["--model", "Qwen/Qwen3-32B", "--tensor-parallel-size", "1"]
+
+
+def disaggregated_dgd(name: str = "split-qwen", replicas: int = 2) -> dict[str, Any]:
+    image = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.9.1"
+
+    def worker(sub: str, args: list[str]) -> dict[str, Any]:
+        return {
+            "componentType": "worker",
+            "subComponentType": sub,
+            "replicas": replicas,
+            "resources": {"limits": {"gpu": "1"}},
+            "extraPodSpec": {
+                "mainContainer": {
+                    "image": image,
+                    "command": ["python3", "-m", "dynamo.vllm"],
+                    "args": args,
+                }
+            },
+        }
+
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {
+            "backendFramework": "vllm",
+            "services": {
+                "Frontend": {
+                    "componentType": "frontend",
+                    "replicas": 1,
+                    "extraPodSpec": {"mainContainer": {"image": image}},
+                },
+                "VllmPrefillWorker": worker(
+                    "prefill", [*DECODE_ARGS, "--disaggregation-mode", "prefill"]
+                ),
+                "VllmDecodeWorker": worker("decode", DECODE_ARGS),
+            },
+        },
+    }
+
+
+def test_a_disaggregated_adopted_dgd_counts_replicas_and_converges_after_new_flags(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    agent = setup(hub, agents, tmp_path, disaggregated_dgd())
+    found = wait_until(
+        lambda: (d := hub.get("/v1/discovered/east.ml.split-qwen"))["ready_replicas"] == 2 and d,
+        what="both sets ready",
+    )
+    assert (found["replicas"], found["devices_per_replica"]) == (2, 2)
+    assert found["imported_args"] == DECODE_ARGS, "the decode worker's flags"
+    ref = promoted(hub, agent, "split-qwen")
+    observed = wait_until(
+        lambda: (d := hub.get(f"/v1/deployments/{ref}"))["status"]["ready_replicas"] == 2 and d,
+        what="two ready replicas",
+    )
+    assert observed["serving"]["mode"] == "disaggregated"
+    assert observed["live_digests"] == {"unlabeled": 2}, "replicas, not pods (4 of them)"
+
+    hub.post(f"/v1/deployments/{ref}/authority", {"authority": "managed"})
+    before = worker_pods(agent)
+    new_args = [*DECODE_ARGS, "--max-model-len", "8192"]
+    hub.patch("/v1/workloads/split-qwen", {"serving": {"engine_args": new_args}})
+    wait_until(lambda: not set(before) & set(worker_pods(agent)), what="prefill and decode rolled")
+    done = wait_until(
+        lambda: (
+            (d := hub.get(f"/v1/deployments/{ref}"))["rollout"]["state"] == "converged"
+            and d["live_digests"] == {d["serving_digest"]: 2}
+            and d["status"]["ready_replicas"] == 2
+            and d
+        ),
+        what="converged on the new digest",
+    )
+    assert done["drift"] == [] and done["rollout"]["surge_replicas"] == 0
+    pods = [p for p in agent.cluster.list_pods() if "worker" in p.name]
+    assert {p.labels["wingsmith.dev/serving-digest"] for p in pods} == {done["serving_digest"]}
+    decode = [p for p in pods if "decode" in p.name]
+    assert all(list(p.argv[-2:]) == ["--max-model-len", "8192"] for p in decode)
+
+
+# -- shell-form containers -------------------------------------------------------------------
+
+
+def shell_dgd(name: str = "shell-qwen") -> dict[str, Any]:
+    manifest = legacy_dgd(name)
+    container = manifest["spec"]["services"]["VllmDecodeWorker"]["extraPodSpec"]["mainContainer"]
+    container["command"] = ["/bin/sh", "-c"]
+    container["args"] = ["python3 -m dynamo.vllm " + " ".join(LEGACY_ARGS)]
+    return manifest
+
+
+def test_a_shell_form_container_yields_the_engine_flags_and_takes_new_ones(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    agent = setup(hub, agents, tmp_path, shell_dgd())
+    found = wait_until(
+        lambda: (d := hub.get("/v1/discovered/east.ml.shell-qwen"))["device_class"] and d
+    )
+    assert found["imported_args"] == LEGACY_ARGS
+    created = hub.post("/v1/discovered/east.ml.shell-qwen/promote", {"project": "search"})
+    assert created["serving"]["model"] == "Qwen/Qwen2.5-7B-Instruct"
+    assert created["serving"]["context_length"] == 16384
+    ref = "shell-qwen.east"
+    wait_until(lambda: hub.get(f"/v1/deployments/{ref}")["status"], what="reported")
+
+    new_args = [*LEGACY_ARGS[:-1], "8192"]
+    hub.patch("/v1/workloads/shell-qwen", {"serving": {"engine_args": new_args}})
+    hub.post(
+        f"/v1/deployments/{ref}/authority", {"authority": "managed", "accept_differences": True}
+    )
+    done = wait_until(
+        lambda: (
+            (d := hub.get(f"/v1/deployments/{ref}"))["rollout"]["state"] == "converged"
+            and d["live_digests"] == {d["serving_digest"]: 2}
+            and d
+        ),
+        what="rolled to the new flags",
+    )
+    assert done["drift"] == []
+    assert hub.get(f"/v1/deployments/{ref}/review")["live_args"] == new_args
+    pod = next(p for p in agent.cluster.list_pods() if "worker" in p.name)
+    assert list(pod.argv) == ["/bin/sh", "-c", "python3 -m dynamo.vllm " + " ".join(new_args)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,53 @@ def test_a_daemonset_pod_elects_itself_reports_its_verified_node_and_applies_dgd
                 r for r in emulator.requests(method="PATCH") if "dynamographdeployments" in r.path
             ]
             assert applies and applies[0].content_type.startswith("application/apply-patch+yaml")
+        finally:
+            loop.loop.call_soon_threadsafe(running.cancel)
+            with contextlib.suppress(concurrent.futures.CancelledError, Exception):
+                running.result(timeout=30)
+
+
+def test_the_same_pod_read_only_sends_the_api_server_no_mutating_request(
+    env: tuple[LoopThread, Hub],
+    tmp_path: Path,
+    nvml_library: Path,
+    node_gpus: None,
+    kubelet: FakeKubelet,
+) -> None:
+    loop, hub = env
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=8)
+    with KubeEmulator(lifetime_s=120) as emulator:
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=emulator.url)
+        config = AgentConfig(
+            hub=hub.grpc_target,
+            cluster_id="east",
+            token=token,
+            resync_s=1.0,
+            node_poll_s=1.0,
+            read_only=True,
+        )
+        options = KubernetesOptions(
+            node_name="gpu-node-1",
+            pod_name="hangar-abcde",
+            lease_namespace="wingsmith",
+            kubeconfig=str(kubeconfig),
+            pod_resources_socket=kubelet.socket_path,
+            nvml_library=str(nvml_library),
+        )
+        running = loop.spawn(_run(config, options))
+        try:
+            wait_until(lambda: _leader(hub) == "hangar-abcde", what="the hub grants the pod")
+            hub.post("/v1/workloads", workload("chat", replicas=1, tp=2, clusters=("east",)))
+            wait_until(
+                lambda: hub.get("/v1/deployments/chat.east")["admission_phase"] != "pending",
+                what="admitted: a managed agent would apply it now",
+            )
+            wait_until(lambda: any(r.watch for r in emulator.requests()), what="it watches")
+            time.sleep(2.0)  # two resync periods: every reconcile pass has run and logged
+            assert emulator.mutating_requests() == [], "read-only: no request may write"
+            assert emulator.store.get(LEASES, "wingsmith", "wingsmith-hangar") is None
+            assert emulator.store.get(DGDS, "wingsmith", "chat") is None
         finally:
             loop.loop.call_soon_threadsafe(running.cancel)
             with contextlib.suppress(concurrent.futures.CancelledError, Exception):

@@ -149,3 +149,40 @@ def test_a_rollout_takes_no_surge_a_waiting_deployment_could_use(
     hub.post("/v1/workloads", workload("later", replicas=1, clusters=("east",)))
     assert deployment(hub, "later.east")["admission_reason"] == "insufficient_capacity"
     wait_until(converged(hub, "chat.east", 2), what="converged")
+
+
+def test_a_disaggregated_deployment_counts_replicas_not_pods_through_a_rollout(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    start(hub, agents, "nodes=2,gpus=8,class=H100-80GB,ready_after=0.3s")
+    split = {"mode": "disaggregated", "disaggregation": {"prefill_workers": 2, "decode_workers": 1}}
+    hub.post("/v1/workloads", workload("split", replicas=2, tp=2, clusters=("east",), **split))
+    wait_until(converged(hub, "split.east", 2), what="two replicas of three pods")
+    wait_until(lambda: ready(deployment(hub, "split.east")) == 2, what="both ready")
+    assert len(hub.get("/v1/replicas?deployment_id=split.east")["replicas"]) == 6
+    assert hub.get("/v1/workloads/split")["ready_replicas"] == 2
+
+    hub.patch("/v1/workloads/split", {"serving": {"context_length": 8192}})
+    during = wait_until(
+        lambda: (d := deployment(hub, "split.east"))["rollout"]["state"] == "rolling" and d
+    )
+    assert all(count <= 2 for count in during["live_digests"].values())
+    wait_until(converged(hub, "split.east", 2), what="converged")
+    done = wait_until(lambda: ready(d := deployment(hub, "split.east")) == 2 and d, what="ready")
+    assert done["rollout"]["ready_on_target"] == 2
+
+
+def test_zero_replicas_read_admitted_whether_created_so_or_scaled_so(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    start(hub, agents, "nodes=1,gpus=8,class=H100-80GB")
+    created = hub.post("/v1/workloads", workload("idle", replicas=0, clusters=("east",)))
+    assert (created["phase"], created["deployments"]) == ("admitted", [])
+    hub.patch("/v1/workloads/idle", {"replicas": 1})
+    wait_until(lambda: hub.get("/v1/workloads/idle")["phase"] == "running", what="running")
+    hub.patch("/v1/workloads/idle", {"replicas": 0})
+    scaled = wait_until(
+        lambda: (w := hub.get("/v1/workloads/idle"))["phase"] == "admitted" and w,
+        what="admitted at zero",
+    )
+    assert [d["cluster_id"] for d in scaled["deployments"]] == ["east"]

@@ -3,6 +3,7 @@ certificate bound to the cluster, and no plaintext on the network without --inse
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import ssl
 import urllib.error
@@ -13,7 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.sync.channel import ChannelSecurity
+from agent import main as agent_main
+from agent.sync.channel import ChannelSecurity, PlaintextRefused, open_channel
 from hub import tls
 from tests.certs import Authority
 from tests.harness import Hub, LoopThread, running_hub, start_agent, wait_until, workload
@@ -136,6 +138,69 @@ def test_mutual_tls_binds_the_certificate_to_its_cluster(
         assert stats.last_code == grpc.StatusCode.UNAVAILABLE and stats.sessions == 0
     finally:
         no_cert.stop()
+
+
+@pytest.mark.parametrize("bad", ["another CA", "expired"])
+def test_mutual_tls_refuses_a_client_certificate_from_another_ca_or_expired(
+    mtls_hub: tuple[LoopThread, Hub], pki: tuple[Authority, Authority], bad: str
+) -> None:
+    loop, hub = mtls_hub
+    ca, other = pki
+    token = hub.register_cluster("east")
+    issued = other.agent("east") if bad == "another CA" else ca.agent("east", expired=True)
+    security = ChannelSecurity(
+        ca_file=str(ca.cert), cert_file=str(issued.cert), key_file=str(issued.key)
+    )
+    agent = start_agent(loop, hub, cluster_id="east", token=token, security=security)
+    try:
+        stats = agent.agent.client.stats
+        wait_until(lambda: stats.last_code is not None, what="the handshake refused")
+        # The hub's TLS handshake fails: no stream, not even an authentication error.
+        assert stats.last_code == grpc.StatusCode.UNAVAILABLE and stats.sessions == 0
+        assert hub.get("/v1/clusters/east")["agents"] == []
+    finally:
+        agent.stop()
+
+
+@pytest.mark.parametrize(
+    ("target", "insecure", "refused"),
+    [
+        ("127.0.0.1:50051", False, False),
+        ("localhost:50051", False, False),
+        ("[::1]:50051", False, False),
+        ("unix:///run/wingsmith/hub.sock", False, False),
+        ("10.0.0.5:50051", False, True),
+        ("hub.example:50051", False, True),
+        ("dns:///hub.example:50051", False, True),
+        ("[2001:db8::1]:50051", False, True),
+        ("hub.example:50051", True, False),
+    ],
+)
+def test_the_agent_sends_its_token_in_plaintext_only_to_loopback_unless_insecure(
+    target: str, insecure: bool, refused: bool
+) -> None:
+    security = ChannelSecurity(insecure=insecure)
+    if refused:
+        with pytest.raises(PlaintextRefused, match="--insecure"):
+            open_channel(target, security)
+    else:
+
+        async def opened() -> None:
+            await open_channel(target, security).close()
+
+        asyncio.run(opened())
+
+
+def test_the_agent_command_refuses_a_plaintext_hub_on_the_network_before_starting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--cluster-id", "east", "--token", "wsa_t", "--simulate", "nodes=1"]
+    with pytest.raises(SystemExit) as caught:
+        agent_main.main(["--hub", "hub.example:50051", *argv])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.startswith("error: --hub: refusing to send the cluster token")
+    args = agent_main.parse_args(["--hub", "hub.example:50051", "--insecure", *argv])
+    assert agent_main.check_args(args) == "wsa_t"
 
 
 @pytest.mark.parametrize(

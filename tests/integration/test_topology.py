@@ -49,3 +49,39 @@ def test_an_unknown_topology_is_refused(hub: Hub) -> None:
     body["placement"]["topology"] = "rack"
     status, error = hub.rest("POST", "/v1/workloads", body, check=False)
     assert status == 400 and "topology" in error["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "violated"),
+    [
+        ("nodes=2,gpus=4", True),  # a 4-GPU prefill pod and a 4-GPU decode pod: a node each
+        ("nodes=1,gpus=8", False),
+    ],
+)
+def test_a_disaggregated_replica_is_its_prefill_and_decode_pods_together(
+    hub: Hub, agents: Callable[..., SimAgent], spec: str, violated: bool
+) -> None:
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    agents(cluster_id="east", token=token, spec=f"{spec},class=H100-80GB,ready_after=0.1s")
+    wait_until(lambda: hub.get("/v1/clusters/east")["devices"], what="devices")
+    body = workload(
+        "chat",
+        replicas=1,
+        tp=4,
+        clusters=("east",),
+        mode="disaggregated",
+        disaggregation={"prefill_workers": 1, "decode_workers": 1},
+    )
+    body["placement"]["topology"] = "node"
+    hub.post("/v1/workloads", body)
+    wait_until(
+        lambda: len(hub.get("/v1/allocations?deployment_id=chat.east")["allocations"]) == 2,
+        what="both pods hold devices",
+    )
+    violations = hub.get("/v1/deployments/chat.east")["topology_violations"]
+    if violated:
+        (one,) = violations
+        assert len(one["name"].split(", ")) == 2 and "devices on 2 nodes" in one["reason"]
+    else:
+        assert violations == []

@@ -229,8 +229,14 @@ class ObservationBatch(_message.Message):
     DEPLOYMENTS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     DISCOVERED_FIELD_NUMBER: _builtins.int
+    DISCOVERED_COMPLETE_UNIX_NANOS_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Increases with every batch of one stream; the hub echoes it in a Problem."""
+    discovered_complete_unix_nanos: _builtins.int
+    """Set (the observation time) when `discovered` is the complete set of DGDs Wingsmith did not
+    render, not what changed: the first report after connecting or gaining leadership. The hub
+    marks gone every entry of the cluster missing from it and not seen after that time.
+    """
     @_builtins.property
     def deployments(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeploymentObservation]: ...
     @_builtins.property
@@ -244,10 +250,11 @@ class ObservationBatch(_message.Message):
         deployments: _abc.Iterable[Global___DeploymentObservation] | None = ...,
         nodes: _abc.Iterable[Global___NodeObservation] | None = ...,
         discovered: _abc.Iterable[Global___DiscoveredObservation] | None = ...,
+        discovered_complete_unix_nanos: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "discovered", b"discovered", "nodes", b"nodes", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "discovered", b"discovered", "discovered_complete_unix_nanos", b"discovered_complete_unix_nanos", "nodes", b"nodes", "seq", b"seq"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -278,7 +285,10 @@ class DeploymentObservation(_message.Message):
 
     @_builtins.property
     def live_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The worker's args as the DGD runs them (drift checks of adopted deployments)."""
+        """The main worker's engine flags as its oldest running pod runs them (else as the DGD
+        declares them): all of them for an adopted DGD; for a rendered one, those beyond what the
+        declaration renders. Compared with the deployment's engine_args (drift).
+        """
 
     def __init__(
         self,
@@ -520,6 +530,7 @@ class HubMessage(_message.Message):
     DESIRED_FIELD_NUMBER: _builtins.int
     PROBLEM_FIELD_NUMBER: _builtins.int
     FENCE_FIELD_NUMBER: _builtins.int
+    GRANT_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -528,6 +539,8 @@ class HubMessage(_message.Message):
     def problem(self) -> Global___Problem: ...
     @_builtins.property
     def fence(self) -> Global___Fence: ...
+    @_builtins.property
+    def grant(self) -> Global___LeadershipGrant: ...
     def __init__(
         self,
         *,
@@ -535,16 +548,52 @@ class HubMessage(_message.Message):
         desired: Global___DesiredState | None = ...,
         problem: Global___Problem | None = ...,
         fence: Global___Fence | None = ...,
+        grant: Global___LeadershipGrant | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem", "fence"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem", "fence", "grant"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___HubMessage: _TypeAlias = HubMessage  # noqa: Y015
+
+@_typing.final
+class LeadershipGrant(_message.Message):
+    """The hub made this session the cluster's leader, or confirmed its claim (docs/daemonset.md).
+
+    A read-only DaemonSet elects no one through a Lease (it may write nothing, a Lease included):
+    the hub grants leadership of such a cluster to one of its read-only node agents, with a new
+    term, and grants it again to another when that session closes. Such an agent leads exactly
+    while it holds a grant the hub has not fenced. To an agent that claimed a Lease term, the
+    grant only confirms the claim: the Lease, not the hub, decides whether it leads.
+
+    Either way it names the nodes the hub holds for the cluster, so the leader can report as
+    absent those whose Node object is gone (a deleted node's own agent never will).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TERM_FIELD_NUMBER: _builtins.int
+    NODE_IDS_FIELD_NUMBER: _builtins.int
+    term: _builtins.int
+    @_builtins.property
+    def node_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        term: _builtins.int = ...,
+        node_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_ids", b"node_ids", "term", b"term"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LeadershipGrant: _TypeAlias = LeadershipGrant  # noqa: Y015
 
 @_typing.final
 class Fence(_message.Message):
@@ -618,6 +667,7 @@ class DesiredState(_message.Message):
     STORE_EPOCH_FIELD_NUMBER: _builtins.int
     UPSERTS_FIELD_NUMBER: _builtins.int
     REMOVALS_FIELD_NUMBER: _builtins.int
+    RELEASES_FIELD_NUMBER: _builtins.int
     revision: _builtins.int
     snapshot: _builtins.bool
     """True: replace everything held with `upserts`. False: apply on top of from_revision."""
@@ -627,7 +677,13 @@ class DesiredState(_message.Message):
     def upserts(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeploymentSpec]: ...
     @_builtins.property
     def removals(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Deployment ids to remove (tombstones)."""
+        """Deployment ids to remove (tombstones): their managed DGDs are deleted."""
+
+    @_builtins.property
+    def releases(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Deployment ids the hub no longer declares whose DGD stays (they were observed when
+        deleted): the agent forgets them and takes its labels off their DGDs; it deletes nothing.
+        """
 
     def __init__(
         self,
@@ -638,10 +694,11 @@ class DesiredState(_message.Message):
         store_epoch: _builtins.str = ...,
         upserts: _abc.Iterable[Global___DeploymentSpec] | None = ...,
         removals: _abc.Iterable[_builtins.str] | None = ...,
+        releases: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_revision", b"from_revision", "removals", b"removals", "revision", b"revision", "snapshot", b"snapshot", "store_epoch", b"store_epoch", "upserts", b"upserts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_revision", b"from_revision", "releases", b"releases", "removals", b"removals", "revision", b"revision", "snapshot", b"snapshot", "store_epoch", b"store_epoch", "upserts", b"upserts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -130,14 +130,17 @@ def test_review_refusal_declaration_promotion_and_demotion(cli: Runner, hub: Hub
     wait_until(lambda: hub.get(f"/v1/deployments/{DEPLOYMENT}")["status"], what="reported")
     assert deployment_cells(cli)["AUTHORITY"] == "observed"
 
-    # The review says what differs: the imported flags were never declared.
+    # The review says what differs: declared flags that are not the ones running (empty
+    # engine_args would enforce nothing, and differ from nothing).
+    declared = seeds.LEGACY_ARGS[:2]
+    hub.patch("/v1/workloads/legacy-qwen", {"serving": {"engine_args": declared}})
+    wait_until(lambda: hub.get(f"/v1/deployments/{DEPLOYMENT}/review")["differences"])
     review = cli.ok("authority", "review", DEPLOYMENT)
     observed = " ".join(seeds.LEGACY_ARGS)
-    assert f"  engine_args: declared (none), observed {observed}\n" in review
+    assert f"  engine_args: declared {' '.join(declared)}, observed {observed}\n" in review
     assert "restarts pods:  yes, if promoted with --accept-differences" in review
-    model = "Qwen/Qwen2.5-7B-Instruct"
     assert ["FLAG", "IMPORTED", "ENGINE_ARGS", "LIVE"] in rows(review)
-    assert ["--model", model, "-", model] in rows(review)
+    assert ["--max-model-len", "16384", "-", "16384"] in rows(review)
     raw = json.loads(cli.ok("authority", "review", DEPLOYMENT, "-o", "json"))
     assert raw == hub.get(f"/v1/deployments/{DEPLOYMENT}/review")
 
@@ -146,7 +149,7 @@ def test_review_refusal_declaration_promotion_and_demotion(cli: Runner, hub: Hub
     assert (refused.code, refused.out) == (1, "")
     first, *hint = refused.err.splitlines()
     assert first.startswith("error: 409 FAILED_PRECONDITION: ")
-    assert f"engine_args: declared (none), observed {observed}" in first
+    assert f"engine_args: declared {' '.join(declared)}, observed {observed}" in first
     assert hint[0].startswith(f"hint: `wingsmith authority review {DEPLOYMENT}` shows what")
     assert hub.get(f"/v1/deployments/{DEPLOYMENT}")["authority"] == "observed"
 
@@ -172,7 +175,10 @@ def test_review_refusal_declaration_promotion_and_demotion(cli: Runner, hub: Hub
 @pytest.mark.usefixtures("east")
 def test_an_observed_deployment_shows_its_drift_in_the_table(cli: Runner, hub: Hub) -> None:
     cli.ok("discovered", "promote", LEGACY, "--project", "search")
-    # engine_args never declared: one difference as soon as the cluster reports.
+    # Declared flags other than the running ones: one difference as soon as the cluster reports.
+    cli.hub.client().patch(
+        "/v1/workloads/legacy-qwen", {"serving": {"engine_args": seeds.LEGACY_ARGS[:2]}}
+    )
     wait_until(lambda: deployment_cells(cli)["DRIFT"] == "1", what="engine_args drift")
     cli.hub.client().patch("/v1/workloads/legacy-qwen", {"replicas": 3})
     wait_until(lambda: deployment_cells(cli)["DRIFT"] == "2", what="replica drift too")

@@ -231,6 +231,18 @@ def test_read_only_grants_no_writes_on_dgds(read_only_build: Any) -> None:
     assert granted == {**CLUSTER_GRANTS, DGD: READ}
 
 
+def test_read_only_grants_nothing_on_leases(read_only_build: Any) -> None:
+    # A read-only agent holds no Lease: the hub grants it leadership (docs/daemonset.md).
+    assert grants(one(read_only_build, "Role", "wingsmith-hangar-leader-election")) == {}
+
+
+def test_read_only_grants_no_write_verb_anywhere(read_only_build: Any) -> None:
+    writes = {"create", "update", "patch", "delete", "deletecollection"}
+    for role in read_only_build:
+        if role["kind"] in ("Role", "ClusterRole"):
+            assert all(not verbs & writes for verbs in grants(role).values()), role["kind"]
+
+
 def test_read_only_tells_the_agent(read_only_build: Any) -> None:
     hangar = manifests.container(_daemonset(read_only_build), "hangar")
     assert manifests.env(hangar)["HANGAR_OPERATOR_READ_ONLY"] == "true"
@@ -242,6 +254,8 @@ def test_read_only_changes_nothing_else(agent_build: Any, read_only_build: Any) 
     # Undo the two changes the overlay means to make; what is left must be the full agent.
     role = undone["ClusterRole", "", "wingsmith-hangar"]
     role["rules"][0]["verbs"] = full["ClusterRole", "", "wingsmith-hangar"]["rules"][0]["verbs"]
+    lease_role = ("Role", "wingsmith", "wingsmith-hangar-leader-election")
+    undone[lease_role]["rules"] = full[lease_role]["rules"]
     hangar = manifests.container(undone["DaemonSet", "wingsmith", "wingsmith-hangar"], "hangar")
     assert hangar["env"].pop() == {"name": "HANGAR_OPERATOR_READ_ONLY", "value": "true"}
     assert undone == full

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
-from hub.service import clusters, projects, sync, workloads
+from hub.service import authority, clusters, projects, sync, workloads
 from hub.service.context import ServiceContext
 from hub.store.db import Database
 from hub.sync.fanout import Fanout
@@ -78,6 +78,10 @@ def test_batched_deltas_equal_each_agents_own_delta_whatever_it_holds(tmp_path: 
         (c, sync.desired_since(ctx, c, epoch="", applied_revision=0).revision) for c in CLUSTERS
     ]
     workloads.delete(ctx, "b")
+    # An observed deployment deleted: a release (the agent forgets its DGD, deletes nothing).
+    _create(ctx, "c")
+    authority.set_authority(ctx, "c.c0", authority="observed", accept_differences=False)
+    workloads.delete(ctx, "c")
     newest = {
         c: sync.desired_since(ctx, c, epoch="", applied_revision=0).revision for c in CLUSTERS
     }
@@ -93,6 +97,8 @@ def test_batched_deltas_equal_each_agents_own_delta_whatever_it_holds(tmp_path: 
         assert batched[(cluster_id, revision)] == own, (cluster_id, revision)
     assert any(d.removals for d in batched.values()), "the deletion reached the deltas"
     assert any(d.snapshot for d in batched.values())
+    assert any(d.releases for d in batched.values() if not d.snapshot)
+    assert any(d.releases for d in batched.values() if d.snapshot), "snapshots keep releases"
 
 
 def test_an_agent_behind_the_tombstone_floor_gets_a_snapshot_from_the_batch(

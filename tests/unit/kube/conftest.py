@@ -46,14 +46,19 @@ def eventually(check: Callable[[], Any], *, timeout: float = 5.0, what: str = ""
         time.sleep(0.01)
 
 
-def write_kubeconfig(path: Path, *, server: str, context: str = "fake") -> Path:
+def write_kubeconfig(
+    path: Path, *, server: str, context: str = "fake", token: str | None = None
+) -> Path:
+    """A kubeconfig for `server`; with `token`, the client sends it as a bearer token (so an
+    emulator's request log tells clients apart)."""
+    user = {"token": token} if token else {}
     path.write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
                 "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "nobody", "user": {}}],
+                "users": [{"name": "nobody", "user": user}],
                 "contexts": [{"name": context, "context": {"cluster": "fake", "user": "nobody"}}],
                 "current-context": context,
             }

@@ -97,3 +97,39 @@ def _lease_kind() -> Any:
     from tests.fake_kube.store import LEASES
 
     return LEASES
+
+
+def test_a_fenced_holder_moves_a_recreated_leases_term_past_the_hubs(
+    api_client: Any, emulator: KubeEmulator
+) -> None:
+    clock, changes = Clock(), []
+    a = elector(api_client, "pod-a", clock, changes)
+    assert a.step().term == 1  # a Lease created afresh: the hub knows term 6 already
+
+    moved = a.advance(6)
+
+    assert moved.leading and moved.term == 7 and changes[-1] == ("pod-a", True, 7)
+    lease = emulator.store.get(_lease_kind(), "wingsmith", "wingsmith-hangar")
+    assert lease is not None and lease["spec"]["leaseTransitions"] == 6
+    clock.tick(2)
+    assert a.step().term == 7, "renewals keep the moved term"
+    assert a.advance(5).term == 7, "a fence older than its term changes nothing"
+
+
+def test_a_fenced_pod_that_lost_the_lease_steps_down_and_writes_nothing(
+    api_client: Any, emulator: KubeEmulator
+) -> None:
+    clock, changes = Clock(), []
+    a = elector(api_client, "pod-a", clock, changes)
+    b = elector(api_client, "pod-b", clock, changes)
+    assert a.step().leading
+    clock.tick(16)
+    assert b.step().term == 2  # b took the expired Lease over; a has not noticed yet
+    writes = len(emulator.mutating_requests())
+
+    stale = a.advance(2)
+
+    assert not stale.leading and ("pod-a", False, 2) in changes
+    assert len(emulator.mutating_requests()) == writes
+    lease = emulator.store.get(_lease_kind(), "wingsmith", "wingsmith-hangar")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "pod-b"

@@ -341,3 +341,22 @@ def test_listeners_hear_of_every_change(emulator: KubeEmulator, make_cluster: Ma
     emulator.store.update(PODS, builders.pod(), manager="kubelet")
     eventually(lambda: cluster.list_pods(), what="the pod")
     assert len(heard) == before + 1
+
+
+def test_stopped_watches_start_again_by_listing_afresh(
+    emulator: KubeEmulator, make_cluster: MakeCluster
+) -> None:
+    # A DaemonSet pod watches only while it leads: leadership comes, goes and comes back.
+    cluster = make_cluster()
+    assert cluster.stop(timeout=5.0) and not cluster.synced and not cluster.running
+    assert cluster.wait_synced(0.05) is False, "stopped watchers never sync"
+    emulator.store.update(DGDS, aggregated("later", namespace="ml"), manager="kubectl")
+    emulator.store.update(NODES, builders.node("n9"), manager="kubelet")
+    lists_before = len(emulator.requests(method="GET"))
+
+    cluster.start()
+
+    assert cluster.wait_synced(5.0) and cluster.running
+    assert [d.name for d in cluster.list_dgds()] == ["later"]
+    assert [n.name for n in cluster.list_nodes()] == ["n9"]
+    assert len(emulator.requests(method="GET")) > lists_before

@@ -1,0 +1,65 @@
+"""The superseded agent's slow backoff, and the hub's staleness watch (both pure enough to
+drive by hand)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+
+import pytest
+
+from agent.sync.client import Backoff, superseded_backoff
+from hub.sync.liveness import StalenessWatch
+
+
+def test_a_floor_keeps_every_delay_above_that_share_of_the_ceiling() -> None:
+    backoff = Backoff(base_s=1.0, cap_s=8.0, floor=0.5, rng=random.Random(3))
+    for n in range(8):
+        ceiling = min(8.0, 2.0**n)
+        assert ceiling / 2 <= backoff.next_delay() <= ceiling
+
+
+def test_a_superseded_agent_waits_seconds_then_minutes() -> None:
+    backoff = superseded_backoff()
+    delays = [backoff.next_delay() for _ in range(8)]
+    assert delays[0] >= 2.5, "never straight back"
+    assert all(b >= a / 2 for a, b in itertools.pairwise(delays))
+    assert 60.0 <= delays[-1] <= 120.0
+
+
+class Changes:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, ids: Sequence[str]) -> None:
+        self.calls.append(list(ids))
+
+
+def test_the_watch_reports_clusters_going_stale_and_coming_back_once_each() -> None:
+    stale: set[str] = {"lab"}
+    changes = Changes()
+    watch = StalenessWatch(stale_now=lambda: set(stale), changed=changes)
+    assert watch.tick() == ["lab"], "stale since before a restart: re-evaluated at once"
+    assert watch.tick() == []
+    stale.add("east")
+    assert watch.tick() == ["east"]
+    stale.discard("lab")
+    assert watch.tick() == ["lab"]
+    assert watch.tick() == []
+    assert changes.calls == [["lab"], ["east"], ["lab"]]
+
+
+def test_a_failed_report_is_retried_on_the_next_tick() -> None:
+    calls: list[list[str]] = []
+
+    def flaky(ids: Sequence[str]) -> None:
+        calls.append(list(ids))
+        if len(calls) == 1:
+            raise RuntimeError("database is locked")
+
+    watch = StalenessWatch(stale_now=lambda: {"east"}, changed=flaky)
+    with pytest.raises(RuntimeError):
+        watch.tick()
+    assert watch.tick() == ["east"]
+    assert calls == [["east"], ["east"]]
