@@ -52,7 +52,7 @@ class SimGpu:
 
 
 class SimNode:
-    __slots__ = ("gpus", "group", "labels", "name")
+    __slots__ = ("_views", "gpus", "group", "labels", "name")
 
     def __init__(self, *, name: str, group: NodeGroup, cluster_id: str) -> None:
         self.name = name
@@ -61,6 +61,9 @@ class SimNode:
             SimGpu(uuid=gpu_uuid(cluster_id, name, i), index=i) for i in range(group.gpus)
         )
         self.labels = MappingProxyType(_node_labels(name, group))
+        # The last gpu_views() and the health it was built from (the agent reads every node
+        # on every observation pass; GPUs change health rarely).
+        self._views: tuple[tuple[tuple[bool, str], ...], tuple[Gpu, ...]] | None = None
 
     def free(self) -> list[SimGpu]:
         return [g for g in self.gpus if g.allocatable]
@@ -76,6 +79,12 @@ class SimNode:
         return f"{self.name}.nvl{index % domains}" if domains else ""
 
     def gpu_views(self) -> tuple[Gpu, ...]:
+        health = tuple((g.healthy, g.health_reason) for g in self.gpus)
+        if self._views is None or self._views[0] != health:
+            self._views = (health, self._build_views())
+        return self._views[1]
+
+    def _build_views(self) -> tuple[Gpu, ...]:
         return tuple(
             Gpu(
                 uuid=g.uuid,
