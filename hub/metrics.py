@@ -69,7 +69,7 @@ class HubMetrics:
         self.delivery = Histogram(
             "wingsmith_desired_delivery_seconds",
             "From a commit changing a cluster's desired state until its stream took the delta",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30),
             registry=self.registry,
         )
         self.backlog = Gauge(

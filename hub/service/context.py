@@ -15,6 +15,11 @@ from hub.store.db import Connection, Database
 class Publisher(Protocol):
     def desired_changed(self, cluster_ids: Iterable[str]) -> None: ...
 
+    def settle(self, timeout_s: float) -> None:
+        """Block (a worker thread) until what was published is handed to the streams, at most
+        `timeout_s`; return at once where blocking would stall the streams themselves."""
+        ...
+
 
 class Hooks(Protocol):
     """Observers of decisions, for metrics; the service never depends on how they count."""
@@ -26,10 +31,17 @@ class _NoPublisher:
     def desired_changed(self, cluster_ids: Iterable[str]) -> None:
         return None
 
+    def settle(self, timeout_s: float) -> None:
+        return None
+
 
 class _NoHooks:
     def admission_decided(self, decisions: Sequence[Decision]) -> None:
         return None
+
+
+# How long a write waits for its fan-out before going on (see `transaction`).
+SETTLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,9 @@ def transaction(ctx: ServiceContext) -> Iterator[Tx]:
         yield tx
     if tx.touched:
         ctx.publisher.desired_changed(sorted(tx.touched))
+        # Agents first: the caller goes on (building its response: a view of every deployment
+        # of a fleet-wide workload) once the fan-out has gone out, or after a bound.
+        ctx.publisher.settle(SETTLE_S)
 
 
 @contextlib.contextmanager
