@@ -2,12 +2,13 @@
 
 One `StreamClient` per agent process holds one stream at a time and reconnects forever with
 jittered exponential backoff ("full jitter": a uniform delay in [0, min(cap, base x 2^n)]),
-reset once a session is welcomed. A stream the hub closed for a newer one of the same slot
-(ABORTED: another agent uses this cluster's token) waits on a separate, slower backoff that a
-welcome does not reset, and says so in an error log: two such agents settle instead of taking
-the stream from each other several times a second. Messages queued while disconnected are
-dropped: the agent's observer resends its full state after every reconnect, and revisions are
-acked afresh.
+reset once a session is welcomed. A handshake the hub refused because a herd is reconnecting
+(RESOURCE_EXHAUSTED with `wingsmith-retry-after-ms`) comes back at the slot the hub gave it. A
+stream the hub closed for a newer one of the same slot (ABORTED: another agent uses this
+cluster's token) waits on a separate, slower backoff that a welcome does not reset, and says so
+in an error log: two such agents settle instead of taking the stream from each other several
+times a second. Messages queued while disconnected are dropped: the agent's observer resends
+its full state after every reconnect, and revisions are acked afresh.
 
 Desired state is handed to `on_desired`, which applies it and returns the rejects; the client
 then acks the revision. A delta that does not start at the revision held raises RevisionGap in
@@ -50,6 +51,26 @@ class Backoff:
 
     def reset(self) -> None:
         self.attempt = 0
+
+
+# Trailing metadata of a refused handshake (hub/sync/session.py): ms until our slot.
+RETRY_AFTER_KEY = "wingsmith-retry-after-ms"
+MAX_RETRY_AFTER_S = 300.0
+
+
+def retry_after(error: grpc.aio.AioRpcError) -> float | None:
+    """The hub's slot for a refused handshake (RESOURCE_EXHAUSTED), in seconds; None if it
+    gave none or something unusable."""
+    if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    for key, value in error.trailing_metadata() or ():
+        if key == RETRY_AFTER_KEY:
+            try:
+                seconds = int(value) / 1000
+            except (TypeError, ValueError):
+                return None
+            return seconds if 0 <= seconds <= MAX_RETRY_AFTER_S else None
+    return None
 
 
 def superseded_backoff() -> Backoff:
@@ -136,6 +157,11 @@ class StreamClient:
                 self.stats.last_error = f"{e.code().name}: {e.details()}"
                 if e.code() == grpc.StatusCode.ABORTED:
                     delay = self._after_superseded()
+                elif (pushback := retry_after(e)) is not None:
+                    # The hub is admitting a herd at its rate and gave us a slot: come back
+                    # then (spread a little), not on the exponential backoff.
+                    delay = pushback * self._backoff.rng.uniform(1.0, 1.1)
+                    log.info("hub busy with handshakes: retrying in %.1fs", delay)
                 else:
                     level = logging.WARNING
                     if e.code() in (
@@ -177,14 +203,19 @@ class StreamClient:
     async def _session(self) -> None:
         call = self._stub.Sync(metadata=(("authorization", f"Bearer {self._token}"),))
         try:
-            await call.write(sync_pb2.AgentMessage(hello=self._hello()))
+            with contextlib.suppress(grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                # A hub that refuses the stream (authentication, handshake limit) may end the
+                # call before reading the hello: the write fails, and the call's own status,
+                # read next, says why (with its trailing metadata: a retry slot).
+                await call.write(sync_pb2.AgentMessage(hello=self._hello()))
             first = await call.read()
             if first is grpc.aio.EOF or first.WhichOneof("kind") != "welcome":
+                ended = first is grpc.aio.EOF
                 raise grpc.aio.AioRpcError(
-                    await call.code() if first is grpc.aio.EOF else grpc.StatusCode.UNKNOWN,
+                    await call.code() if ended else grpc.StatusCode.UNKNOWN,
                     grpc.aio.Metadata(),
-                    grpc.aio.Metadata(),
-                    details=(await call.details()) if first is grpc.aio.EOF else "no welcome",
+                    (await call.trailing_metadata()) if ended else grpc.aio.Metadata(),
+                    details=(await call.details()) if ended else "no welcome",
                 )
             self._welcomed(first.welcome)
             writer = asyncio.create_task(self._write(call))

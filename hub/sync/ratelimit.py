@@ -1,8 +1,11 @@
 """A token bucket limiting how fast the hub accepts stream handshakes.
 
-After a hub restart every agent reconnects at once; each handshake costs an auth lookup and a
-delta read. Refused handshakes get RESOURCE_EXHAUSTED and the agent retries with jittered
-backoff, which spreads the herd instead of letting it stall the loop.
+After a hub restart every agent reconnects at once; each handshake costs an auth lookup, a
+session write and a delta read. A refused handshake gets RESOURCE_EXHAUSTED with a time to come
+back (`retry_after`): refused agents are given successive slots at the bucket's rate, so a herd
+of 10,000 becomes a queue that drains at that rate, instead of agents backing off blindly and
+exponentially (up to 30 s each), which left the hub idle while agents waited and took minutes
+for a large fleet.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ class TokenBucket:
         self._tokens = float(burst)
         self._clock = clock
         self._last = clock()
+        # The next slot promised to a refused caller (see retry_after).
+        self._next_slot = 0.0
 
     def try_take(self) -> bool:
         now = self._clock()
@@ -29,3 +34,11 @@ class TokenBucket:
             self._tokens -= 1.0
             return True
         return False
+
+    def retry_after(self) -> float:
+        """For a refused caller: seconds until its slot, the next one after every slot already
+        promised, one per token the bucket refills."""
+        now = self._clock()
+        slot = max(now, self._next_slot) + 1.0 / self._rate
+        self._next_slot = slot
+        return slot - now

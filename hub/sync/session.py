@@ -52,6 +52,8 @@ from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 log = logging.getLogger(__name__)
 
 HELLO_TIMEOUT_S = 10.0
+# Trailing metadata of a refused handshake: milliseconds until the agent's slot.
+RETRY_AFTER_KEY = "wingsmith-retry-after-ms"
 
 
 class SyncMetrics(Protocol):
@@ -252,8 +254,11 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     f"the client certificate belongs to cluster {named}, the token to {cluster_id}",
                 )
         if not self._handshakes.try_take():
+            retry_ms = int(self._handshakes.retry_after() * 1000)
+            context.set_trailing_metadata(((RETRY_AFTER_KEY, str(retry_ms)),))
             await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED, "too many stream handshakes; retry with backoff"
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"too many stream handshakes; retry in {retry_ms} ms ({RETRY_AFTER_KEY})",
             )
         return cluster_id
 
