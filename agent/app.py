@@ -167,8 +167,9 @@ class Agent:
             leader_term=self.term if self.leading and self.config.node_name else 0,
         )
 
-    def _on_connected(self) -> None:
-        self.observer.reset()
+    def _on_connected(self, welcome: sync_pb2.Welcome) -> None:
+        # Resend only what the hub does not hold as last sent (docs/stream.md).
+        self.observer.resume(convert.held_observations(welcome))
         self._changed.set()
 
     async def handle_desired(self, message: sync_pb2.DesiredState) -> list[sync_pb2.Reject]:
@@ -329,10 +330,11 @@ class Agent:
             observations = replace(observations, nodes=(*observations.nodes, *gone))
         if observations.empty:
             return
-        batch = convert.observation_batch(
-            observations, seq=self.client.next_seq(), now_ns=time.time_ns()
-        )
-        if not self.client.send(sync_pb2.AgentMessage(observations=batch)):
+        now_ns = time.time_ns()
+        batch = convert.observation_batch(observations, seq=self.client.next_seq(), now_ns=now_ns)
+        if self.client.send(sync_pb2.AgentMessage(observations=batch)):
+            self.observer.mark_sent(observations, at_ns=now_ns)
+        else:
             self.observer.reset()  # not delivered: send everything once connected again
             self.departed.undelivered(departed)
 

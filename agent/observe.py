@@ -3,8 +3,10 @@
 Reads the cluster port (DGDs, pods), each node's NVML inventory and kubelet allocations, and
 builds one observation per deployment, per node and per DGD we did not create (discovered,
 agent/discover.py). It remembers what it last sent and returns only what changed, so a quiet
-cluster sends nothing but heartbeats; `reset()` (after every reconnect) makes the next
-collection send everything, since the hub's view is unknown.
+cluster sends nothing but heartbeats. It also remembers the observation time each item last
+went out with (`mark_sent`); after a reconnect the hub's Welcome says which times it holds, and
+`resume` keeps as sent exactly the items whose time matches: only what the hub lacks (changed
+meanwhile, or lost with the old stream) is sent again. `reset()` forgets everything.
 
 Per deployment: its DGD (ours by label, or an adopted one by its coordinates), the DGD's status
 and replicas, its worker pods as replicas (frontends are not replicas: they hold no devices
@@ -110,6 +112,8 @@ class Observer:
         self._sent_deployments: dict[str, DeploymentObservation] = {}
         self._sent_nodes: dict[str, NodeObservation] = {}
         self._sent_discovered: dict[str, DiscoveredObservation] = {}
+        # ("deployment" | "node", id) -> the observation time the item last went out with.
+        self._sent_at: dict[tuple[str, str], int] = {}
         self._complete_due = True
         # Device class per node, from the last inventory read (for discovered DGDs).
         self._node_classes: dict[str, str] = {}
@@ -120,6 +124,31 @@ class Observer:
     def reset(self) -> None:
         self._sent_deployments.clear()
         self._sent_nodes.clear()
+        self._sent_discovered.clear()
+        self._sent_at.clear()
+        self._complete_due = True
+
+    def mark_sent(self, observations: Observations, *, at_ns: int) -> None:
+        """`observations` went out stamped `at_ns` (the batch's observation time)."""
+        for d in observations.deployments:
+            self._sent_at[("deployment", d.deployment_id)] = at_ns
+        for n in observations.nodes:
+            self._sent_at[("node", n.node_id)] = at_ns
+
+    def resume(self, held: Mapping[tuple[str, str], int]) -> None:
+        """After a reconnect: the hub holds `held` (item -> observation time). An item whose
+        last report went out with that time is still current at the hub; every other one is
+        sent again. Discovered DGDs are always sent again, as the complete set."""
+        for kind, sent in (("deployment", self._sent_deployments), ("node", self._sent_nodes)):
+            for key in list(sent):
+                at = self._sent_at.get((kind, key))
+                if at is None or held.get((kind, key)) != at:
+                    del sent[key]
+        self._sent_at = {
+            (kind, key): at
+            for (kind, key), at in self._sent_at.items()
+            if key in (self._sent_deployments if kind == "deployment" else self._sent_nodes)
+        }
         self._sent_discovered.clear()
         self._complete_due = True
 

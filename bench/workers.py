@@ -217,8 +217,8 @@ class BenchAgent(Agent):
         self.board.desired(self.config.cluster_id, message, arrived, time.monotonic())
         return rejects
 
-    def _on_connected(self) -> None:
-        super()._on_connected()
+    def _on_connected(self, welcome: sync_pb2.Welcome) -> None:
+        super()._on_connected(welcome)
         self.board.welcomed(self.config.cluster_id)
 
 

@@ -7,8 +7,8 @@ reset once a session is welcomed. A handshake the hub refused because a herd is 
 stream the hub closed for a newer one of the same slot (ABORTED: another agent uses this
 cluster's token) waits on a separate, slower backoff that a welcome does not reset, and says so
 in an error log: two such agents settle instead of taking the stream from each other several
-times a second. Messages queued while disconnected are dropped: the agent's observer resends
-its full state after every reconnect, and revisions are acked afresh.
+times a second. Messages queued while disconnected are dropped: after a reconnect the
+agent's observer resends what the hub's Welcome says it lacks, and revisions are acked afresh.
 
 Desired state is handed to `on_desired`, which applies it and returns the rejects; the client
 then acks the revision. A delta that does not start at the revision held raises RevisionGap in
@@ -105,7 +105,7 @@ class StreamClient:
         token: str,
         hello: Callable[[], sync_pb2.Hello],
         on_desired: OnDesired,
-        on_connected: Callable[[], None] = lambda: None,
+        on_connected: Callable[[sync_pb2.Welcome], None] = lambda welcome: None,
         on_fence: Callable[[int, str], None] = lambda term, reason: None,
         on_grant: Callable[[int, Sequence[str]], None] = lambda term, node_ids: None,
         backoff: Backoff | None = None,
@@ -242,7 +242,7 @@ class StreamClient:
         while not self._outbox.empty():
             self._outbox.get_nowait()  # stale: acks and batches of the previous session
         self.connected.set()
-        self._on_connected()
+        self._on_connected(welcome)
         log.info("stream open (session %s)", welcome.session_id)
 
     async def _read(

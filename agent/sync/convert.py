@@ -74,6 +74,18 @@ def deployment(message: sync_pb2.DeploymentSpec) -> DeploymentSpec:
     )
 
 
+def held_observations(welcome: sync_pb2.Welcome) -> dict[tuple[str, str], int]:
+    """The Welcome's `held`: ("deployment" | "node", id) -> observation time at the hub."""
+    held: dict[tuple[str, str], int] = {}
+    for item in welcome.held:
+        kind = item.WhichOneof("item")
+        if kind == "deployment_id":
+            held[("deployment", item.deployment_id)] = item.observe_unix_nanos
+        elif kind == "node_id":
+            held[("node", item.node_id)] = item.observe_unix_nanos
+    return held
+
+
 def observation_batch(
     observations: Observations, *, seq: int, now_ns: int
 ) -> sync_pb2.ObservationBatch:

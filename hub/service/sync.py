@@ -115,6 +115,16 @@ def desired_deltas(
     return result
 
 
+def held_observations(
+    ctx: ServiceContext, cluster_id: str, *, node_name: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    """What the hub holds of a stream's observations, for its Welcome: (deployment id ->
+    observe time, node id -> observe time). A node agent (`node_name`) reports its own node;
+    the deployments are told to every stream (one may come to lead)."""
+    with snapshot(ctx) as conn:
+        return observations.observed_versions(conn, cluster_id, node_id=node_name or None)
+
+
 def open_session(
     ctx: ServiceContext, *, cluster_id: str, session: AgentSession, read_only: bool
 ) -> int:

@@ -571,6 +571,27 @@ def list_allocations(
     return [a for _, a in ordered[:limit]]
 
 
+def observed_versions(
+    conn: sqlite3.Connection, cluster_id: str, *, node_id: str | None = None
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(deployment id -> observe_ns, node id -> observe_ns) of what the hub holds for a
+    cluster's deployments and nodes (only `node_id` among the nodes, when given)."""
+    deployments = {
+        r["deployment_id"]: r["observe_ns"]
+        for r in conn.execute(
+            "SELECT r.deployment_id, r.observe_ns FROM deployment_reports r"
+            " JOIN deployments d ON d.deployment_id = r.deployment_id WHERE d.cluster_id = ?",
+            (cluster_id,),
+        )
+    }
+    query = "SELECT node_id, observe_ns FROM nodes WHERE cluster_id = ?"
+    params: tuple[str, ...] = (cluster_id,)
+    if node_id is not None:
+        query, params = query + " AND node_id = ?", (cluster_id, node_id)
+    nodes = {r["node_id"]: r["observe_ns"] for r in conn.execute(query, params)}
+    return deployments, nodes
+
+
 def nodes_of(conn: sqlite3.Connection, cluster_id: str) -> list[Node]:
     node_rows = conn.execute(
         "SELECT * FROM nodes WHERE cluster_id = ? AND absent = 0 ORDER BY node_id", (cluster_id,)

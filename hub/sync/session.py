@@ -28,7 +28,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -200,7 +200,11 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 ),
                 read_only=hello.read_only,
             )
-            yield self._out(sync_pb2.HubMessage(welcome=self._welcome(session, newest_term)))
+            held = sync_service.held_observations(
+                self._ctx, cluster_id, node_name=session.node_name
+            )
+            welcome = self._welcome(session, newest_term, held)
+            yield self._out(sync_pb2.HubMessage(welcome=welcome))
             self._lead(session, hello.leader_term, read_only=hello.read_only)
             first = sync_service.desired_since(
                 self._ctx,
@@ -288,12 +292,28 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             )
         return hello
 
-    def _welcome(self, session: _Session, leader_term: int) -> sync_pb2.Welcome:
+    def _welcome(
+        self,
+        session: _Session,
+        leader_term: int,
+        held: tuple[Mapping[str, int], Mapping[str, int]],
+    ) -> sync_pb2.Welcome:
+        deployments, nodes = held
         return sync_pb2.Welcome(
             session_id=session.session_id,
             store_epoch=self._ctx.db.epoch,
             heartbeat_interval_ms=int(self._ctx.settings.heartbeat_interval_s * 1000),
             leader_term=leader_term,
+            held=[
+                *(
+                    sync_pb2.HeldObservation(deployment_id=i, observe_unix_nanos=ns)
+                    for i, ns in deployments.items()
+                ),
+                *(
+                    sync_pb2.HeldObservation(node_id=i, observe_unix_nanos=ns)
+                    for i, ns in nodes.items()
+                ),
+            ],
         )
 
     def _lead(self, session: _Session, term: int, *, read_only: bool) -> None:

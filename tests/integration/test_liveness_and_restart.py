@@ -97,6 +97,12 @@ def test_after_a_hub_restart_agents_resume_and_nothing_unchanged_is_resent(
     assert hub.metric("wingsmith_desired_deployments_sent_total", kind="delta") == 0
     assert hub.get("/v1/workloads/chat")["phase"] == "running", "data kept"
     assert sorted(p.name for p in agent.cluster.list_pods()) == pods_before, "nothing restarted"
+    # Nor are observations: the Welcome told the agent what the hub holds, all of it current.
+    wait_until(
+        lambda: hub.metric("wingsmith_stream_messages_total", direction="in", type="observations"),
+        what="the agent's first report after the restart (the complete discovered set)",
+    )
+    assert hub.metric("wingsmith_observation_records_total") == 0, "no observation resent"
 
     # A change after the restart arrives as a delta of exactly that deployment.
     hub.patch("/v1/workloads/chat", {"replicas": 3})
@@ -104,6 +110,39 @@ def test_after_a_hub_restart_agents_resume_and_nothing_unchanged_is_resent(
     assert stats.snapshots == before[1]
     assert stats.desired_specs == before[2] + 1
     assert hub.metric("wingsmith_desired_deployments_sent_total", kind="delta") == 1
+
+
+def test_what_changed_while_the_hub_was_down_is_reported_after_the_restart_and_only_that(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    agent = agents(cluster_id="east", token=token)
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    wait_until(lambda: ready(hub.get("/v1/deployments/chat.east")) == 2, what="running")
+    deployment_id = hub.get("/v1/deployments/chat.east")["deployment_id"]
+    nodes_before = {n["node_id"]: n for n in hub.get("/v1/clusters/east")["nodes"]}
+
+    hub.stop()
+    victim = sorted(p.name for p in agent.cluster.list_pods() if p.gpu_request)[0]
+    agent.cluster.delete_pod("wingsmith", victim)  # Dynamo replaces it: a new pod name
+    hub.start()
+
+    def replica_names() -> set[str]:
+        found = hub.get(f"/v1/replicas?deployment_id={deployment_id}")["replicas"]
+        return {r["name"] for r in found}
+
+    wait_until(lambda: victim not in replica_names(), what="the replacement reported")
+    wait_until(lambda: ready(hub.get("/v1/deployments/chat.east")) == 2, what="running again")
+    records = hub.metric("wingsmith_observation_records_total")
+    # The deployment and the nodes whose allocations moved were resent, not the whole cluster.
+    resent_nodes = {
+        n["node_id"]
+        for n in hub.get("/v1/clusters/east")["nodes"]
+        if n != nodes_before.get(n["node_id"])
+    }
+    assert 0 < len(resent_nodes) < len(nodes_before)
+    assert records > 0
 
 
 def test_a_reconnecting_agent_gets_only_what_changed_while_it_was_away(

@@ -630,6 +630,7 @@ class Welcome(_message.Message):
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _builtins.int
     DESIRED_REVISION_FIELD_NUMBER: _builtins.int
     LEADER_TERM_FIELD_NUMBER: _builtins.int
+    HELD_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     store_epoch: _builtins.str
     heartbeat_interval_ms: _builtins.int
@@ -638,6 +639,14 @@ class Welcome(_message.Message):
     """The hub's current revision for the cluster."""
     leader_term: _builtins.int
     """The newest leader term the hub has seen for the cluster."""
+    @_builtins.property
+    def held(self) -> _containers.RepeatedCompositeFieldContainer[Global___HeldObservation]:
+        """What the hub holds of the observations this stream reports (the cluster's deployments and
+        nodes; a node agent's own node), each with the observation time it carries. An agent
+        whose last delivered report of an item carried that same time need not send it again:
+        after a reconnect or a hub restart, only what changed meanwhile is resent.
+        """
+
     def __init__(
         self,
         *,
@@ -646,14 +655,44 @@ class Welcome(_message.Message):
         heartbeat_interval_ms: _builtins.int = ...,
         desired_revision: _builtins.int = ...,
         leader_term: _builtins.int = ...,
+        held: _abc.Iterable[Global___HeldObservation] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired_revision", b"desired_revision", "heartbeat_interval_ms", b"heartbeat_interval_ms", "leader_term", b"leader_term", "session_id", b"session_id", "store_epoch", b"store_epoch"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired_revision", b"desired_revision", "heartbeat_interval_ms", b"heartbeat_interval_ms", "held", b"held", "leader_term", b"leader_term", "session_id", b"session_id", "store_epoch", b"store_epoch"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Welcome: _TypeAlias = Welcome  # noqa: Y015
+
+@_typing.final
+class HeldObservation(_message.Message):
+    """One observation the hub holds, by its item and the time it was observed."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEPLOYMENT_ID_FIELD_NUMBER: _builtins.int
+    NODE_ID_FIELD_NUMBER: _builtins.int
+    OBSERVE_UNIX_NANOS_FIELD_NUMBER: _builtins.int
+    deployment_id: _builtins.str
+    node_id: _builtins.str
+    observe_unix_nanos: _builtins.int
+    def __init__(
+        self,
+        *,
+        deployment_id: _builtins.str = ...,
+        node_id: _builtins.str = ...,
+        observe_unix_nanos: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deployment_id", b"deployment_id", "item", b"item", "node_id", b"node_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployment_id", b"deployment_id", "item", b"item", "node_id", b"node_id", "observe_unix_nanos", b"observe_unix_nanos"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["deployment_id", "node_id"]  # noqa: Y015
+    _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
+
+Global___HeldObservation: _TypeAlias = HeldObservation  # noqa: Y015
 
 @_typing.final
 class DesiredState(_message.Message):
