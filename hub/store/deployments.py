@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from hub import serving
@@ -158,11 +158,18 @@ Since = tuple[str, int]
 _SINCE_CHUNK = 400
 
 
-def _since_values(chunk: Sequence[Since]) -> tuple[str, list[object]]:
-    marks = ",".join("(?, ?)" for _ in chunk)
-    return f"WITH since (cluster_id, revision) AS (VALUES {marks})", [
-        value for pair in chunk for value in pair
-    ]
+def _rows_since(
+    conn: sqlite3.Connection, pairs: Sequence[Since], select: str
+) -> Iterator[sqlite3.Row]:
+    """Rows of `select` (which reads the pairs as table `since (cluster_id, revision)`), a
+    few hundred pairs per statement."""
+    for start in range(0, len(pairs), _SINCE_CHUNK):
+        chunk = pairs[start : start + _SINCE_CHUNK]
+        marks = ",".join("(?, ?)" for _ in chunk)
+        yield from conn.execute(
+            f"WITH since (cluster_id, revision) AS (VALUES {marks}) {select}",
+            [value for pair in chunk for value in pair],
+        )
 
 
 def changed_since_each(
@@ -171,18 +178,15 @@ def changed_since_each(
     """`changed_since` for many (cluster, revision) pairs at once: the fan-out of one change
     to thousands of agents reads their deltas a few hundred per statement."""
     result: dict[Since, list[Deployment]] = {want: [] for want in wants}
-    pairs = list(result)
-    for start in range(0, len(pairs), _SINCE_CHUNK):
-        cte, params = _since_values(pairs[start : start + _SINCE_CHUNK])
-        rows = conn.execute(
-            f"{cte} SELECT s.revision AS since_revision, d.*, w.name AS workload_name,"
-            " w.placement AS workload_placement FROM since s"
-            " JOIN deployments d ON d.cluster_id = s.cluster_id AND d.revision > s.revision"
-            " JOIN workloads w ON w.workload_id = d.workload_id ORDER BY d.revision",
-            params,
-        )
-        for r in rows:
-            result[(r["cluster_id"], r["since_revision"])].append(_deployment(r))
+    for r in _rows_since(
+        conn,
+        list(result),
+        "SELECT s.revision AS since_revision, d.*, w.name AS workload_name,"
+        " w.placement AS workload_placement FROM since s"
+        " JOIN deployments d ON d.cluster_id = s.cluster_id AND d.revision > s.revision"
+        " JOIN workloads w ON w.workload_id = d.workload_id ORDER BY d.revision",
+    ):
+        result[(r["cluster_id"], r["since_revision"])].append(_deployment(r))
     return result
 
 
@@ -192,18 +196,15 @@ def tombstones_since_each(
     """`removed_since` and `released_since` for many (cluster, revision) pairs at once:
     (removals, releases) per pair."""
     result: dict[Since, tuple[list[str], list[str]]] = {want: ([], []) for want in wants}
-    pairs = list(result)
-    for start in range(0, len(pairs), _SINCE_CHUNK):
-        cte, params = _since_values(pairs[start : start + _SINCE_CHUNK])
-        rows = conn.execute(
-            f"{cte} SELECT s.cluster_id, s.revision AS since_revision, t.deployment_id,"
-            " t.release FROM since s JOIN tombstones t"
-            " ON t.cluster_id = s.cluster_id AND t.revision > s.revision ORDER BY t.revision",
-            params,
-        )
-        for r in rows:
-            removals, releases = result[(r["cluster_id"], r["since_revision"])]
-            (releases if r["release"] else removals).append(r["deployment_id"])
+    for r in _rows_since(
+        conn,
+        list(result),
+        "SELECT s.cluster_id, s.revision AS since_revision, t.deployment_id, t.release"
+        " FROM since s JOIN tombstones t"
+        " ON t.cluster_id = s.cluster_id AND t.revision > s.revision ORDER BY t.revision",
+    ):
+        removals, releases = result[(r["cluster_id"], r["since_revision"])]
+        (releases if r["release"] else removals).append(r["deployment_id"])
     return result
 
 
