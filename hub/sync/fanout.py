@@ -126,16 +126,13 @@ class Fanout:
         itself, or with the loop stopped, return at once (nothing could make progress)."""
         if _on_loop(self._loop) or not self._loop.is_running():
             return
-        future = asyncio.run_coroutine_threadsafe(self._settled(), self._loop)
+        # Marks from this thread reach the loop by call_soon_threadsafe, in order: the wait
+        # starts after them, so an idle pump then has seen them.
+        future = asyncio.run_coroutine_threadsafe(self.idle(), self._loop)
         try:
             future.result(timeout_s)
         except TimeoutError:
             future.cancel()
-
-    async def _settled(self) -> None:
-        # Marks from this thread reach the loop by call_soon_threadsafe, in order: this runs
-        # after them, so an idle pump here has seen them.
-        await self.idle()
 
     async def idle(self) -> None:
         """Until every stream was handed what changed (the pump waits for new changes)."""

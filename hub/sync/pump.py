@@ -18,7 +18,6 @@ import asyncio
 import logging
 from typing import Protocol
 
-from hub import errors
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext
 from hub.sync import convert
@@ -64,7 +63,9 @@ class DesiredPump:
             cluster_ids = await self._fanout.take_dirty(ROUND)
             try:
                 self.pump(cluster_ids)
-            except errors.WingsmithError:
+            except Exception:
+                # Every stream's desired state goes through this one task: it must outlive any
+                # failure (a store error, a bug in one delta), retrying those clusters later.
                 log.exception("reading desired state for %d clusters failed", len(cluster_ids))
                 await asyncio.sleep(RETRY_AFTER_S)
                 self._fanout.desired_changed(list(cluster_ids))
