@@ -296,7 +296,7 @@ class HubServer:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="wingsmith hub",
-        description="Run the Wingsmith hub.",
+        description="Run the Wingsmith hub. (`wingsmith hub backup --help`: online backups.)",
         epilog=f"The admin token is ${ENV_ADMIN_TOKEN} (at least {MIN_TOKEN_LENGTH} characters),"
         " else one generated on first start and kept in <db>.admin-token (mode 0600).",
     )
@@ -419,7 +419,13 @@ def _check_tls(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["backup"]:
+        # `wingsmith hub backup PATH`: an online copy of the database beside a serving hub.
+        from hub import backup
+
+        raise SystemExit(backup.main(words[1:]))
+    args = parse_args(words)
     try:
         check_args(args)
     except UsageError as e:
