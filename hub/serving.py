@@ -4,6 +4,12 @@ Called by the service layer on every create and update, before anything is store
 stored config is always valid and normalized (parallelism 0 -> 1, workers 0 -> 1). The digest
 is "svg_" + the first 16 hex digits of SHA-256 over the canonical JSON of the normalized
 config: same config, same digest, on every machine and every Python version.
+
+The digest's input is not the whole config. The fields of the first schema (PINNED_FIELDS)
+always enter it, exactly as they did then; any field added since enters only when it differs
+from its default. So a release that adds a serving field (a new KV-cache knob) leaves every
+stored config's digest where it was, and nothing rolls on upgrade; a workload that sets the new
+field gets a new digest, as it should (docs/rollouts.md).
 """
 
 from __future__ import annotations
@@ -76,9 +82,68 @@ def normalize(serving: Serving, *, field: str = "serving") -> Serving:
     )
 
 
+# The serving fields (per dataclass) the digest has covered since its first schema. Never edit
+# these sets: a field listed here enters every digest even at its default, and removing or
+# adding one moves every stored digest, so the fleet would roll on upgrade. A new field needs
+# no entry: at its default it stays out of the digest (tests/unit/hub/test_serving_digest.py).
+PINNED_FIELDS: dict[type, frozenset[str]] = {
+    Serving: frozenset(
+        {
+            "engine",
+            "engine_version",
+            "model",
+            "tensor_parallel",
+            "pipeline_parallel",
+            "expert_parallel",
+            "context_length",
+            "quantization",
+            "kv_cache",
+            "engine_args",
+            "mode",
+            "prefill_workers",
+            "decode_workers",
+            "router_mode",
+            "image",
+        }
+    ),
+    KvCache: frozenset({"dtype", "gpu_memory_utilization", "block_size", "disable_prefix_caching"}),
+}
+
+
+@functools.lru_cache(maxsize=4096)
 def digest(serving: Serving) -> str:
-    """The serving digest of a normalized config."""
-    return _digest_of(encode(serving))
+    """The serving digest of a normalized config (pinned fields, and others off their default)."""
+    canonical = json.dumps(digest_document(serving), sort_keys=True, separators=(",", ":"))
+    return "svg_" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def digest_document(value: Any) -> Any:
+    """The digest's input: a dataclass as a dict of its pinned fields and of every other field
+    not at its default (recursively); a tuple as a list; anything else as it is."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        pinned = _pinned_for(type(value))
+        document: dict[str, Any] = {}
+        for f in dataclasses.fields(value):
+            current = getattr(value, f.name)
+            if f.name in pinned or current != _default_of(f):
+                document[f.name] = digest_document(current)
+        return document
+    if isinstance(value, tuple):
+        return [digest_document(item) for item in value]
+    return value
+
+
+def _pinned_for(cls: type) -> frozenset[str]:
+    # By class hierarchy, so a config type that extends Serving or KvCache keeps their pins.
+    return next((PINNED_FIELDS[c] for c in cls.__mro__ if c in PINNED_FIELDS), frozenset())
+
+
+def _default_of(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING  # a required field has no default: it always enters
 
 
 # A fleet shares a handful of configs while every deployment row carries one: the stored text
@@ -86,7 +151,7 @@ def digest(serving: Serving) -> str:
 # dataclasses.asdict and json were a third of that update's cost). Values are frozen.
 @functools.lru_cache(maxsize=4096)
 def encode(serving: Serving) -> str:
-    """The canonical JSON text of a config: the stored form and the digest's input."""
+    """The canonical JSON text of a config: its stored form (every field)."""
     return json.dumps(to_document(serving), sort_keys=True, separators=(",", ":"))
 
 
@@ -96,13 +161,8 @@ def decode(text: str) -> Serving:
     return from_document(json.loads(text))
 
 
-@functools.lru_cache(maxsize=4096)
-def _digest_of(canonical: str) -> str:
-    return "svg_" + hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
 def to_document(serving: Serving) -> dict[str, Any]:
-    """The config as a JSON-able dict (the stored form, and the digest's input)."""
+    """The config as a JSON-able dict (the stored form)."""
     document = dataclasses.asdict(serving)
     document["engine_args"] = list(serving.engine_args)
     return document
