@@ -29,7 +29,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hub import __version__
-from hub.api import control, grpc_control, rest
+from hub.api import control, grpc_control, openapi, rest
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,
     MIN_TOKEN_LENGTH,
@@ -248,10 +248,21 @@ class HubServer:
         async def healthz(_: web.Request) -> web.Response:
             return web.json_response({"status": "serving"})
 
+        services = [control_pb2.DESCRIPTOR.services_by_name["ControlService"]]
+        # Built once: the routes and messages are fixed for the life of the process.
+        contract = openapi.document(services, version=__version__)
+
+        async def openapi_document(_: web.Request) -> web.Response:
+            return web.json_response(contract)
+
         app = rest.build_rest_app(
-            services=[control_pb2.DESCRIPTOR.services_by_name["ControlService"]],
+            services=services,
             dispatch=dispatch,
-            extra_routes=[web.get("/metrics", metrics), web.get("/healthz", healthz)],
+            extra_routes=[
+                web.get("/metrics", metrics),
+                web.get("/healthz", healthz),
+                web.get(openapi.OPENAPI_PATH, openapi_document),
+            ],
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

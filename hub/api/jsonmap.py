@@ -168,6 +168,11 @@ def _enum_table(enum: EnumDescriptor) -> _EnumTable:
     )
 
 
+def enum_words(enum: EnumDescriptor) -> tuple[str, ...]:
+    """The words REST writes for an enum's values, *_UNSPECIFIED (null) left out."""
+    return _enum_table(enum).choices
+
+
 def _enum_choices(enum: EnumDescriptor) -> str:
     return ", ".join(_enum_table(enum).choices)
 

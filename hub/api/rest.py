@@ -447,6 +447,57 @@ def _query_parameters(route: _Route) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class RouteDescription:
+    """One served route: a rule (or additional binding) of one method, as the gateway reads it.
+
+    `path_fields` are the template's variables with the fields they bind; `query_fields` every
+    dotted field path a query parameter may set (through singular message fields), the ones
+    the path or body binds left out."""
+
+    method: MethodDescriptor
+    http_method: str
+    template: str
+    path_fields: tuple[tuple[str, FieldDescriptor], ...]
+    body: str
+    response_body: str
+    query_fields: tuple[tuple[str, FieldDescriptor], ...]
+
+
+def describe_routes(services: Sequence[ServiceDescriptor]) -> list[RouteDescription]:
+    """Every route `build_rest_app(services=...)` serves, in the services' method order."""
+    found: list[RouteDescription] = []
+    for service in services:
+        for route in _routes_of(service):
+            found.append(
+                RouteDescription(
+                    method=route.method,
+                    http_method=route.http_method,
+                    template=route.template.text,
+                    path_fields=tuple((".".join(p), f) for p, f in route.path_fields),
+                    body=route.body,
+                    response_body=route.response_body,
+                    query_fields=tuple(_query_fields(route, route.request_type, prefix=())),
+                )
+            )
+    return found
+
+
+def _query_fields(
+    route: _Route, desc: Descriptor, *, prefix: tuple[str, ...]
+) -> Iterator[tuple[str, FieldDescriptor]]:
+    if route.body == "*":
+        return
+    for field in desc.fields:
+        path = (*prefix, field.name)
+        if _bound_by(route, path):
+            continue
+        if _is_text_field(field):
+            yield ".".join(path), field
+        elif jsonmap.is_plain_message(field) and len(path) < 8:  # no endless recursion
+            yield from _query_fields(route, jsonmap.message_type(field), prefix=path)
+
+
 def _text_value(field: FieldDescriptor, text: str, *, field_path: tuple[str, ...]) -> Any:
     """A URL value as the JSON jsonmap reads; only bool differs from the text itself."""
     is_bool = field.type == FieldDescriptor.TYPE_BOOL or (
@@ -640,5 +691,6 @@ def build_rest_app(
     gateway = _Gateway(matcher, dispatch)
     app = web.Application()
     app.add_routes(extra_routes)
-    app.router.add_route("*", "/{tail:.*}", gateway.handle)
+    # [\s\S], not '.': a decoded path may hold a newline, and it is still ours to answer.
+    app.router.add_route("*", "/{tail:[\\s\\S]*}", gateway.handle)
     return app

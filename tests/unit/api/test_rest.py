@@ -326,3 +326,15 @@ def test_an_unknown_path_is_a_json_404(base: str, dispatch: FakeDispatch, path: 
     assert reply.status == 404
     assert _error(reply)["status"] == "NOT_FOUND"
     assert dispatch.calls == []
+
+
+def test_a_path_value_with_a_newline_still_reaches_the_gateway(
+    base: str, dispatch: FakeDispatch
+) -> None:
+    # aiohttp's catch-all route once matched `.*`, which stops at a decoded newline: such a
+    # path got aiohttp's own text/plain 404 instead of the gateway (found by schemathesis).
+    reply = call(base, "GET", "/v1/projects/a%0Ab")
+    assert reply.status == 200, reply.body
+    assert dispatch.last.request == control_pb2.GetProjectRequest(name="a\nb")
+    reply = call(base, "GET", "/v1/nothing%0Ahere")
+    assert _error(reply)["status"] == "NOT_FOUND"

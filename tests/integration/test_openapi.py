@@ -1,0 +1,159 @@
+"""GET /v1/openapi.json: every route the gateway serves is in it and nothing else, and a live
+hub, fuzzed from it by schemathesis with the admin token and with none, answers no 5xx and
+nothing the document does not describe.
+
+The fuzzing is bounded (FUZZ_CASES per operation and credential) and derandomized, so a run
+is repeatable and stays within seconds; it prints its figures (cases, responses by status,
+failures) for the record.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+import yaml
+from google.api import annotations_pb2
+from schemathesis import checks
+
+from hub.api.openapi import OPENAPI_PATH
+from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
+from tests.integration.test_rejects_and_paging import FOREIGN_DGD
+from wingsmith.v1 import control_pb2
+
+FUZZ_CASES = 15
+CHECKS = [
+    checks.not_a_server_error,
+    checks.status_code_conformance,
+    checks.content_type_conformance,
+    checks.response_schema_conformance,
+]
+
+
+def fetch_document(hub: Hub) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{hub.http_port}{OPENAPI_PATH}"
+    with urllib.request.urlopen(url, timeout=10) as response:  # no token: it holds no data
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("application/json")
+        document: dict[str, Any] = json.loads(response.read())
+    return document
+
+
+def proto_rules() -> set[tuple[str, str]]:
+    """(METHOD, path) of every google.api.http rule, read straight off the proto descriptor."""
+    rules: set[tuple[str, str]] = set()
+    service = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
+    for method in service.methods:
+        options = method.GetOptions()
+        if not options.HasExtension(annotations_pb2.http):
+            continue
+        rule = options.Extensions[annotations_pb2.http]
+        for binding in (rule, *rule.additional_bindings):
+            kind = binding.WhichOneof("pattern")
+            assert kind != "custom", "extend this test for custom verbs"
+            rules.add((kind.upper(), getattr(binding, kind)))
+    return rules
+
+
+def test_the_document_lists_every_route_and_nothing_else(hub: Hub) -> None:
+    document = fetch_document(hub)
+    assert document["openapi"].startswith("3.1")
+    listed = {
+        (method.upper(), path)
+        for path, operations in document["paths"].items()
+        for method in operations
+    }
+    assert listed == proto_rules() | {("GET", OPENAPI_PATH)}
+    # Each listed operation really routes (no "no route" 404, no 405) with made-up values.
+    for method, path in sorted(listed):
+        concrete = path.replace("{", "x").replace("}", "")
+        status, body = hub.rest(method, concrete, check=False)
+        message = body.get("error", {}).get("message", "")
+        assert status != 405 and not message.startswith("no route"), (method, path, body)
+    # A route the document lacks is not served.
+    status, body = hub.rest("GET", "/v1/nothing-here", check=False)
+    assert status == 404 and body["error"]["message"].startswith("no route")
+
+
+def test_the_document_speaks_the_hubs_json(hub: Hub) -> None:
+    document = fetch_document(hub)
+    schemas = document["components"]["schemas"]
+    deployment = schemas["wingsmith.v1.Deployment"]
+    # Enum words and null for the unspecified value; int64 as numbers; presence as null.
+    assert deployment["properties"]["authority"]["enum"] == ["managed", "observed", None]
+    assert deployment["properties"]["generation"]["type"] == "integer"
+    assert {"type": "null"} in deployment["properties"]["status"]["anyOf"]
+    assert set(deployment["required"]) == set(deployment["properties"])
+    engine = schemas["wingsmith.v1.ServingConfig.Input"]["properties"]["engine"]
+    assert "vllm" in engine["enum"] and "ENGINE_VLLM" in engine["enum"]
+    error = document["paths"]["/v1/projects/{name}"]["get"]["responses"]["default"]
+    assert error["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+
+
+@pytest.mark.slow
+def test_schemathesis_finds_no_5xx_and_no_response_outside_the_document(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    # Something to read: a cluster with an agent and a discovered DGD, a project, a workload.
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(yaml.safe_dump(FOREIGN_DGD))
+    agents(cluster_id="east", token=hub.register_cluster("east"), seed_path=str(seed))
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("llama", replicas=1, tp=2, clusters=("east",)))
+    wait_until(lambda: hub.get("/v1/deployments/llama.east")["status"], what="reported")
+    wait_until(lambda: hub.get("/v1/discovered")["discovered"], what="discovered")
+
+    schema = schemathesis.openapi.from_dict(fetch_document(hub))
+    base_url = f"http://127.0.0.1:{hub.http_port}"
+    figures: collections.Counter[str] = collections.Counter()
+    failures: list[str] = []
+    operations = [result.ok() for result in schema.get_all_operations()]
+    for token in (ADMIN_TOKEN, None):
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        for operation in operations:
+            run_operation(operation, base_url, headers, figures=figures, failures=failures)
+
+    cases = figures.total()
+    statuses = ", ".join(f"{k}: {v}" for k, v in sorted(figures.items()))
+    print(f"\nschemathesis: {len(operations)} operations x 2 credentials, {cases} cases")
+    print(f"responses by status: {statuses}; failures: {len(failures)}")
+    assert not failures, "\n".join(failures[:10])
+    assert cases >= len(operations) * 2 * 3, "too few cases ran to mean anything"
+    assert figures["200"] > 0 and figures["401"] > 0
+
+
+def run_operation(
+    operation: Any,
+    base_url: str,
+    headers: dict[str, str],
+    *,
+    figures: collections.Counter[str],
+    failures: list[str],
+) -> None:
+    @hypothesis.settings(
+        max_examples=FUZZ_CASES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
+    @hypothesis.given(case=operation.as_strategy())
+    def fuzz(case: Any) -> None:
+        response = case.call(base_url=base_url, headers=headers, timeout=10)
+        figures[str(response.status_code)] += 1
+        try:
+            case.validate_response(response, checks=CHECKS)
+        # schemathesis raises a FailureGroup (a BaseExceptionGroup): every one is kept, and
+        # the test fails on the list with the first ten.
+        except (Exception, BaseExceptionGroup) as e:
+            failures.append(f"{case.method} {case.formatted_path}: {e}")
+
+    fuzz()
