@@ -27,6 +27,13 @@ KEEPALIVE = (
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    # gRPC's own reconnect backoff defaults to 1 s growing to 120 s: after a hub outage of a
+    # minute the channel could sit in TRANSIENT_FAILURE for two more, failing every stream
+    # attempt at once. Cap it near the stream's own backoff (agent/sync/client.py); gRPC
+    # jitters each delay by +-20%, so a fleet still spreads out.
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.min_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 10_000),
 )
 
 

@@ -213,6 +213,11 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 applied_revision=hello.applied_revision,
             )
             session.sent_revision = first.revision if not first.empty else hello.applied_revision
+            if session.leading and not first.snapshot and hello.applied_revision > 0:
+                # The Hello re-acknowledges what the agent applied: an ack taken just before a
+                # crash (liveness is flushed in batches) is not lost, and an agent already up
+                # to date, sent nothing after a restart, still converges at once.
+                self._liveness.applied(cluster_id, hello.applied_revision)
             # Everything committed so far is in `first`: the pump takes over from here.
             session.ready, session.missed = True, False
             if not first.empty:
