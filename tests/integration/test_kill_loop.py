@@ -163,10 +163,10 @@ def _wait_applied_and_observed(p: Processes, name: str, replicas: int) -> None:
     """The agent applied the write and reported it: its ack reached the hub before its report
     (one stream, in order), so the hub now holds the ack, perhaps only in memory."""
     wait_until(
-        lambda: (p.rest("GET", f"/v1/deployments/{name}.east")["status"] or {}).get(
-            "desired_replicas"
-        )
-        == replicas,
+        lambda: (
+            (p.rest("GET", f"/v1/deployments/{name}.east")["status"] or {}).get("desired_replicas")
+            == replicas
+        ),
         timeout=30,
         what=f"{name} applied with {replicas} replicas",
     )
