@@ -6,7 +6,7 @@ Layers, higher ones importing lower ones only (import-linter checks it, see .imp
     api, sync  the edges: control gRPC + REST gateway; the agent stream. protobuf <-> domain
     service    use cases: read a view, decide, commit, then publish
     admission, placement, phases, serving   pure decisions over hub.model values
-    store      SQLite; the only package that imports sqlite3
+    store      SQLite or PostgreSQL behind one seam; the only package that imports sqlite3/psycopg
     model, errors
 
 The hub never imports the agent; they share only the generated protos (package wingsmith).

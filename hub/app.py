@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import signal
 import sys
 import time
@@ -44,7 +45,7 @@ from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext, Settings
-from hub.store.db import Database
+from hub.store import port as store_port
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
 from hub.sync.liveness import LivenessRecorder, StalenessWatch
@@ -100,7 +101,7 @@ class HubServer:
         self._tasks: list[asyncio.Task[None]] = []
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
-        self._db: Database | None = None
+        self._db: store_port.Store | None = None
         self._liveness: LivenessRecorder | None = None
         self._writer: ThreadPoolExecutor | None = None
         self.ingest: IngestQueue | None = None
@@ -117,12 +118,24 @@ class HubServer:
             check_token(config.admin_token)  # before the database is opened or migrated
         elif os.environ.get(ENV_ADMIN_TOKEN, "").strip():
             check_token(os.environ[ENV_ADMIN_TOKEN].strip())
-        db = Database(config.db_path, synchronous=config.synchronous)
+        if store_port.is_postgres(config.db_path) and not (
+            config.admin_token or os.environ.get(ENV_ADMIN_TOKEN, "").strip()
+        ):
+            # Several hubs share the database: none may generate a token of its own.
+            raise ValueError(f"a PostgreSQL store needs the admin token in ${ENV_ADMIN_TOKEN}")
+        db = store_port.open_store(
+            config.db_path,
+            **(
+                {}
+                if store_port.is_postgres(config.db_path)
+                else {"synchronous": config.synchronous}
+            ),
+        )
         self._db = db
         self.admin_token, source = (
             (config.admin_token, "configuration")
             if config.admin_token
-            else load_or_create_token(config.db_path)
+            else load_or_create_token(store_port.sqlite_path(config.db_path))
         )
         check_token(self.admin_token)
         log.info("admin token from %s", source)
@@ -178,7 +191,7 @@ class HubServer:
             self.grpc_port,
             split_address(config.http_listen)[0],
             self.http_port,
-            config.db_path,
+            _redacted(config.db_path),
             db.schema_version,
         )
 
@@ -312,7 +325,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         " else one generated on first start and kept in <db>.admin-token (mode 0600).",
     )
     parser.add_argument(
-        "--db", default="wingsmith.db", help="SQLite database file (default: %(default)s)"
+        "--db",
+        "--database-url",
+        dest="db",
+        default="wingsmith.db",
+        help="SQLite database file, or postgresql://USER@HOST/DB for several hubs on one"
+        " PostgreSQL (default: %(default)s)",
     )
     parser.add_argument(
         "--grpc-listen", default="127.0.0.1:50051", help="HOST:PORT for gRPC (default: %(default)s)"
@@ -404,10 +422,18 @@ def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ
     for flag in ("--max-connection-age", "--max-connection-age-grace"):
         _duration(getattr(args, flag[2:].replace("-", "_")), flag)
     _check_tls(args)
-    parent = pathlib.Path(args.db).resolve().parent
-    if not parent.is_dir():
-        raise UsageError("--db", f"directory {parent} does not exist")
     token = environ.get(ENV_ADMIN_TOKEN, "").strip()
+    if store_port.is_postgres(args.db):
+        if not token:
+            raise UsageError(
+                "--db",
+                f"a PostgreSQL store is shared by every hub: set ${ENV_ADMIN_TOKEN} (no token"
+                " file is generated beside a database URL)",
+            )
+    else:
+        parent = pathlib.Path(store_port.sqlite_path(args.db)).resolve().parent
+        if not parent.is_dir():
+            raise UsageError("--db", f"directory {parent} does not exist")
     if token:
         try:
             check_token(token)
@@ -516,3 +542,8 @@ async def _serve(config: HubConfig, ready_file: str | None) -> None:
     await stop.wait()
     log.info("shutting down")
     await server.stop()
+
+
+def _redacted(url: str) -> str:
+    """A database URL fit for a log line: the password left out."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)

@@ -37,6 +37,7 @@ from agent.sync.client import Backoff
 from hub.app import HubConfig, HubServer
 from hub.service.context import Settings
 from hub.tls import TlsConfig
+from tests import stores
 
 T = TypeVar("T")
 ADMIN_TOKEN = "test-admin-token-0123456789"
@@ -318,7 +319,11 @@ def running_hub(
 ) -> Iterator[tuple[LoopThread, Hub]]:
     loop = LoopThread()
     hub = Hub(
-        loop=loop, db_path=str(tmp_path / "hub.db"), settings=settings, tls=tls, ca_file=ca_file
+        loop=loop,
+        db_path=stores.default_store_url(tmp_path),
+        settings=settings,
+        tls=tls,
+        ca_file=ca_file,
     )
     try:
         hub.start()

@@ -4,8 +4,10 @@ write transaction.
 Every use case that changes quota, capacity or demand calls `run` before its transaction
 commits, scoped to what it touched (clusters and/or projects), so a waiting deployment is
 re-evaluated the moment anything it waits on changes, and the decision is committed atomically
-with the change that caused it. BEGIN IMMEDIATE (hub/store/db.py) makes passes of concurrent
-writers, even in other processes on the same database, run one after another.
+with the change that caused it. Passes of concurrent writers, even on other hubs on the same
+database, run one after another: the pass asks its transaction to `serialize("admission")`
+(a no-op on SQLite, whose BEGIN IMMEDIATE already holds the one write lock; an advisory lock on
+PostgreSQL, where every write transaction also takes the store's write lock first).
 
 Steps of a pass:
 1. list the deployments whose admitted replicas differ from what they should hold;
@@ -42,6 +44,7 @@ def run(
         waiting = [d for d in waiting if d.project in wanted]
     if not waiting:
         return []
+    tx.conn.serialize("admission")
     view = _view(
         ctx,
         tx,

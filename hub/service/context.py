@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hub.admission import Decision
-from hub.store.db import Connection, Database
+from hub.store.port import Store
+from hub.store.port import Transaction as Connection
 
 
 class Publisher(Protocol):
@@ -58,7 +59,7 @@ class Settings:
 
 @dataclass
 class ServiceContext:
-    db: Database
+    db: Store
     clock: Callable[[], float] = time.time
     settings: Settings = field(default_factory=Settings)
     publisher: Publisher = field(default_factory=_NoPublisher)

@@ -1,10 +1,11 @@
-"""The hub's store: every read and write of the SQLite database, and nothing else.
+"""The hub's store: every read and write of the database, and nothing else.
 
-Only this package imports sqlite3 (import-linter holds the line). Modules are named for the
-tables they own (projects, clusters, workloads, deployments, observations, sync); each takes an
-open connection from `db.Database.write()` / `read()`, so the service layer decides where a
-transaction begins and ends. Functions return hub.model values, never sqlite3 rows.
+Only this package imports sqlite3 and psycopg (import-linter holds the line). `port` is the
+seam the service layer sees (Store, Transaction, open_store); `db` is the SQLite backend,
+`postgres` the PostgreSQL one. The other modules are named for the tables they own (projects,
+clusters, workloads, deployments, observations, ...); each takes an open transaction from
+`Store.write()` / `read()`, so the service layer decides where a transaction begins and ends.
+Functions return hub.model values, never rows.
 
-The SQL stays portable where it costs little (no SQLite-only functions in queries beyond
-JSON text columns and UPSERT), so a PostgreSQL store can keep this interface.
+Their SQL is written once, in what both engines run (docs/architecture.md "The store seam").
 """

@@ -14,21 +14,23 @@ queries rather than a walk over every row:
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 
 from hub.model import Capacity
+from hub.store.port import Transaction
 
 # reserved(d), in SQL: what an admitted deployment (and its rollout surge) holds in reserve.
 _RESERVED = (
-    "MAX(0, (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica - COALESCE(h.held, 0))"
+    "CASE WHEN (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica"
+    " > COALESCE(h.held, 0) THEN (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica"
+    " - COALESCE(h.held, 0) ELSE 0 END"
 )
 _HELD_JOIN = "LEFT JOIN deployment_held h ON h.deployment_id = d.deployment_id"
 _CHUNK = 500
 
 
 def held_by_deployment(
-    conn: sqlite3.Connection, deployment_ids: Sequence[str] | None = None
+    conn: Transaction, deployment_ids: Sequence[str] | None = None
 ) -> dict[str, int]:
     if deployment_ids is None:
         rows = conn.execute("SELECT deployment_id, held FROM deployment_held").fetchall()
@@ -44,7 +46,7 @@ def held_by_deployment(
     return held
 
 
-def refresh_held(conn: sqlite3.Connection, cluster_id: str) -> None:
+def refresh_held(conn: Transaction, cluster_id: str) -> None:
     """Recount what the cluster's deployments hold: after its replicas or allocations changed."""
     conn.execute("DELETE FROM deployment_held WHERE cluster_id = ?", (cluster_id,))
     conn.execute(
@@ -58,7 +60,7 @@ def refresh_held(conn: sqlite3.Connection, cluster_id: str) -> None:
 
 
 def quota_charges(
-    conn: sqlite3.Connection, projects: Sequence[str] | None = None
+    conn: Transaction, projects: Sequence[str] | None = None
 ) -> dict[tuple[str, str], tuple[int, int]]:
     """(project, class) -> (used, reserved)."""
     query = f"""
@@ -77,7 +79,7 @@ def quota_charges(
 
 
 def capacities(
-    conn: sqlite3.Connection, cluster_ids: Sequence[str] | None = None
+    conn: Transaction, cluster_ids: Sequence[str] | None = None
 ) -> dict[tuple[str, str], Capacity]:
     """(cluster, class) -> Capacity, for every class the cluster has devices or demand of."""
     # [usable, allocated, reserved, unusable] per (cluster, class)
@@ -126,7 +128,7 @@ def capacities(
 
 
 def silent_clusters(
-    conn: sqlite3.Connection, *, seen_before: float, cluster_ids: Sequence[str] | None = None
+    conn: Transaction, *, seen_before: float, cluster_ids: Sequence[str] | None = None
 ) -> set[str]:
     """Clusters last heard from before `seen_before` (never heard from: not silent). A stale
     cluster offers no free capacity to new admissions (docs/admission.md), so the pass asks."""

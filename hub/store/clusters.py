@@ -6,16 +6,16 @@ enough (there is nothing to brute-force), and a hash index finds the token's clu
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 
 from hub import errors
 from hub.model import AgentSession, Cluster
 from hub.store import codec
+from hub.store.port import IntegrityError, Row, Transaction
 
 
 def insert(
-    conn: sqlite3.Connection,
+    conn: Transaction,
     *,
     cluster_id: str,
     labels: Mapping[str, str],
@@ -28,25 +28,25 @@ def insert(
             " VALUES (?, ?, ?, ?)",
             (cluster_id, codec.dumps(dict(labels)), token_hash, now),
         )
-    except sqlite3.IntegrityError as e:
+    except IntegrityError as e:
         raise errors.AlreadyExists("cluster", cluster_id) from e
 
 
-def get(conn: sqlite3.Connection, cluster_id: str) -> Cluster | None:
+def get(conn: Transaction, cluster_id: str) -> Cluster | None:
     row = conn.execute("SELECT * FROM clusters WHERE cluster_id = ?", (cluster_id,)).fetchone()
     if row is None:
         return None
     return _cluster(row, sessions(conn, [cluster_id]).get(cluster_id, ()))
 
 
-def by_token_hash(conn: sqlite3.Connection, token_hash: str) -> str | None:
+def by_token_hash(conn: Transaction, token_hash: str) -> str | None:
     row = conn.execute(
         "SELECT cluster_id FROM clusters WHERE token_hash = ?", (token_hash,)
     ).fetchone()
     return str(row["cluster_id"]) if row else None
 
 
-def list_page(conn: sqlite3.Connection, *, after: str, limit: int) -> list[Cluster]:
+def list_page(conn: Transaction, *, after: str, limit: int) -> list[Cluster]:
     rows = conn.execute(
         "SELECT * FROM clusters WHERE cluster_id > ? ORDER BY cluster_id LIMIT ?", (after, limit)
     ).fetchall()
@@ -55,7 +55,7 @@ def list_page(conn: sqlite3.Connection, *, after: str, limit: int) -> list[Clust
 
 
 def labels_by_cluster(
-    conn: sqlite3.Connection, cluster_ids: Iterable[str] | None = None
+    conn: Transaction, cluster_ids: Iterable[str] | None = None
 ) -> dict[str, dict[str, str]]:
     """Labels of every cluster, or of just these (unknown ids are left out)."""
     if cluster_ids is None:
@@ -73,13 +73,13 @@ def labels_by_cluster(
     return result
 
 
-def delete(conn: sqlite3.Connection, cluster_id: str) -> None:
+def delete(conn: Transaction, cluster_id: str) -> None:
     # Observations of the cluster go with it; nodes cascade to devices and allocations.
     conn.execute("DELETE FROM replicas WHERE cluster_id = ?", (cluster_id,))
     conn.execute("DELETE FROM clusters WHERE cluster_id = ?", (cluster_id,))
 
 
-def bump_revision(conn: sqlite3.Connection, cluster_id: str) -> int:
+def bump_revision(conn: Transaction, cluster_id: str) -> int:
     row = conn.execute(
         "UPDATE clusters SET desired_revision = desired_revision + 1 WHERE cluster_id = ?"
         " RETURNING desired_revision",
@@ -91,11 +91,15 @@ def bump_revision(conn: sqlite3.Connection, cluster_id: str) -> int:
 
 
 def open_session(
-    conn: sqlite3.Connection, session: AgentSession, *, cluster_id: str, read_only: bool
+    conn: Transaction, session: AgentSession, *, cluster_id: str, read_only: bool
 ) -> None:
     conn.execute(
-        "INSERT OR REPLACE INTO agent_sessions (session_id, cluster_id, instance, node_name,"
-        " leader, agent_version, connect_time) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO agent_sessions (session_id, cluster_id, instance, node_name,"
+        " leader, agent_version, connect_time) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (session_id) DO UPDATE SET cluster_id = excluded.cluster_id,"
+        " instance = excluded.instance, node_name = excluded.node_name,"
+        " leader = excluded.leader, agent_version = excluded.agent_version,"
+        " connect_time = excluded.connect_time",
         (
             session.session_id,
             cluster_id,
@@ -112,36 +116,35 @@ def open_session(
     )
 
 
-def close_session(conn: sqlite3.Connection, session_id: str) -> None:
+def close_session(conn: Transaction, session_id: str) -> None:
     conn.execute("DELETE FROM agent_sessions WHERE session_id = ?", (session_id,))
 
 
-def set_leader(conn: sqlite3.Connection, *, cluster_id: str, session_id: str | None) -> None:
+def set_leader(conn: Transaction, *, cluster_id: str, session_id: str | None) -> None:
     """Mark which session leads the cluster (None: none does)."""
     conn.execute(
-        "UPDATE agent_sessions SET leader = (session_id = ?) WHERE cluster_id = ?",
+        "UPDATE agent_sessions SET leader = CASE WHEN session_id = ? THEN 1 ELSE 0 END"
+        " WHERE cluster_id = ?",
         (session_id or "", cluster_id),
     )
 
 
-def raise_leader_term(conn: sqlite3.Connection, *, cluster_id: str, term: int) -> int:
+def raise_leader_term(conn: Transaction, *, cluster_id: str, term: int) -> int:
     """Record a newer leader term (terms never go back); returns the newest one."""
     row = conn.execute(
-        "UPDATE clusters SET leader_term = MAX(leader_term, ?) WHERE cluster_id = ?"
-        " RETURNING leader_term",
+        f"UPDATE clusters SET leader_term = {conn.dialect.greatest('leader_term', '?')}"
+        " WHERE cluster_id = ? RETURNING leader_term",
         (term, cluster_id),
     ).fetchone()
     return int(row["leader_term"]) if row else 0
 
 
-def clear_sessions(conn: sqlite3.Connection) -> None:
+def clear_sessions(conn: Transaction) -> None:
     """At hub start: no stream is open yet (one hub per database; docs/stream.md)."""
     conn.execute("DELETE FROM agent_sessions")
 
 
-def sessions(
-    conn: sqlite3.Connection, cluster_ids: Iterable[str]
-) -> dict[str, tuple[AgentSession, ...]]:
+def sessions(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, tuple[AgentSession, ...]]:
     ids = list(cluster_ids)
     result: dict[str, list[AgentSession]] = {}
     for start in range(0, len(ids), 500):
@@ -166,23 +169,26 @@ def sessions(
 
 
 def record_liveness(
-    conn: sqlite3.Connection,
+    conn: Transaction,
     *,
     last_seen: Mapping[str, float],
     applied: Mapping[str, int],
 ) -> None:
     """Batched: last message times and acknowledged revisions (both only move forward)."""
+    greatest = conn.dialect.greatest
     conn.executemany(
-        "UPDATE clusters SET last_seen = MAX(COALESCE(last_seen, 0), ?) WHERE cluster_id = ?",
+        f"UPDATE clusters SET last_seen = {greatest('COALESCE(last_seen, 0)', '?')}"
+        " WHERE cluster_id = ?",
         [(seen, cluster_id) for cluster_id, seen in last_seen.items()],
     )
     conn.executemany(
-        "UPDATE clusters SET applied_revision = MAX(applied_revision, ?) WHERE cluster_id = ?",
+        f"UPDATE clusters SET applied_revision = {greatest('applied_revision', '?')}"
+        " WHERE cluster_id = ?",
         [(revision, cluster_id) for cluster_id, revision in applied.items()],
     )
 
 
-def sync_positions(conn: sqlite3.Connection, cluster_id: str) -> tuple[int, int]:
+def sync_positions(conn: Transaction, cluster_id: str) -> tuple[int, int]:
     """(desired_revision, tombstone_floor) of a cluster."""
     row = conn.execute(
         "SELECT desired_revision, tombstone_floor FROM clusters WHERE cluster_id = ?",
@@ -193,9 +199,7 @@ def sync_positions(conn: sqlite3.Connection, cluster_id: str) -> tuple[int, int]
     return int(row["desired_revision"]), int(row["tombstone_floor"])
 
 
-def sync_positions_of(
-    conn: sqlite3.Connection, cluster_ids: Sequence[str]
-) -> dict[str, tuple[int, int]]:
+def sync_positions_of(conn: Transaction, cluster_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
     """cluster id -> (desired_revision, tombstone_floor), for those that exist."""
     result: dict[str, tuple[int, int]] = {}
     ids = sorted(set(cluster_ids))
@@ -210,7 +214,7 @@ def sync_positions_of(
     return result
 
 
-def prune_tombstones(conn: sqlite3.Connection, *, older_than: float) -> int:
+def prune_tombstones(conn: Transaction, *, older_than: float) -> int:
     """Drop old tombstones; raise each cluster's floor so agents behind it get a snapshot."""
     rows = conn.execute(
         "SELECT cluster_id, MAX(revision) AS floor FROM tombstones WHERE delete_time < ?"
@@ -219,7 +223,8 @@ def prune_tombstones(conn: sqlite3.Connection, *, older_than: float) -> int:
     ).fetchall()
     for r in rows:
         conn.execute(
-            "UPDATE clusters SET tombstone_floor = MAX(tombstone_floor, ?) WHERE cluster_id = ?",
+            f"UPDATE clusters SET tombstone_floor = {conn.dialect.greatest('tombstone_floor', '?')}"
+            " WHERE cluster_id = ?",
             (r["floor"], r["cluster_id"]),
         )
         conn.execute(
@@ -229,11 +234,11 @@ def prune_tombstones(conn: sqlite3.Connection, *, older_than: float) -> int:
     return len(rows)
 
 
-def ids(conn: sqlite3.Connection) -> Iterable[str]:
+def ids(conn: Transaction) -> Iterable[str]:
     return [r["cluster_id"] for r in conn.execute("SELECT cluster_id FROM clusters")]
 
 
-def _cluster(row: sqlite3.Row, agents: tuple[AgentSession, ...]) -> Cluster:
+def _cluster(row: Row, agents: tuple[AgentSession, ...]) -> Cluster:
     return Cluster(
         cluster_id=row["cluster_id"],
         labels=codec.loads(row["labels"]),
@@ -248,7 +253,7 @@ def _cluster(row: sqlite3.Row, agents: tuple[AgentSession, ...]) -> Cluster:
     )
 
 
-def count_behind(conn: sqlite3.Connection) -> int:
+def count_behind(conn: Transaction) -> int:
     """Clusters whose agent has not acknowledged the latest desired revision."""
     row = conn.execute(
         "SELECT COUNT(*) FROM clusters WHERE applied_revision < desired_revision"

@@ -1,6 +1,7 @@
-"""The SQLite database: connection settings, transactions and versioned migrations.
+"""The SQLite backend of the store (hub/store/port.py): connection settings, transactions and
+versioned migrations.
 
-The only module (with its siblings in hub/store) that imports sqlite3. Settings:
+The embedded default: one hub, one file. Settings:
 - WAL journal, foreign keys on, busy timeout 5 s;
 - synchronous=NORMAL by default: in WAL mode a committed transaction survives a crash or a
   kill -9 of the hub (only a power loss or OS crash can lose the last ones); `synchronous=FULL`
@@ -28,27 +29,59 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from hub import errors
+from hub.store import port
 
 log = logging.getLogger(__name__)
 
-# The connection type the store's functions take; the service layer names it through here so
-# that only hub/store imports sqlite3.
-Connection = sqlite3.Connection
+# The transaction type the store's functions take (kept under its old name for callers).
+Connection = port.Transaction
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 
 
+class SqliteTransaction:
+    """A transaction on one sqlite3 connection, as the store's functions see it."""
+
+    __slots__ = ("_conn",)
+    dialect = port.SQLITE
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.IntegrityError as e:
+            raise port.IntegrityError(str(e)) from e
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite3.IntegrityError as e:
+            raise port.IntegrityError(str(e)) from e
+
+    def serialize(self, key: str) -> None:
+        # BEGIN IMMEDIATE already holds the database's one write lock.
+        return None
+
+
 class Database:
+    """The SQLite store (port.Store)."""
+
+    dialect = port.SQLITE
+
     def __init__(
         self, path: str | pathlib.Path, *, synchronous: str = "NORMAL", busy_timeout_s: float = 5.0
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}")
         self.path = str(path)
+        self.url = self.path
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         # Read connections, one per thread that reads (the event loop, worker threads).
@@ -85,12 +118,12 @@ class Database:
             self._conn.close()
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self) -> Iterator[SqliteTransaction]:
         """One write transaction (BEGIN IMMEDIATE); commits on success, rolls back on error."""
         with self._lock:
             self._begin("BEGIN IMMEDIATE")
             try:
-                yield self._conn
+                yield SqliteTransaction(self._conn)
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -101,13 +134,13 @@ class Database:
                 raise errors.StoreError(f"commit failed: {e}") from e
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[sqlite3.Connection]:
+    def read(self) -> Iterator[SqliteTransaction]:
         """One read transaction on this thread's read connection: every statement sees the
         same snapshot, and no writer is waited for."""
         conn = self._reader()
         _begin(conn, "BEGIN")
         try:
-            yield conn
+            yield SqliteTransaction(conn)
         finally:
             conn.execute("COMMIT")
 
@@ -179,7 +212,7 @@ def migrate(conn: sqlite3.Connection) -> int:
         log.info("applying migration %s", name)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _statements(sql):
+            for statement in statements(sql):
                 conn.execute(statement)
             conn.execute(
                 "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
@@ -193,7 +226,7 @@ def migrate(conn: sqlite3.Connection) -> int:
     return int(current)
 
 
-def _statements(sql: str) -> Iterator[str]:
+def statements(sql: str) -> Iterator[str]:
     """Split a migration into statements (executescript would commit on its own)."""
     buffer = ""
     for line in sql.splitlines(keepends=True):

@@ -11,13 +11,13 @@ deleted).
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from hub import serving
 from hub.model import Deployment
 from hub.store import clusters, codec
+from hub.store.port import Row, Transaction
 
 _COLUMNS = (
     "deployment_id, workload_id, cluster_id, project, desired_replicas, admitted_replicas,"
@@ -35,7 +35,7 @@ class DeploymentFilter:
     project: str = ""
 
 
-def save(conn: sqlite3.Connection, deployment: Deployment) -> int:
+def save(conn: Transaction, deployment: Deployment) -> int:
     """Insert or update; bumps the cluster's revision and returns it (the stored revision)."""
     revision = clusters.bump_revision(conn, deployment.cluster_id)
     conn.execute(
@@ -58,9 +58,7 @@ def save(conn: sqlite3.Connection, deployment: Deployment) -> int:
     return revision
 
 
-def set_admission_note(
-    conn: sqlite3.Connection, *, deployment_id: str, reason: str, message: str
-) -> None:
+def set_admission_note(conn: Transaction, *, deployment_id: str, reason: str, message: str) -> None:
     """Record why a deployment still waits; not part of its spec, so no revision."""
     conn.execute(
         "UPDATE deployments SET admission_reason = ?, admission_message = ?"
@@ -69,7 +67,7 @@ def set_admission_note(
     )
 
 
-def set_rolling(conn: sqlite3.Connection, *, deployment_id: str, rolling: bool) -> None:
+def set_rolling(conn: Transaction, *, deployment_id: str, rolling: bool) -> None:
     """Mark a rollout started or ended; not part of the agent's spec, so no revision (the
     surge it frees is, and admission changes it with a revision)."""
     conn.execute(
@@ -77,7 +75,7 @@ def set_rolling(conn: sqlite3.Connection, *, deployment_id: str, rolling: bool) 
     )
 
 
-def get(conn: sqlite3.Connection, ref: str) -> Deployment | None:
+def get(conn: Transaction, ref: str) -> Deployment | None:
     """By id ("dep_...") or by name ("<workload>.<cluster>")."""
     row = conn.execute(_select("d.deployment_id = ?"), (ref,)).fetchone()
     if row is None and "." in ref:
@@ -89,7 +87,7 @@ def get(conn: sqlite3.Connection, ref: str) -> Deployment | None:
 
 
 def list_page(
-    conn: sqlite3.Connection, *, where: DeploymentFilter, after: str, limit: int
+    conn: Transaction, *, where: DeploymentFilter, after: str, limit: int
 ) -> list[Deployment]:
     clauses, params = ["d.deployment_id > ?"], [after]
     for column, value in (
@@ -106,14 +104,14 @@ def list_page(
     return [_deployment(r) for r in rows]
 
 
-def of_workload(conn: sqlite3.Connection, workload_id: str) -> list[Deployment]:
+def of_workload(conn: Transaction, workload_id: str) -> list[Deployment]:
     rows = conn.execute(
         _select("d.workload_id = ?") + " ORDER BY d.cluster_id", (workload_id,)
     ).fetchall()
     return [_deployment(r) for r in rows]
 
 
-def of_workloads(conn: sqlite3.Connection, workload_ids: Sequence[str]) -> list[Deployment]:
+def of_workloads(conn: Transaction, workload_ids: Sequence[str]) -> list[Deployment]:
     if not workload_ids:
         return []
     marks = ",".join("?" * len(workload_ids))
@@ -123,7 +121,7 @@ def of_workloads(conn: sqlite3.Connection, workload_ids: Sequence[str]) -> list[
     return [_deployment(r) for r in rows]
 
 
-def changed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> list[Deployment]:
+def changed_since(conn: Transaction, cluster_id: str, revision: int) -> list[Deployment]:
     rows = conn.execute(
         _select("d.cluster_id = ? AND d.revision > ?") + " ORDER BY d.revision",
         (cluster_id, revision),
@@ -131,19 +129,19 @@ def changed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> l
     return [_deployment(r) for r in rows]
 
 
-def removed_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> list[str]:
+def removed_since(conn: Transaction, cluster_id: str, revision: int) -> list[str]:
     """Deployments deleted while managed after `revision`: their DGDs are to be deleted."""
     return _tombstones_since(conn, cluster_id, revision, release=False)
 
 
-def released_since(conn: sqlite3.Connection, cluster_id: str, revision: int) -> list[str]:
+def released_since(conn: Transaction, cluster_id: str, revision: int) -> list[str]:
     """Deployments deleted while observed after `revision`: their DGDs stay (0: every one
     still kept, for a snapshot)."""
     return _tombstones_since(conn, cluster_id, revision, release=True)
 
 
 def _tombstones_since(
-    conn: sqlite3.Connection, cluster_id: str, revision: int, *, release: bool
+    conn: Transaction, cluster_id: str, revision: int, *, release: bool
 ) -> list[str]:
     rows = conn.execute(
         "SELECT deployment_id FROM tombstones WHERE cluster_id = ? AND revision > ?"
@@ -158,9 +156,7 @@ Since = tuple[str, int]
 _SINCE_CHUNK = 400
 
 
-def _rows_since(
-    conn: sqlite3.Connection, pairs: Sequence[Since], select: str
-) -> Iterator[sqlite3.Row]:
+def _rows_since(conn: Transaction, pairs: Sequence[Since], select: str) -> Iterator[Row]:
     """Rows of `select` (which reads the pairs as table `since (cluster_id, revision)`), a
     few hundred pairs per statement."""
     for start in range(0, len(pairs), _SINCE_CHUNK):
@@ -172,9 +168,7 @@ def _rows_since(
         )
 
 
-def changed_since_each(
-    conn: sqlite3.Connection, wants: Sequence[Since]
-) -> dict[Since, list[Deployment]]:
+def changed_since_each(conn: Transaction, wants: Sequence[Since]) -> dict[Since, list[Deployment]]:
     """`changed_since` for many (cluster, revision) pairs at once: the fan-out of one change
     to thousands of agents reads their deltas a few hundred per statement."""
     result: dict[Since, list[Deployment]] = {want: [] for want in wants}
@@ -191,7 +185,7 @@ def changed_since_each(
 
 
 def tombstones_since_each(
-    conn: sqlite3.Connection, wants: Sequence[Since]
+    conn: Transaction, wants: Sequence[Since]
 ) -> dict[Since, tuple[list[str], list[str]]]:
     """`removed_since` and `released_since` for many (cluster, revision) pairs at once:
     (removals, releases) per pair."""
@@ -208,9 +202,7 @@ def tombstones_since_each(
     return result
 
 
-def waiting(
-    conn: sqlite3.Connection, *, cluster_ids: Sequence[str] | None = None
-) -> list[Deployment]:
+def waiting(conn: Transaction, *, cluster_ids: Sequence[str] | None = None) -> list[Deployment]:
     """Deployments whose admitted replicas differ from what they should hold, oldest first."""
     clause = (
         "((d.enabled = 1 AND d.admitted_replicas != d.desired_replicas)"
@@ -227,7 +219,7 @@ def waiting(
     return [_deployment(r) for r in rows]
 
 
-def rolling(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> list[Deployment]:
+def rolling(conn: Transaction, deployment_ids: Sequence[str]) -> list[Deployment]:
     """The deployments among these that are rolling out."""
     result: list[Deployment] = []
     ids = list(dict.fromkeys(deployment_ids))
@@ -241,7 +233,7 @@ def rolling(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> list[Dep
     return result
 
 
-def owners(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, str]:
+def owners(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, str]:
     """deployment id -> cluster id, for the ids that exist."""
     result: dict[str, str] = {}
     ids = list(dict.fromkeys(deployment_ids))
@@ -256,9 +248,7 @@ def owners(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str,
     return result
 
 
-def tombstoned(
-    conn: sqlite3.Connection, cluster_id: str, deployment_ids: Sequence[str]
-) -> set[str]:
+def tombstoned(conn: Transaction, cluster_id: str, deployment_ids: Sequence[str]) -> set[str]:
     if not deployment_ids:
         return set()
     rows = conn.execute(
@@ -269,7 +259,7 @@ def tombstoned(
     return {r["deployment_id"] for r in rows}
 
 
-def delete(conn: sqlite3.Connection, deployment: Deployment, *, now: float) -> int:
+def delete(conn: Transaction, deployment: Deployment, *, now: float) -> int:
     """Delete and leave a tombstone; returns the tombstone's revision. An observed deployment's
     tombstone is a release: whatever the agent last applied, it must not delete the DGD."""
     revision = clusters.bump_revision(conn, deployment.cluster_id)
@@ -290,7 +280,7 @@ def delete(conn: sqlite3.Connection, deployment: Deployment, *, now: float) -> i
     return revision
 
 
-def count_on_cluster(conn: sqlite3.Connection, cluster_id: str) -> int:
+def count_on_cluster(conn: Transaction, cluster_id: str) -> int:
     row = conn.execute(
         "SELECT COUNT(*) FROM deployments WHERE cluster_id = ?", (cluster_id,)
     ).fetchone()
@@ -336,7 +326,7 @@ def _row(d: Deployment, *, revision: int) -> tuple[object, ...]:
     )
 
 
-def _deployment(row: sqlite3.Row) -> Deployment:
+def _deployment(row: Row) -> Deployment:
     return Deployment(
         deployment_id=row["deployment_id"],
         workload_id=row["workload_id"],

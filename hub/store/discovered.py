@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from hub.model import Discovered, DiscoveredObservation, DiscoveredService, ReplicaObservation
 from hub.store import codec
+from hub.store.port import Row, Transaction
 
 
 def discovered_id(cluster_id: str, namespace: str, name: str) -> str:
@@ -26,7 +26,7 @@ def discovered_id(cluster_id: str, namespace: str, name: str) -> str:
 
 
 def write(
-    conn: sqlite3.Connection, *, cluster_id: str, observation: DiscoveredObservation, now: float
+    conn: Transaction, *, cluster_id: str, observation: DiscoveredObservation, now: float
 ) -> bool:
     """Apply one sighting; False when an equal or newer one is stored."""
     row = conn.execute(
@@ -65,7 +65,7 @@ def write(
 
 
 def mark_missing_gone(
-    conn: sqlite3.Connection,
+    conn: Transaction,
     *,
     cluster_id: str,
     present: Sequence[tuple[str, str]],
@@ -89,7 +89,7 @@ def mark_missing_gone(
     return len(missing)
 
 
-def get(conn: sqlite3.Connection, ref: str) -> Discovered | None:
+def get(conn: Transaction, ref: str) -> Discovered | None:
     """By id ("dsc_...") or by name ("<cluster>.<namespace>.<name>")."""
     row = conn.execute("SELECT * FROM discovered WHERE discovered_id = ?", (ref,)).fetchone()
     if row is None and ref.count(".") >= 2:
@@ -102,7 +102,7 @@ def get(conn: sqlite3.Connection, ref: str) -> Discovered | None:
 
 
 def list_page(
-    conn: sqlite3.Connection, *, cluster_id: str, include_ignored: bool, after: str, limit: int
+    conn: Transaction, *, cluster_id: str, include_ignored: bool, after: str, limit: int
 ) -> list[Discovered]:
     clauses, params = ["discovered_id > ?"], [after]
     if cluster_id:
@@ -117,16 +117,14 @@ def list_page(
     return [_discovered(r) for r in rows]
 
 
-def set_state(
-    conn: sqlite3.Connection, *, discovered_id: str, state: str, workload_id: str = ""
-) -> None:
+def set_state(conn: Transaction, *, discovered_id: str, state: str, workload_id: str = "") -> None:
     conn.execute(
         "UPDATE discovered SET state = ?, workload_id = ? WHERE discovered_id = ?",
         (state, workload_id, discovered_id),
     )
 
 
-def release_workload(conn: sqlite3.Connection, workload_id: str) -> None:
+def release_workload(conn: Transaction, workload_id: str) -> None:
     """The promoted workload was deleted: its entry goes back to tracked (it still runs)."""
     conn.execute(
         "UPDATE discovered SET state = 'tracked', workload_id = '' WHERE workload_id = ?",
@@ -156,7 +154,7 @@ def _observation(document: dict[str, Any], observe_ns: int) -> DiscoveredObserva
     )
 
 
-def _discovered(row: sqlite3.Row) -> Discovered:
+def _discovered(row: Row) -> Discovered:
     return Discovered(
         discovered_id=row["discovered_id"],
         cluster_id=row["cluster_id"],

@@ -10,7 +10,6 @@ ignored, so a delayed batch can never roll state back. Unchanged node state is n
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -27,6 +26,7 @@ from hub.model import (
     StatusReport,
 )
 from hub.store import codec
+from hub.store.port import Transaction
 
 
 @dataclass(frozen=True)
@@ -54,23 +54,35 @@ _REPORT_UPSERT = (
     " live_args = excluded.live_args"
 )
 _REPLICA_INSERT = (
-    "INSERT OR REPLACE INTO replicas (replica_id, deployment_id, cluster_id, namespace, name,"
+    "INSERT INTO replicas (replica_id, deployment_id, cluster_id, namespace, name,"
     " node_id, ready, serving_digest, engine_version, role, observe_ns)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    # The replica id is a hash of (cluster, namespace, name): one key conflicts iff the other
+    # does, so the upsert on the id replaces what a REPLACE would have.
+    " ON CONFLICT (replica_id) DO UPDATE SET deployment_id = excluded.deployment_id,"
+    " node_id = excluded.node_id, ready = excluded.ready,"
+    " serving_digest = excluded.serving_digest, engine_version = excluded.engine_version,"
+    " role = excluded.role, observe_ns = excluded.observe_ns"
 )
 _DEVICE_INSERT = (
-    "INSERT OR REPLACE INTO devices (cluster_id, node_id, uuid, name, memory_bytes,"
+    "INSERT INTO devices (cluster_id, node_id, uuid, name, memory_bytes,"
     " pci_bus_id, device_class, healthy, health_reason, verified, nvlink_domain,"
     " parent_uuid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (cluster_id, uuid) DO UPDATE SET node_id = excluded.node_id,"
+    " name = excluded.name, memory_bytes = excluded.memory_bytes,"
+    " pci_bus_id = excluded.pci_bus_id, device_class = excluded.device_class,"
+    " healthy = excluded.healthy, health_reason = excluded.health_reason,"
+    " verified = excluded.verified, nvlink_domain = excluded.nvlink_domain,"
+    " parent_uuid = excluded.parent_uuid"
 )
 _ALLOCATION_INSERT = (
-    "INSERT OR IGNORE INTO allocations (cluster_id, node_id, namespace, pod_name,"
-    " device_id, resource_name) VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO allocations (cluster_id, node_id, namespace, pod_name,"
+    " device_id, resource_name) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 
 
 def write_deployments(
-    conn: sqlite3.Connection, items: Sequence[tuple[str, DeploymentObservation]]
+    conn: Transaction, items: Sequence[tuple[str, DeploymentObservation]]
 ) -> list[tuple[str, DeploymentObservation]]:
     """Apply deployment observations (cluster id, observation), a statement per table for the
     whole group rather than per record: SQLite's cost is per statement far more than per row.
@@ -156,7 +168,7 @@ NodeHashes = MutableMapping[tuple[str, str], tuple[int, int]]
 
 
 def write_nodes(
-    conn: sqlite3.Connection,
+    conn: Transaction,
     items: Sequence[tuple[str, NodeObservation]],
     *,
     known: NodeHashes | None = None,
@@ -222,7 +234,7 @@ def write_nodes(
 
 
 def _node_changes(
-    conn: sqlite3.Connection,
+    conn: Transaction,
     *,
     key: tuple[str, str],
     is_new: bool,
@@ -248,7 +260,7 @@ def _node_changes(
 
 
 def _stored_node_versions(
-    conn: sqlite3.Connection, keys: Sequence[tuple[str, str]]
+    conn: Transaction, keys: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], int]:
     by_cluster: dict[str, list[str]] = {}
     for cluster_id, node_id in keys:
@@ -266,7 +278,7 @@ def _stored_node_versions(
 
 
 def write_rejection(
-    conn: sqlite3.Connection, *, deployment_id: str, rejection: Rejection, now: float
+    conn: Transaction, *, deployment_id: str, rejection: Rejection, now: float
 ) -> None:
     """Record why the agent could not apply a revision; an older reject (a lower revision,
     arriving late) never replaces a newer one."""
@@ -306,9 +318,7 @@ def _allocation_rows(allocations: Iterable[AllocationObservation]) -> set[tuple[
     }
 
 
-def _stored_devices(
-    conn: sqlite3.Connection, cluster_id: str, node_id: str
-) -> set[tuple[object, ...]]:
+def _stored_devices(conn: Transaction, cluster_id: str, node_id: str) -> set[tuple[object, ...]]:
     rows = conn.execute(
         "SELECT uuid, name, memory_bytes, pci_bus_id, device_class, healthy, health_reason,"
         " verified, nvlink_domain, parent_uuid FROM devices WHERE cluster_id = ? AND node_id = ?",
@@ -317,9 +327,7 @@ def _stored_devices(
     return {tuple(r) for r in rows}
 
 
-def _stored_allocations(
-    conn: sqlite3.Connection, cluster_id: str, node_id: str
-) -> set[tuple[str, ...]]:
+def _stored_allocations(conn: Transaction, cluster_id: str, node_id: str) -> set[tuple[str, ...]]:
     rows = conn.execute(
         "SELECT namespace, pod_name, device_id, resource_name FROM allocations"
         " WHERE cluster_id = ? AND node_id = ?",
@@ -331,9 +339,7 @@ def _stored_allocations(
 # -- reads ------------------------------------------------------------------------------------
 
 
-def reports(
-    conn: sqlite3.Connection, deployment_ids: Sequence[str]
-) -> dict[str, StatusReport | None]:
+def reports(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, StatusReport | None]:
     """deployment id -> its last status report; None where it reported no status yet."""
     result: dict[str, StatusReport | None] = {}
     for chunk in _chunks(deployment_ids):
@@ -358,7 +364,7 @@ def reports(
     return result
 
 
-def rejections(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, Rejection]:
+def rejections(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Rejection]:
     result = {}
     for chunk in _chunks(deployment_ids):
         for r in conn.execute(
@@ -368,7 +374,7 @@ def rejections(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[
     return result
 
 
-def pod_counts(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, PodCounts]:
+def pod_counts(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, PodCounts]:
     result = {}
     for chunk in _chunks(deployment_ids):
         for r in conn.execute(
@@ -389,7 +395,7 @@ class DigestCount:
 
 
 def digest_counts(
-    conn: sqlite3.Connection, deployment_ids: Sequence[str]
+    conn: Transaction, deployment_ids: Sequence[str]
 ) -> dict[str, dict[str, DigestCount]]:
     """deployment id -> serving digest -> its pods (ready or not) and ready ones."""
     result: dict[str, dict[str, DigestCount]] = {}
@@ -408,7 +414,7 @@ def digest_counts(
 
 
 def digest_role_counts(
-    conn: sqlite3.Connection, deployment_ids: Sequence[str]
+    conn: Transaction, deployment_ids: Sequence[str]
 ) -> dict[str, dict[tuple[str, str], DigestCount]]:
     """deployment id -> (serving digest, role) -> its pods, running and ready ones (a
     disaggregated replica is a set of pods of two roles: hub/service/views.py counts sets)."""
@@ -427,7 +433,7 @@ def digest_role_counts(
     return result
 
 
-def engine_versions(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
+def engine_versions(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
     for chunk in _chunks(deployment_ids):
         for r in conn.execute(
@@ -440,7 +446,7 @@ def engine_versions(conn: sqlite3.Connection, deployment_ids: Sequence[str]) -> 
 
 
 def held_devices(
-    conn: sqlite3.Connection, deployment_ids: Sequence[str]
+    conn: Transaction, deployment_ids: Sequence[str]
 ) -> dict[str, dict[tuple[str, str], list[HeldDevice]]]:
     """deployment id -> (replica id, pod) -> the devices it holds, with their NVLink domain
     and the pod's role and serving digest."""
@@ -478,7 +484,7 @@ class ReplicaFilter:
 
 
 def list_replicas(
-    conn: sqlite3.Connection, *, where: ReplicaFilter, after: str, limit: int
+    conn: Transaction, *, where: ReplicaFilter, after: str, limit: int
 ) -> list[Replica]:
     clauses, params = ["r.replica_id > ?"], [after]
     for column, value in (
@@ -513,7 +519,7 @@ def list_replicas(
     ]
 
 
-def find_replica_ids(conn: sqlite3.Connection, pod_name: str) -> list[str]:
+def find_replica_ids(conn: Transaction, pod_name: str) -> list[str]:
     rows = conn.execute("SELECT replica_id FROM replicas WHERE name = ?", (pod_name,))
     return [r["replica_id"] for r in rows]
 
@@ -527,7 +533,7 @@ class AllocationFilter:
 
 
 def list_allocations(
-    conn: sqlite3.Connection, *, where: AllocationFilter, after: str, limit: int
+    conn: Transaction, *, where: AllocationFilter, after: str, limit: int
 ) -> list[Allocation]:
     """Allocations grouped per pod; keyed (for paging) by replica id."""
     clauses, params = [], []
@@ -572,7 +578,7 @@ def list_allocations(
 
 
 def observed_versions(
-    conn: sqlite3.Connection, cluster_id: str, *, node_id: str | None = None
+    conn: Transaction, cluster_id: str, *, node_id: str | None = None
 ) -> tuple[dict[str, int], dict[str, int]]:
     """(deployment id -> observe_ns, node id -> observe_ns) of what the hub holds for a
     cluster's deployments and nodes (only `node_id` among the nodes, when given)."""
@@ -592,7 +598,7 @@ def observed_versions(
     return deployments, nodes
 
 
-def nodes_of(conn: sqlite3.Connection, cluster_id: str) -> list[Node]:
+def nodes_of(conn: Transaction, cluster_id: str) -> list[Node]:
     node_rows = conn.execute(
         "SELECT * FROM nodes WHERE cluster_id = ? AND absent = 0 ORDER BY node_id", (cluster_id,)
     ).fetchall()
@@ -628,7 +634,7 @@ def nodes_of(conn: sqlite3.Connection, cluster_id: str) -> list[Node]:
 
 
 def _devices_by_pod(
-    conn: sqlite3.Connection, pods: Sequence[tuple[str, str, str]]
+    conn: Transaction, pods: Sequence[tuple[str, str, str]]
 ) -> dict[tuple[str, str, str], tuple[str, ...]]:
     result: dict[tuple[str, str, str], tuple[str, ...]] = {}
     for cluster_id, namespace, name in pods:

@@ -2,61 +2,59 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Mapping
 
 from hub import errors
 from hub.model import Project
+from hub.store.port import IntegrityError, Row, Transaction
 
 
-def insert(conn: sqlite3.Connection, *, name: str, quotas: Mapping[str, int], now: float) -> None:
+def insert(conn: Transaction, *, name: str, quotas: Mapping[str, int], now: float) -> None:
     try:
         conn.execute(
             "INSERT INTO projects (name, create_time, update_time) VALUES (?, ?, ?)",
             (name, now, now),
         )
-    except sqlite3.IntegrityError as e:
+    except IntegrityError as e:
         raise errors.AlreadyExists("project", name) from e
     _write_quotas(conn, name, quotas)
 
 
-def get(conn: sqlite3.Connection, name: str) -> Project | None:
+def get(conn: Transaction, name: str) -> Project | None:
     row = conn.execute("SELECT * FROM projects WHERE name = ?", (name,)).fetchone()
     return _project(conn, row) if row else None
 
 
-def list_page(conn: sqlite3.Connection, *, after: str, limit: int) -> list[Project]:
+def list_page(conn: Transaction, *, after: str, limit: int) -> list[Project]:
     rows = conn.execute(
         "SELECT * FROM projects WHERE name > ? ORDER BY name LIMIT ?", (after, limit)
     ).fetchall()
     return [_project(conn, row) for row in rows]
 
 
-def set_quotas(
-    conn: sqlite3.Connection, *, name: str, quotas: Mapping[str, int], now: float
-) -> None:
+def set_quotas(conn: Transaction, *, name: str, quotas: Mapping[str, int], now: float) -> None:
     conn.execute("DELETE FROM quotas WHERE project = ?", (name,))
     _write_quotas(conn, name, quotas)
     conn.execute("UPDATE projects SET update_time = ? WHERE name = ?", (now, name))
 
 
-def delete(conn: sqlite3.Connection, name: str) -> None:
+def delete(conn: Transaction, name: str) -> None:
     conn.execute("DELETE FROM projects WHERE name = ?", (name,))
 
 
-def quota_limits(conn: sqlite3.Connection) -> dict[tuple[str, str], int]:
+def quota_limits(conn: Transaction) -> dict[tuple[str, str], int]:
     rows = conn.execute("SELECT project, device_class, device_limit FROM quotas").fetchall()
     return {(r["project"], r["device_class"]): r["device_limit"] for r in rows}
 
 
-def _write_quotas(conn: sqlite3.Connection, name: str, quotas: Mapping[str, int]) -> None:
+def _write_quotas(conn: Transaction, name: str, quotas: Mapping[str, int]) -> None:
     conn.executemany(
         "INSERT INTO quotas (project, device_class, device_limit) VALUES (?, ?, ?)",
         [(name, device_class, limit) for device_class, limit in sorted(quotas.items())],
     )
 
 
-def _project(conn: sqlite3.Connection, row: sqlite3.Row) -> Project:
+def _project(conn: Transaction, row: Row) -> Project:
     quotas = conn.execute(
         "SELECT device_class, device_limit FROM quotas WHERE project = ? ORDER BY device_class",
         (row["name"],),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from hub import errors, serving
 from hub.model import Placement, Workload
 from hub.store import codec
+from hub.store.port import IntegrityError, Row, Transaction
 
 
-def insert(conn: sqlite3.Connection, workload: Workload) -> None:
+def insert(conn: Transaction, workload: Workload) -> None:
     try:
         conn.execute(
             "INSERT INTO workloads (workload_id, name, project, replicas, device_class, serving,"
@@ -26,11 +25,11 @@ def insert(conn: sqlite3.Connection, workload: Workload) -> None:
                 workload.update_time,
             ),
         )
-    except sqlite3.IntegrityError as e:
+    except IntegrityError as e:
         raise errors.AlreadyExists("workload", workload.name) from e
 
 
-def update(conn: sqlite3.Connection, workload: Workload) -> None:
+def update(conn: Transaction, workload: Workload) -> None:
     conn.execute(
         "UPDATE workloads SET replicas = ?, serving = ?, placement = ?, update_time = ?"
         " WHERE workload_id = ?",
@@ -44,7 +43,7 @@ def update(conn: sqlite3.Connection, workload: Workload) -> None:
     )
 
 
-def get(conn: sqlite3.Connection, ref: str) -> Workload | None:
+def get(conn: Transaction, ref: str) -> Workload | None:
     """By id ("wl_...") or by name."""
     row = conn.execute(
         "SELECT * FROM workloads WHERE workload_id = ? OR name = ?", (ref, ref)
@@ -52,9 +51,7 @@ def get(conn: sqlite3.Connection, ref: str) -> Workload | None:
     return _workload(row) if row else None
 
 
-def list_page(
-    conn: sqlite3.Connection, *, after: str, limit: int, project: str = ""
-) -> list[Workload]:
+def list_page(conn: Transaction, *, after: str, limit: int, project: str = "") -> list[Workload]:
     query = "SELECT * FROM workloads WHERE name > ?"
     params: list[object] = [after]
     if project:
@@ -64,12 +61,12 @@ def list_page(
     return [_workload(r) for r in rows]
 
 
-def count_in_project(conn: sqlite3.Connection, project: str) -> int:
+def count_in_project(conn: Transaction, project: str) -> int:
     row = conn.execute("SELECT COUNT(*) FROM workloads WHERE project = ?", (project,)).fetchone()
     return int(row[0])
 
 
-def delete(conn: sqlite3.Connection, workload_id: str) -> None:
+def delete(conn: Transaction, workload_id: str) -> None:
     conn.execute("DELETE FROM workloads WHERE workload_id = ?", (workload_id,))
 
 
@@ -81,7 +78,7 @@ def _placement_document(placement: Placement) -> dict[str, object]:
     }
 
 
-def _workload(row: sqlite3.Row) -> Workload:
+def _workload(row: Row) -> Workload:
     placement = codec.loads(row["placement"])
     return Workload(
         workload_id=row["workload_id"],

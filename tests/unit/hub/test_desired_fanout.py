@@ -13,7 +13,6 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ import pytest
 from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
 from hub.service import authority, clusters, projects, sync, workloads
 from hub.service.context import ServiceContext
-from hub.store.db import Database
+from hub.store.port import open_store
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
 from hub.sync.pump import DesiredPump
@@ -40,8 +39,8 @@ def _serving(*args: str) -> Serving:
     return Serving(engine="vllm", engine_version="0.11.0", model="m", engine_args=args)
 
 
-def _fleet(tmp_path: Path) -> ServiceContext:
-    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+def _fleet(store_url: str) -> ServiceContext:
+    ctx = ServiceContext(db=open_store(store_url))
     projects.create(ctx, name="p", quotas={H100: 1000})
     now = time.time_ns()
     for cluster_id in CLUSTERS:
@@ -65,8 +64,8 @@ def _create(ctx: ServiceContext, name: str, *, replicas: int = 3) -> None:
     )
 
 
-def test_batched_deltas_equal_each_agents_own_delta_whatever_it_holds(tmp_path: Path) -> None:
-    ctx = _fleet(tmp_path)
+def test_batched_deltas_equal_each_agents_own_delta_whatever_it_holds(store_url: str) -> None:
+    ctx = _fleet(store_url)
     held: list[tuple[str, int]] = [(c, 0) for c in CLUSTERS]
     _create(ctx, "a")
     held += [
@@ -101,10 +100,8 @@ def test_batched_deltas_equal_each_agents_own_delta_whatever_it_holds(tmp_path: 
     assert any(d.releases for d in batched.values() if d.snapshot), "snapshots keep releases"
 
 
-def test_an_agent_behind_the_tombstone_floor_gets_a_snapshot_from_the_batch(
-    tmp_path: Path,
-) -> None:
-    ctx = _fleet(tmp_path)
+def test_an_agent_behind_the_tombstone_floor_gets_a_snapshot_from_the_batch(store_url: str) -> None:
+    ctx = _fleet(store_url)
     _create(ctx, "a")
     workloads.delete(ctx, "a")
     _create(ctx, "b")
@@ -114,8 +111,8 @@ def test_an_agent_behind_the_tombstone_floor_gets_a_snapshot_from_the_batch(
     assert delta.snapshot and [d.workload_name for d in delta.upserts] == ["b"]
 
 
-def test_a_read_never_waits_for_a_write_transaction_of_another_thread(tmp_path: Path) -> None:
-    ctx = _fleet(tmp_path)
+def test_a_read_never_waits_for_a_write_transaction_of_another_thread(store_url: str) -> None:
+    ctx = _fleet(store_url)
     _create(ctx, "a")
     inside, release = threading.Event(), threading.Event()
 
@@ -141,9 +138,9 @@ def test_a_read_never_waits_for_a_write_transaction_of_another_thread(tmp_path: 
     assert clusters.get(ctx, "c0").cluster.labels == {"x": "y"}
 
 
-def test_a_read_connection_cannot_write(tmp_path: Path) -> None:
-    db = Database(tmp_path / "hub.db")
-    with pytest.raises(Exception, match="readonly"), db.read() as conn:
+def test_a_read_connection_cannot_write(store_url: str) -> None:
+    db = open_store(store_url)
+    with pytest.raises(Exception, match=r"readonly|read-only"), db.read() as conn:
         conn.execute("UPDATE clusters SET labels = '{}'")
 
 
@@ -178,9 +175,9 @@ class Counting:
 
 
 def test_the_pump_hands_one_coalesced_delta_and_shares_the_message_of_equal_holders(
-    tmp_path: Path,
+    store_url: str,
 ) -> None:
-    ctx = _fleet(tmp_path)
+    ctx = _fleet(store_url)
 
     async def scenario() -> None:
         fanout = Fanout(asyncio.get_running_loop())

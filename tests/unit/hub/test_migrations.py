@@ -1,15 +1,25 @@
-"""Migrations from an old schema: a version-1 database made here (only 0001 applied, rows of
-every kind inserted as a version-1 hub would have) opens in this hub with its data intact."""
+"""Migrations from an old schema, on each backend: a version-1 database made here (only 0001
+applied, rows of every kind inserted as a version-1 hub would have) opens in this hub with its
+data intact; a database at every older version migrates to the newest; several hubs opening
+one PostgreSQL database at once apply each migration once."""
 
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
+import pytest
+
+from hub import errors
 from hub.service import clusters, deployments, projects, workloads
 from hub.service.context import ServiceContext
 from hub.store import db as store_db
-from hub.store.db import Database
+from hub.store import port
+from hub.store.port import open_store
+from tests import stores
 
 V1_ROWS = """
 INSERT INTO meta VALUES ('store_epoch', 'se_0123456789abcdef');
@@ -34,25 +44,53 @@ INSERT INTO allocations VALUES ('east', 'n1', 'wingsmith', 'chat-0', 'GPU-2', 'n
 """
 
 
-def make_v1(path: Path) -> None:
-    conn = sqlite3.connect(path, isolation_level=None)
+def run_script(url: str, scripts: list[str], *, version: int) -> None:
+    """Apply migration scripts by hand, as an old hub did, and record `version`."""
+    if port.is_postgres(url):
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(
+                "CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL,"
+                " applied_at DOUBLE PRECISION NOT NULL)"
+            )
+            for script in scripts:
+                for statement in store_db.statements(script):
+                    pg.execute(port.POSTGRES.ddl(statement))
+            for number, name, _ in store_db.migrations()[:version]:
+                pg.execute("INSERT INTO schema_migrations VALUES (%s, %s, 0)", (number, name))
+        return
+    conn = sqlite3.connect(url, isolation_level=None)
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute(
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
         " applied_at REAL NOT NULL)"
     )
-    version, name, sql = store_db.migrations()[0]
-    assert version == 1
-    conn.executescript(sql)
-    conn.executescript(V1_ROWS)
-    conn.execute("INSERT INTO schema_migrations VALUES (1, ?, 0)", (name,))
+    for script in scripts:
+        conn.executescript(script)
+    for number, name, _ in store_db.migrations()[:version]:
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)", (number, name))
     conn.close()
 
 
-def test_a_version_1_database_migrates_and_keeps_its_data(tmp_path: Path) -> None:
-    path = tmp_path / "hub.db"
-    make_v1(path)
-    db = Database(path)
+def make_v1(url: str) -> None:
+    version, _, sql = store_db.migrations()[0]
+    assert version == 1
+    run_script(url, [sql, V1_ROWS], version=1)
+
+
+def columns_of(db: port.Store, table: str) -> set[str]:
+    with db.read() as conn:
+        if db.dialect.name == "postgresql":
+            rows = conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ?",
+                (table,),
+            )
+            return {r[0] for r in rows}
+        return {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def test_a_version_1_database_migrates_and_keeps_its_data(store_url: str) -> None:
+    make_v1(store_url)
+    db = open_store(store_url)
     assert db.schema_version == len(store_db.migrations()) >= 4
     assert db.epoch == "se_0123456789abcdef", "agents' revisions stay valid"
     ctx = ServiceContext(db=db)
@@ -66,6 +104,69 @@ def test_a_version_1_database_migrates_and_keeps_its_data(tmp_path: Path) -> Non
     assert view.stale and view.phase == "placed", "its cluster was last seen long ago: stale"
     usage = projects.get(ctx, "search").usage["H100-80GB"]
     assert (usage.used, usage.reserved) == (2, 2), "held devices were counted by the migration"
-    with db.read() as conn:
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(clusters)")}
+    columns = columns_of(db, "clusters")
     assert "connected_session" not in columns and "leader_term" in columns
+    db.close()
+
+
+def _versions() -> Iterator[int]:
+    yield from range(1, len(store_db.migrations()))
+
+
+@pytest.mark.parametrize("version", list(_versions()))
+def test_a_database_at_every_older_version_migrates_to_the_newest(
+    store_url: str, version: int
+) -> None:
+    run_script(store_url, [sql for _, _, sql in store_db.migrations()[:version]], version=version)
+    db = open_store(store_url)
+    assert db.schema_version == len(store_db.migrations())
+    ctx = ServiceContext(db=db)
+    projects.create(ctx, name="p", quotas={"H100-80GB": 1})
+    clusters.create(ctx, cluster_id="east", labels={})
+    assert projects.get(ctx, "p").project.quotas == {"H100-80GB": 1}
+    db.close()
+
+
+def test_a_database_from_a_newer_hub_is_refused_on_either_backend(store_url: str) -> None:
+    open_store(store_url).close()
+    run_script_future(store_url)
+    with pytest.raises(errors.StoreError, match="newer than this hub knows"):
+        open_store(store_url)
+
+
+def run_script_future(url: str) -> None:
+    if port.is_postgres(url):
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute("INSERT INTO schema_migrations VALUES (999, 'future.sql', 0)")
+        return
+    conn = sqlite3.connect(url)
+    conn.execute("INSERT INTO schema_migrations VALUES (999, 'future.sql', 0)")
+    conn.commit()
+    conn.close()
+
+
+def test_hubs_starting_together_on_one_postgres_database_migrate_it_once(tmp_path: Path) -> None:
+    store_url = stores.store_url(tmp_path, "postgres")
+    opened: list[port.Store] = []
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def start() -> None:
+        try:
+            barrier.wait()
+            opened.append(open_store(store_url, pool_size=2))
+        except BaseException as e:  # re-raised below
+            failures.append(e)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len({store.epoch for store in opened}) == 1, "one store epoch for every hub"
+    with opened[0].read() as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
+    assert sorted(versions) == list(range(1, len(store_db.migrations()) + 1))
+    for store in opened:
+        store.close()

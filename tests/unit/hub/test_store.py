@@ -21,6 +21,7 @@ from hub.service import clusters, sync
 from hub.service.context import ServiceContext
 from hub.store import db as store_db
 from hub.store.db import Database
+from hub.store.port import open_store
 
 
 def gpu(uuid: str, *, healthy: bool = True) -> Device:
@@ -75,8 +76,8 @@ def node(
     return ObservationBatch(seq=1, nodes=(NodeObservation("n1", ns, devices, allocations),))
 
 
-def test_an_older_observation_never_overwrites_a_newer_one(tmp_path: Path) -> None:
-    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+def test_an_older_observation_never_overwrites_a_newer_one(store_url: str) -> None:
+    ctx = ServiceContext(db=open_store(store_url))
     clusters.create(ctx, cluster_id="east", labels={})
     now = time.time_ns()
     sync.ingest(ctx, [("east", node(now, (gpu("GPU-new"),)))])
@@ -86,8 +87,8 @@ def test_an_older_observation_never_overwrites_a_newer_one(tmp_path: Path) -> No
     assert [d.uuid for d in only.devices] == ["GPU-new"]
 
 
-def test_unchanged_node_state_is_not_rewritten_and_changes_are_seen(tmp_path: Path) -> None:
-    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+def test_unchanged_node_state_is_not_rewritten_and_changes_are_seen(store_url: str) -> None:
+    ctx = ServiceContext(db=open_store(store_url))
     clusters.create(ctx, cluster_id="east", labels={})
     now = time.time_ns()
     assert sync.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))]).capacity_changed == {"east"}
@@ -98,8 +99,8 @@ def test_unchanged_node_state_is_not_rewritten_and_changes_are_seen(tmp_path: Pa
     assert (capacity.total, capacity.unusable) == (0, 1), "an unhealthy device is not capacity"
 
 
-def test_an_absent_node_drops_its_devices(tmp_path: Path) -> None:
-    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+def test_an_absent_node_drops_its_devices(store_url: str) -> None:
+    ctx = ServiceContext(db=open_store(store_url))
     clusters.create(ctx, cluster_id="east", labels={})
     now = time.time_ns()
     sync.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))])
@@ -109,10 +110,10 @@ def test_an_absent_node_drops_its_devices(tmp_path: Path) -> None:
     assert view.nodes == () and view.capacity == {}
 
 
-def test_one_ingest_group_keeps_the_newest_of_each_node_across_clusters(tmp_path: Path) -> None:
+def test_one_ingest_group_keeps_the_newest_of_each_node_across_clusters(store_url: str) -> None:
     """A group is written a statement per table: of two reports of one node the newer wins,
     whatever their order, and nodes of different clusters with the same name stay apart."""
-    ctx = ServiceContext(db=Database(tmp_path / "hub.db"))
+    ctx = ServiceContext(db=open_store(store_url))
     clusters.create(ctx, cluster_id="east", labels={})
     clusters.create(ctx, cluster_id="west", labels={})
     now = time.time_ns()

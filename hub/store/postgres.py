@@ -1,0 +1,279 @@
+"""The PostgreSQL backend of the store (hub/store/port.py): several hubs on one database.
+
+psycopg 3 with its connection pool. The table modules' SQL is shared with SQLite; here:
+- placeholders: `?` becomes `%s` (and a literal `%` is doubled), once per statement text;
+- values: Python booleans are written as 0/1 (the schema keeps SQLite's integer flags), and
+  NUMERIC results (PostgreSQL's SUM of a BIGINT) are read back as int;
+- rows read by column name or position, as sqlite3.Row does;
+- constraint violations leave as port.IntegrityError.
+
+Writes: every write transaction takes one transaction-scoped advisory lock first, so writers
+are serialized across every hub exactly as SQLite's BEGIN IMMEDIATE serializes them in one:
+a read-decide-write sequence (admission against a quota, a revision bump, a leadership term)
+never interleaves with another hub's. Reads: REPEATABLE READ, READ ONLY: one snapshot for every
+statement of the read, no waiting for writers (MVCC).
+
+Migrations run under a session advisory lock, so hubs starting together apply each once; a
+database whose schema is newer than the hub is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import secrets
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import psycopg
+import psycopg.adapt
+import psycopg.errors
+import psycopg.postgres
+import psycopg_pool
+
+from hub import errors
+from hub.store import db as sqlite_store
+from hub.store import port
+
+log = logging.getLogger(__name__)
+
+# Advisory lock keys (64-bit, chosen once; any value unused by other applications sharing the
+# database would do).
+WRITE_LOCK = 0x57494E4753_0001  # every write transaction
+MIGRATE_LOCK = 0x57494E4753_0002  # schema migrations at start
+
+
+class PgRow:
+    """A result row readable by column name or position (like sqlite3.Row)."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, values: Sequence[Any], index: dict[str, int]) -> None:
+        self._values = values
+        self._index = index
+
+    def __getitem__(self, key: str | int) -> Any:
+        if isinstance(key, int):
+            return self._values[key]
+        return self._values[self._index[key]]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+def _row_factory(cursor: Any) -> Callable[[Sequence[Any]], PgRow]:
+    description = cursor.description or ()
+    index = {column.name: i for i, column in enumerate(description)}
+
+    def make(values: Sequence[Any]) -> PgRow:
+        return PgRow(values, index)
+
+    return make
+
+
+class _IntegralNumericLoader(psycopg.adapt.Loader):
+    """NUMERIC as int when integral: the schema's numbers are integers, and PostgreSQL widens
+    SUM(BIGINT) to NUMERIC."""
+
+    def load(self, data: Any) -> int | float:
+        text = bytes(data).decode()
+        try:
+            return int(text)
+        except ValueError:
+            return float(text)
+
+
+class _BoolAsIntDumper(psycopg.adapt.Dumper):
+    """True/False as 1/0: the flag columns are integers (as in SQLite)."""
+
+    oid = psycopg.postgres.types["int8"].oid
+
+    def dump(self, obj: Any) -> bytes:
+        return b"1" if obj else b"0"
+
+
+@functools.lru_cache(maxsize=8192)
+def translate(sql: str) -> str:
+    """`?` placeholders as psycopg's `%s`; `%` doubled; quoted text left alone."""
+    out: list[str] = []
+    quoted = False
+    for ch in sql:
+        if ch == "'":
+            quoted = not quoted
+            out.append(ch)
+        elif ch == "?" and not quoted:
+            out.append("%s")
+        elif ch == "%":
+            out.append("%%")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class PostgresTransaction:
+    """A transaction on one pooled psycopg connection, as the store's functions see it."""
+
+    __slots__ = ("_conn",)
+    dialect = port.POSTGRES
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        try:
+            return self._conn.execute(translate(sql), params)
+        except psycopg.errors.IntegrityError as e:
+            raise port.IntegrityError(str(e).strip()) from e
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(translate(sql), rows)
+        except psycopg.errors.IntegrityError as e:
+            raise port.IntegrityError(str(e).strip()) from e
+
+    def serialize(self, key: str) -> None:
+        self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    conn.adapters.register_loader("numeric", _IntegralNumericLoader)
+    conn.adapters.register_dumper(bool, _BoolAsIntDumper)
+    conn.row_factory = _row_factory
+
+
+class PostgresStore:
+    """The PostgreSQL store (port.Store)."""
+
+    dialect = port.POSTGRES
+
+    def __init__(self, url: str, *, pool_size: int = 8, connect_timeout_s: float = 10.0) -> None:
+        self.url = url
+        try:
+            self._pool = psycopg_pool.ConnectionPool(
+                url,
+                min_size=1,
+                max_size=max(2, pool_size),
+                kwargs={"autocommit": True},
+                configure=_configure,
+                open=False,
+                name="wingsmith-store",
+            )
+            self._pool.open(wait=True, timeout=connect_timeout_s)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as e:
+            raise errors.StoreError(f"cannot open database {_redacted(url)}: {e}") from e
+        try:
+            with self._pool.connection() as conn:
+                self.schema_version = migrate(conn)
+            self.epoch = self._ensure_epoch()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[PostgresTransaction]:
+        with self._connection() as conn:
+            _run(conn, "BEGIN ISOLATION LEVEL READ COMMITTED")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                yield PostgresTransaction(conn)
+            except BaseException:
+                _rollback(conn)
+                raise
+            try:
+                conn.execute("COMMIT")
+            except psycopg.Error as e:
+                _rollback(conn)
+                raise errors.StoreError(f"commit failed: {e}") from e
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[PostgresTransaction]:
+        with self._connection() as conn:
+            _run(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            try:
+                yield PostgresTransaction(conn)
+            finally:
+                _rollback(conn)
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as e:
+            raise errors.StoreError(f"database busy: no connection free ({e})") from e
+        except psycopg.OperationalError as e:
+            raise errors.StoreError(f"database unavailable: {e}") from e
+
+    def _ensure_epoch(self) -> str:
+        with self.write() as tx:
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('store_epoch', ?) ON CONFLICT DO NOTHING",
+                ("se_" + secrets.token_hex(8),),
+            )
+            row = tx.execute("SELECT value FROM meta WHERE key = 'store_epoch'").fetchone()
+            return str(row["value"])
+
+
+def _run(conn: psycopg.Connection[Any], statement: str) -> None:
+    try:
+        conn.execute(statement)
+    except psycopg.OperationalError as e:
+        raise errors.StoreError(f"database unavailable: {e}") from e
+
+
+def _rollback(conn: psycopg.Connection[Any]) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.execute("ROLLBACK")
+
+
+def migrate(conn: psycopg.Connection[Any]) -> int:
+    """Apply every migration newer than the database's version, once even when several hubs
+    start together (a session advisory lock); return the version."""
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_migrations").fetchone()
+        current = int(row[0]) if row else 0
+        shipped = sqlite_store.migrations()
+        if current > len(shipped):
+            raise errors.StoreError(
+                f"database schema version {current} is newer than this hub knows"
+                f" ({len(shipped)}): upgrade the hub"
+            )
+        for version, name, sql in shipped[current:]:
+            log.info("applying migration %s", name)
+            with conn.transaction():
+                for statement in sqlite_store.statements(sql):
+                    conn.execute(port.POSTGRES.ddl(statement))
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                    (version, name, time.time()),
+                )
+            current = version
+        return int(current)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"
