@@ -32,16 +32,15 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
-from agent.cluster import kube_errors, kube_mapping
+from agent.cluster import dgd_versions, kube_errors, kube_mapping
 from agent.cluster.kube_cache import KindCache, Revision
 from agent.cluster.kube_mapping import Key
 from agent.cluster.kube_readonly import ReadOnlyApiClient
-from agent.cluster.kube_watch import Reflector, WatchTuning
+from agent.cluster.kube_watch import Backoff, Reflector, WatchTuning
 from agent.cluster.port import (
     DGD_GROUP,
     DGD_KIND,
     DGD_PLURAL,
-    DGD_VERSION,
     DYNAMO_GRAPH,
     MANAGED_BY,
     ClusterError,
@@ -57,7 +56,8 @@ log = logging.getLogger(__name__)
 
 FIELD_MANAGER = MANAGED_BY
 APPLY_PATCH = "application/apply-patch+yaml"
-DGD_API_VERSION = f"{DGD_GROUP}/{DGD_VERSION}"
+# How often the served DGD versions are asked again (and at once after a 404 on a DGD path).
+REDISCOVER_S = 60.0
 
 T = TypeVar("T")
 
@@ -73,9 +73,11 @@ class KubernetesCluster:
         request_timeout_s: float = 30.0,
         on_change: Callable[[], None] | None = None,
         rng: random.Random | None = None,
+        rediscover_s: float = REDISCOVER_S,
     ) -> None:
         """`namespaces`: watch DGDs and pods only there (empty: the whole cluster).
         `on_change` runs on a watcher thread after every cache change (keep it thread-safe).
+        `rediscover_s`: how often to ask again which DGD versions the API server serves.
         """
         self.read_only = read_only
         self.namespaces = tuple(dict.fromkeys(namespaces))
@@ -97,6 +99,17 @@ class KubernetesCluster:
         self._tuning = tuning or WatchTuning()
         self._rng = rng or random.Random()
         self._reflectors: list[Reflector[Any]] = []
+        # DGD watches run in the version being written, so they stop and start on their own
+        # when it changes (dgd_versions.choose over what discovery finds).
+        self._rediscover_s = rediscover_s
+        self._served: tuple[str, ...] = ()
+        self._dgd_version = ""
+        self._discovered = False
+        self._versions_lock = threading.Lock()
+        self._dgd_reflectors: list[Reflector[Any]] = []
+        self._dgd_stopping = threading.Event()
+        self._rediscover = threading.Event()
+        self._discovery_thread: threading.Thread | None = None
 
     @property
     def api_client(self) -> ApiClient:
@@ -110,24 +123,42 @@ class KubernetesCluster:
         with self._lifecycle:
             if self._started:
                 return
+            # Which DGD version to watch, before anything watches (not started yet: discovery
+            # only records what it finds).
+            self._discover_quietly()
             self._started = True
             self._stopping = threading.Event()
             self._reflectors = self._build_reflectors()
             for reflector in self._reflectors:
                 reflector.start()
+            self._start_dgd_reflectors()
+            self._discovery_thread = threading.Thread(
+                target=self._discovery_loop, name="kube-dgd-discovery", daemon=True
+            )
+            self._discovery_thread.start()
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop every watcher; True if all threads ended within `timeout`. The caches keep
         their last contents, unsynced, until a new start lists again."""
         with self._lifecycle:
             self._stopping.set()
-            for reflector in self._reflectors:
+            self._rediscover.set()
+            with self._versions_lock:
+                self._dgd_stopping.set()
+                dgd_reflectors = list(self._dgd_reflectors)
+            for reflector in [*self._reflectors, *dgd_reflectors]:
                 reflector.interrupt()
             if not self._started:
                 return True
             self._started = False
             deadline = time.monotonic() + timeout
-            ended = [r.join(max(0.0, deadline - time.monotonic())) for r in self._reflectors]
+            ended = [
+                r.join(max(0.0, deadline - time.monotonic()))
+                for r in [*self._reflectors, *dgd_reflectors]
+            ]
+            if self._discovery_thread is not None:
+                self._discovery_thread.join(max(0.0, deadline - time.monotonic()))
+                ended.append(not self._discovery_thread.is_alive())
             return all(ended)
 
     @property
@@ -135,17 +166,28 @@ class KubernetesCluster:
         return self._started
 
     def wait_synced(self, timeout: float) -> bool:
-        """Wait until every watcher has listed once; False if `timeout` passed first, or if
-        the watchers are not running."""
-        reflectors = self._reflectors if self._started else []
+        """Wait until the served DGD version is known and every watcher has listed once;
+        False if `timeout` passed first, or if the watchers are not running."""
         deadline = time.monotonic() + timeout
-        waits = [r.synced.wait(max(0.0, deadline - time.monotonic())) for r in reflectors]
-        return bool(reflectors) and all(waits) and self._started
+        while True:
+            reflectors = self._all_reflectors() if self._started else []
+            for reflector in reflectors:
+                reflector.synced.wait(max(0.0, deadline - time.monotonic()))
+            if self.synced:
+                return True
+            if not self._started or time.monotonic() >= deadline:
+                return False
+            # Discovery has not answered yet, or the DGD watches were just replaced.
+            self._stopping.wait(min(0.02, max(0.0, deadline - time.monotonic())))
 
     @property
     def synced(self) -> bool:
-        reflectors = self._reflectors if self._started else []
-        return bool(reflectors) and all(r.synced.is_set() for r in reflectors)
+        reflectors = self._all_reflectors() if self._started else []
+        return (
+            self._discovered
+            and bool(reflectors)
+            and all(r.synced.is_set() for r in reflectors)
+        )
 
     def __enter__(self) -> KubernetesCluster:
         self.start()
@@ -177,46 +219,182 @@ class KubernetesCluster:
 
     def apply_dgd(self, manifest: Mapping[str, Any]) -> None:
         """Server-side apply as FIELD_MANAGER, never forced: a field another manager owns
-        raises ApplyConflict naming it, and nothing is changed."""
+        raises ApplyConflict naming it, and nothing is changed. `manifest` is in the internal
+        form (agent/cluster/dgd_versions.py); it is written in the version the API server
+        serves, and once more after a 404 that turns out to mean the version changed."""
         self._refuse_if_read_only("apply_dgd")
         body = _apply_body(manifest)
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         self._check_watched(namespace)
-        try:
-            self._custom.patch_namespaced_custom_object(
+        self._with_version(
+            f"apply {namespace}/{name}",
+            lambda version: self._custom.patch_namespaced_custom_object(
                 DGD_GROUP,
-                DGD_VERSION,
+                version,
                 namespace,
                 DGD_PLURAL,
                 name,
-                body,
+                dgd_versions.to_served(body, version),
                 field_manager=FIELD_MANAGER,
                 force=False,
                 _content_type=APPLY_PATCH,
                 _request_timeout=self._timeout,
-            )
-        except kube_errors.CLIENT_ERRORS as e:
-            raise kube_errors.wrap(e, operation=f"apply {namespace}/{name}") from e
+            ),
+        )
 
     def delete_dgd(self, namespace: str, name: str) -> None:
         self._refuse_if_read_only("delete_dgd")
         try:
-            self._custom.delete_namespaced_custom_object(
-                DGD_GROUP,
-                DGD_VERSION,
-                namespace,
-                DGD_PLURAL,
-                name,
-                # Dynamo's children (DCDs, pods) go with it, in the background.
-                propagation_policy="Background",
-                _request_timeout=self._timeout,
+            self._with_version(
+                f"delete {namespace}/{name}",
+                lambda version: self._custom.delete_namespaced_custom_object(
+                    DGD_GROUP,
+                    version,
+                    namespace,
+                    DGD_PLURAL,
+                    name,
+                    # Dynamo's children (DCDs, pods) go with it, in the background.
+                    propagation_policy="Background",
+                    _request_timeout=self._timeout,
+                ),
             )
-        except ApiException as e:
-            if e.status == 404:
+        except _NotFound:
+            return
+
+    # -- DGD versions -------------------------------------------------------------------------
+
+    @property
+    def dgd_version(self) -> str:
+        """The DGD version this adapter reads and writes ("" while none is served)."""
+        return self._dgd_version
+
+    @property
+    def served_dgd_versions(self) -> tuple[str, ...]:
+        """The DGD versions the API server served when last asked."""
+        return self._served
+
+    def discover_dgd_versions(self) -> str:
+        """Ask the API server which DGD versions it serves (API discovery: each version's
+        resource list); switch the DGD watches over if the version to write changed. Returns
+        that version. Raises ClusterError when the server could not be asked."""
+        served = []
+        for version in dgd_versions.KNOWN_VERSIONS:
+            try:
+                resources = self._custom.get_api_resources(
+                    DGD_GROUP, version, _request_timeout=self._timeout
+                )
+            except ApiException as e:
+                if e.status == 404:
+                    continue  # the group version is not served at all
+                raise kube_errors.wrap(e, operation=f"discover {DGD_GROUP}/{version}") from e
+            except kube_errors.CLIENT_ERRORS as e:
+                raise kube_errors.wrap(e, operation=f"discover {DGD_GROUP}/{version}") from e
+            names = {getattr(r, "name", "") for r in getattr(resources, "resources", None) or []}
+            if DGD_PLURAL in names:
+                served.append(version)
+        chosen = dgd_versions.choose(served)
+        with self._versions_lock:
+            self._served = tuple(served)
+            self._discovered = True
+            changed = chosen != self._dgd_version
+            self._dgd_version = chosen
+        if changed:
+            if chosen:
+                log.info("writing DynamoGraphDeployments as %s", DGD_GROUP + "/" + chosen)
+            else:
+                log.warning("%s", dgd_versions.no_version_message(served))
+            if self._started:
+                self._restart_dgd_reflectors()
+            self._revision.bump()
+        return chosen
+
+    def _discover_quietly(self) -> bool:
+        try:
+            self.discover_dgd_versions()
+        except ClusterError as e:
+            log.warning("DGD version discovery failed (trying again shortly): %s", e)
+            return False
+        return True
+
+    def _discovery_loop(self) -> None:
+        stopping = self._stopping
+        backoff = Backoff(
+            initial=self._tuning.backoff_initial_s,
+            maximum=self._tuning.backoff_max_s,
+            rng=random.Random(self._rng.random()),
+        )
+        failed = not self._discovered
+        while not stopping.is_set():
+            if failed:
+                stopping.wait(backoff.next_delay())
+            else:
+                # Every minute, or at once when a DGD path answered 404.
+                self._rediscover.wait(self._rediscover_s)
+                self._rediscover.clear()
+            if stopping.is_set():
                 return
-            raise kube_errors.wrap(e, operation=f"delete {namespace}/{name}") from e
-        except kube_errors.CLIENT_ERRORS as e:
-            raise kube_errors.wrap(e, operation=f"delete {namespace}/{name}") from e
+            failed = not self._discover_quietly()
+            if not failed:
+                backoff.reset()
+
+    def _with_version(self, operation: str, call: Callable[[str], Any]) -> Any:
+        """`call(version)` in the version being written; after a 404, discover again and, if
+        the version changed, try once more in the new one."""
+        for attempt in range(2):
+            version = self._dgd_version
+            if not version:
+                if not self._discovered or attempt == 0:
+                    self._discover_or_raise(operation)
+                    version = self._dgd_version
+                if not version:
+                    raise ClusterError(
+                        f"{operation}: {dgd_versions.no_version_message(self._served)}"
+                    )
+            try:
+                return call(version)
+            except ApiException as e:
+                if e.status != 404:
+                    raise kube_errors.wrap(e, operation=operation) from e
+                if attempt == 0 and self._discover_or_raise(operation) != version:
+                    continue
+                raise _NotFound(kube_errors.wrap(e, operation=operation)) from e
+            except kube_errors.CLIENT_ERRORS as e:
+                raise kube_errors.wrap(e, operation=operation) from e
+        raise AssertionError("unreachable")
+
+    def _discover_or_raise(self, operation: str) -> str:
+        try:
+            return self.discover_dgd_versions()
+        except ClusterError as e:
+            raise ClusterError(f"{operation}: {e}") from e
+
+    def _start_dgd_reflectors(self) -> None:
+        with self._versions_lock:
+            self._dgd_stopping = threading.Event()
+            version = self._dgd_version
+            self._dgd_reflectors = self._build_dgd_reflectors(version) if version else []
+            reflectors = list(self._dgd_reflectors)
+        if not version:
+            # Nothing is served: no DGD exists to be seen (the CRD is gone or never was).
+            for namespace in self.namespaces or (None,):
+                self._dgds.replace({}, namespace=namespace)
+        for reflector in reflectors:
+            reflector.start()
+
+    def _restart_dgd_reflectors(self) -> None:
+        with self._versions_lock:
+            self._dgd_stopping.set()
+            old = list(self._dgd_reflectors)
+        for reflector in old:
+            reflector.interrupt()
+        for reflector in old:
+            reflector.join(self._tuning.connect_timeout_s + self._tuning.read_grace_s)
+        if self._started and not self._stopping.is_set():
+            self._start_dgd_reflectors()
+
+    def _all_reflectors(self) -> list[Reflector[Any]]:
+        with self._versions_lock:
+            return [*self._reflectors, *self._dgd_reflectors]
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -237,15 +415,6 @@ class KubernetesCluster:
     def _build_reflectors(self) -> list[Reflector[Any]]:
         reflectors: list[Reflector[Any]] = []
         for namespace in self.namespaces or (None,):
-            reflectors.append(
-                self._reflector(
-                    "dgds",
-                    namespace=namespace,
-                    list_call=self._dgd_lister(namespace),
-                    mapper=kube_mapping.dgd,
-                    cache=self._dgds,
-                )
-            )
             reflectors.append(
                 self._reflector(
                     "pods",
@@ -274,6 +443,7 @@ class KubernetesCluster:
         list_call: Callable[..., Any],
         mapper: Callable[[Mapping[str, Any]], T],
         cache: KindCache[T],
+        stopping: threading.Event | None = None,
     ) -> Reflector[T]:
         def map_item(obj: Mapping[str, Any]) -> tuple[Key, T]:
             return kube_mapping.key(obj), mapper(obj)
@@ -285,23 +455,48 @@ class KubernetesCluster:
             cache=cache,
             namespace=namespace,
             tuning=self._tuning,
-            stopping=self._stopping,
+            stopping=stopping or self._stopping,
             # One generator per watcher, seeded from the shared one: jitter differs per loop.
             rng=random.Random(self._rng.random()),
         )
 
-    def _dgd_lister(self, namespace: str | None) -> Callable[..., Any]:
-        if namespace is None:
-            return functools.partial(
-                self._custom.list_cluster_custom_object, DGD_GROUP, DGD_VERSION, DGD_PLURAL
+    def _build_dgd_reflectors(self, version: str) -> list[Reflector[Any]]:
+        return [
+            self._reflector(
+                f"dgds.{version}",
+                namespace=namespace,
+                list_call=self._dgd_lister(namespace, version),
+                mapper=kube_mapping.dgd,
+                cache=self._dgds,
+                stopping=self._dgd_stopping,
             )
-        return functools.partial(
-            self._custom.list_namespaced_custom_object,
-            DGD_GROUP,
-            DGD_VERSION,
-            namespace,
-            DGD_PLURAL,
-        )
+            for namespace in self.namespaces or (None,)
+        ]
+
+    def _dgd_lister(self, namespace: str | None, version: str) -> Callable[..., Any]:
+        if namespace is None:
+            call = functools.partial(
+                self._custom.list_cluster_custom_object, DGD_GROUP, version, DGD_PLURAL
+            )
+        else:
+            call = functools.partial(
+                self._custom.list_namespaced_custom_object,
+                DGD_GROUP,
+                version,
+                namespace,
+                DGD_PLURAL,
+            )
+
+        def list_or_watch(**query: Any) -> Any:
+            try:
+                return call(**query)
+            except ApiException as e:
+                if e.status == 404:
+                    # The version stopped being served: find out which one is now.
+                    self._rediscover.set()
+                raise
+
+        return list_or_watch
 
     def _pod_lister(self, namespace: str | None) -> Callable[..., Any]:
         # Only pods Dynamo made for a DGD: the selector "key exists" keeps the cache (and the
@@ -320,11 +515,13 @@ def _apply_body(manifest: Mapping[str, Any]) -> dict[str, Any]:
     body = _plain(manifest)
     if not isinstance(body, dict):
         raise ClusterError("a DGD manifest must be a mapping", retryable=False)
-    body.setdefault("apiVersion", DGD_API_VERSION)
+    internal = dgd_versions.api_version(dgd_versions.V1ALPHA1)
+    body.setdefault("apiVersion", internal)
     body.setdefault("kind", DGD_KIND)
-    if (body["apiVersion"], body["kind"]) != (DGD_API_VERSION, DGD_KIND):
+    if (body["apiVersion"], body["kind"]) != (internal, DGD_KIND):
         raise ClusterError(
-            f"not a {DGD_API_VERSION} {DGD_KIND}: {body['apiVersion']} {body['kind']}",
+            f"not a {DGD_KIND} in the agent's internal form ({internal}):"
+            f" {body['apiVersion']} {body['kind']}",
             retryable=False,
         )
     meta = body.get("metadata")
@@ -338,6 +535,13 @@ def _apply_body(manifest: Mapping[str, Any]) -> dict[str, Any]:
         meta.pop(server_field, None)
     body.pop("status", None)
     return body
+
+
+class _NotFound(ClusterError):
+    """A DGD call got 404 in the version being written (and discovery confirmed it)."""
+
+    def __init__(self, cause: ClusterError) -> None:
+        super().__init__(str(cause), retryable=cause.retryable)
 
 
 def _plain(value: Any) -> Any:

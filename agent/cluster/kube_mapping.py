@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from agent.cluster import dgd_versions
 from agent.cluster.port import GPU_RESOURCE, Dgd, Node, Pod
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
@@ -26,6 +27,8 @@ def key(obj: Mapping[str, Any]) -> Key:
 
 
 def dgd(obj: Mapping[str, Any]) -> Dgd:
+    """In the internal form (v1alpha1's shape) whichever version the object was read in."""
+    obj = dgd_versions.to_internal(obj)
     meta = _map(obj.get("metadata"))
     namespace, name = key(obj)
     return Dgd(

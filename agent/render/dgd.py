@@ -15,19 +15,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.cluster import port
+from agent.cluster import dgd_versions, port
 from agent.model import DeploymentSpec, Serving
 from agent.render import sglang, trtllm, validation, vllm
 from agent.render.engine import Engine, MainContainer, Role
 from agent.render.errors import RenderError, UnsupportedEngine
 
-__all__ = ["DEFAULT_DYNAMO_TAG", "RenderError", "render_dgd"]
+__all__ = ["DEFAULT_DYNAMO_TAG", "RenderError", "render_dgd", "render_dgd_as"]
 
 API_VERSION = f"{port.DGD_GROUP}/{port.DGD_VERSION}"
 FRONTEND = "Frontend"
 # Dynamo release whose runtime images the agent uses when neither the workload
 # (serving.image) nor the agent's configuration (`images`) names one.
-DEFAULT_DYNAMO_TAG = "1.3.1"
+DEFAULT_DYNAMO_TAG = dgd_versions.DYNAMO_RELEASE
 DEFAULT_REGISTRY = "nvcr.io/nvidia/ai-dynamo"
 
 _ENGINES: Mapping[str, Engine] = {
@@ -58,6 +58,12 @@ def render_dgd(
         },
         "spec": {"backendFramework": engine.framework, "services": services},
     }
+
+
+def render_dgd_as(version: str, spec: DeploymentSpec, **kwargs: Any) -> dict[str, Any]:
+    """The DGD for `spec` as the API version `version` spells it (v1alpha1 or v1beta1): what
+    the Kubernetes adapter writes for `render_dgd`'s manifest (agent/cluster/dgd_versions.py)."""
+    return dgd_versions.to_served(render_dgd(spec, **kwargs), version)
 
 
 def _image(serving: Serving, images: Mapping[str, str] | None) -> str:

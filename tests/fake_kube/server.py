@@ -36,8 +36,16 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from tests.fake_kube import selectors, ssa
-from tests.fake_kube.store import KINDS, AlreadyExists, Kind, Store, VersionConflict
+from tests.fake_kube import dynamo, selectors, ssa
+from tests.fake_kube.store import (
+    DGDS,
+    DGDS_V1BETA1,
+    KINDS,
+    AlreadyExists,
+    Kind,
+    Store,
+    VersionConflict,
+)
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -45,6 +53,7 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _CORE = re.compile(
     r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
 )
+_DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)(?:/(?P<version>[^/]+))?/?$")
 _GROUP = re.compile(
     r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?:namespaces/(?P<ns>[^/]+)/)?"
     r"(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
@@ -116,13 +125,18 @@ class KubeEmulator:
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
         lifetime_s: float = 120.0,
+        dynamo: tuple[str, ...] | list[str] = (dynamo.ALPHA,),
     ) -> None:
+        """`dynamo`: the DynamoGraphDeployment versions served (tests/fake_kube/dynamo.py);
+        the default is a Dynamo before 1.3, serving v1alpha1 only."""
+        self.dynamo = _dynamo_crd(dynamo)
         self.store = Store()
         self.bookmark_interval_s = bookmark_interval_s
         self.gone_as_status = gone_as_status
         self.max_watch_s = max_watch_s
         self.token = token
         self._log: list[Request] = []
+        self._warned: list[Request] = []
         self._log_lock = threading.Lock()
         self._faults: list[Fault] = []
         self._watches = _Watches()
@@ -195,6 +209,45 @@ class KubeEmulator:
         with self._log_lock:
             self._faults.append(fault)
         return fault
+
+    @property
+    def dgd_kind(self) -> Kind:
+        """The kind DGDs are stored as (the CRD's storage version): for `store` calls."""
+        return DGDS_V1BETA1 if self.dynamo.storage == dynamo.BETA else DGDS
+
+    def serve_dynamo(self, versions: tuple[str, ...] | list[str]) -> None:
+        """Change the DGD versions served, as a Dynamo upgrade or downgrade would: stored
+        objects are rewritten in the new storage version (the operator's migration)."""
+        crd = _dynamo_crd(versions)
+        with self.store.cond:
+            old_kind = self.dgd_kind
+            self.dynamo = crd
+            if self.dgd_kind != old_kind:
+                items, _ = self.store.list(old_kind, "", lambda labels: True)
+                for obj in items:
+                    self.store.migrate(old_kind, self.dgd_kind, crd.convert(obj, crd.storage))
+        # Open DGD watches end (410): clients list again, in whatever version they then use.
+        self.expire_watches()
+
+    def put_dgd(self, obj: Mapping[str, Any], *, manager: str = "kubectl") -> dict[str, Any]:
+        """Create or replace a DGD as another actor would, in the version its apiVersion
+        names (converted to the storage version, as the API server does)."""
+        stored = self.dynamo.convert(obj, self.dynamo.storage)
+        return self.dynamo.convert(
+            self.store.update(self.dgd_kind, stored, manager=manager),
+            dynamo.version_of(obj) or self.dynamo.storage,
+        )
+
+    def get_dgd(self, namespace: str, name: str, *, version: str) -> dict[str, Any] | None:
+        """A DGD as a client reading `version` sees it."""
+        obj = self.store.get(self.dgd_kind, namespace, name)
+        return None if obj is None else self.dynamo.convert(obj, version)
+
+    @property
+    def warnings(self) -> list[Request]:
+        """Requests answered with a deprecation Warning header."""
+        with self._log_lock:
+            return list(self._warned)
 
     def heal(self) -> None:
         with self._log_lock:
@@ -323,12 +376,72 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(fault.status, "InternalError", "injected fault")
         if self.emulator.token and not _authorized(request.authorization, self.emulator.token):
             return self._status(401, "Unauthorized", "Unauthorized")
+        self._view = None
+        self._warning = ""
+        discovery = _DISCOVERY.match(request.path)
+        if discovery and discovery.group("group") == dynamo.GROUP and request.method == "GET":
+            return self._discovery(discovery.group("version"))
         kind, namespace, plural, name = _route(request.path)
+        if kind is not None and kind.plural == DGDS.plural:
+            crd = self.emulator.dynamo
+            if kind.version not in crd.served:
+                kind = None  # an unserved version is no resource at all
+            else:
+                if crd.deprecated(kind.version):
+                    self._warning = f'299 - "{dynamo.DEPRECATION}"'
+                    with self.emulator._log_lock:
+                        self.emulator._warned.append(request)
+                # Stored in one version, served in the one asked for (conversion).
+                self._view = kind.version
+                kind = self.emulator.dgd_kind
         if kind is None:
             return self._status(404, "NotFound", f"the server could not find {request.path}")
         if kind.namespaced is False and namespace:
             return self._status(404, "NotFound", f"{plural} is cluster-scoped")
         self._serve(request, kind, namespace, name)
+
+    _view: str | None = None
+    _warning = ""
+
+    def _discovery(self, version: str | None) -> None:
+        crd = self.emulator.dynamo
+        if version is None:
+            versions = [
+                {"groupVersion": f"{dynamo.GROUP}/{v}", "version": v} for v in crd.served
+            ]
+            preferred = {"groupVersion": f"{dynamo.GROUP}/{crd.storage}", "version": crd.storage}
+            return self._json(
+                200,
+                {
+                    "kind": "APIGroup",
+                    "apiVersion": "v1",
+                    "name": dynamo.GROUP,
+                    "versions": versions,
+                    "preferredVersion": preferred,
+                },
+            )
+        if version not in crd.served:
+            return self._status(404, "NotFound", f"the server could not find {self.path}")
+        self._json(200, dynamo.resource_list(version))
+
+    def _out(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """An object as the client's version spells it."""
+        if self._view is None:
+            return dict(obj)
+        return self.emulator.dynamo.convert(obj, self._view)
+
+    def _into_storage(self, body: Any) -> Any:
+        if self._view is None or not isinstance(body, dict):
+            return body
+        body.setdefault("apiVersion", f"{dynamo.GROUP}/{self._view}")
+        if dynamo.version_of(body) != self._view:
+            return None
+        return self.emulator.dynamo.convert(body, self.emulator.dynamo.storage)
+
+    def _validator(self) -> Callable[[dict[str, Any] | None, dict[str, Any]], None] | None:
+        if self._view is None or self.emulator.dynamo.storage != dynamo.BETA:
+            return None
+        return dynamo.validate
 
     def _serve(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
         if request.method == "GET" and request.watch:
@@ -339,7 +452,7 @@ class _Handler(BaseHTTPRequestHandler):
             obj = self.emulator.store.get(kind, namespace, name)
             if obj is None:
                 return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
-            return self._json(200, obj)
+            return self._json(200, self._out(obj))
         if request.method == "PATCH" and name:
             return self._apply(request, kind, namespace, name)
         if request.method == "POST" and not name:
@@ -350,27 +463,44 @@ class _Handler(BaseHTTPRequestHandler):
             gone = self.emulator.store.delete(kind, namespace, name)
             if gone is None:
                 return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
-            return self._json(200, gone)
+            return self._json(200, self._out(gone))
         return self._status(405, "MethodNotAllowed", f"{request.method} is not supported here")
 
     # -- verbs ------------------------------------------------------------------------------
 
     def _create(self, request: Request, kind: Kind, namespace: str) -> None:
-        body = json.loads(request.body or b"{}")
+        body = self._into_storage(json.loads(request.body or b"{}"))
+        if body is None:
+            return self._status(400, "BadRequest", "apiVersion does not match the URL")
         try:
             created = self.emulator.store.create(
-                kind, namespace, body, manager=request.query.get("fieldManager", "client")
+                kind,
+                namespace,
+                body,
+                manager=request.query.get("fieldManager", "client"),
+                validate=self._validator(),
             )
         except AlreadyExists as e:
             return self._status(409, "AlreadyExists", f'{kind.plural} "{e}" already exists')
-        return self._json(201, created)
+        except dynamo.Denied as e:
+            return self._denied(e)
+        return self._json(201, self._out(created))
 
     def _replace(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
-        body = json.loads(request.body or b"{}")
+        body = self._into_storage(json.loads(request.body or b"{}"))
+        if body is None:
+            return self._status(400, "BadRequest", "apiVersion does not match the URL")
         try:
             replaced = self.emulator.store.replace(
-                kind, namespace, name, body, manager=request.query.get("fieldManager", "client")
+                kind,
+                namespace,
+                name,
+                body,
+                manager=request.query.get("fieldManager", "client"),
+                validate=self._validator(),
             )
+        except dynamo.Denied as e:
+            return self._denied(e)
         except KeyError:
             return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
         except VersionConflict:
@@ -380,7 +510,7 @@ class _Handler(BaseHTTPRequestHandler):
                 f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been'
                 " modified; please apply your changes to the latest version and try again",
             )
-        return self._json(200, replaced)
+        return self._json(200, self._out(replaced))
 
     def _list(self, request: Request, kind: Kind, namespace: str) -> None:
         match = selectors.parse(request.query.get("labelSelector", ""))
@@ -395,9 +525,9 @@ class _Handler(BaseHTTPRequestHandler):
             200,
             {
                 "kind": f"{kind.kind}List",
-                "apiVersion": kind.api_version,
+                "apiVersion": f"{kind.group}/{self._view}" if self._view else kind.api_version,
                 "metadata": meta,
-                "items": page,
+                "items": [self._out(obj) for obj in page],
             },
         )
 
@@ -414,6 +544,9 @@ class _Handler(BaseHTTPRequestHandler):
         meta = body.get("metadata", {}) if isinstance(body, dict) else {}
         if meta.get("name") != name:
             return self._status(400, "BadRequest", "metadata.name does not match the URL")
+        body = self._into_storage(body)
+        if body is None:
+            return self._status(400, "BadRequest", "apiVersion does not match the URL")
         try:
             obj, created = self.emulator.store.apply(
                 kind,
@@ -422,10 +555,20 @@ class _Handler(BaseHTTPRequestHandler):
                 body,
                 manager=manager,
                 force=request.query.get("force") == "true",
+                validate=self._validator(),
             )
         except ssa.Conflict as e:
             return self._json(409, _conflict_status(e.conflicts, api_version=kind.api_version))
-        self._json(201 if created else 200, obj)
+        except dynamo.Denied as e:
+            return self._denied(e)
+        self._json(201 if created else 200, self._out(obj))
+
+    def _denied(self, error: dynamo.Denied) -> None:
+        self._status(
+            403,
+            "Forbidden",
+            f'admission webhook "{dynamo.WEBHOOK}" denied the request: {error}',
+        )
 
     def _watch(self, request: Request, kind: Kind, namespace: str) -> None:
         store, watches = self.emulator.store, self.emulator._watches
@@ -529,11 +672,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _start_stream(self, code: int) -> None:
         self.send_response(code)
+        if self._warning:
+            self.send_header("Warning", self._warning)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
     def _event(self, event_type: str, obj: Mapping[str, Any]) -> None:
+        if event_type != "ERROR":
+            obj = self._out(obj)
         self._chunk(json.dumps({"type": event_type, "object": obj}).encode() + b"\n")
 
     def _chunk(self, data: bytes) -> None:
@@ -545,11 +692,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self._warning:
+            self.send_header("Warning", self._warning)
         self.end_headers()
         self.wfile.write(data)
 
     def _status(self, code: int, reason: str, message: str) -> None:
         self._json(code, _status(code, reason, message))
+
+
+def _dynamo_crd(versions: tuple[str, ...] | list[str]) -> dynamo.DynamoCrd:
+    unknown = set(versions) - {dynamo.ALPHA, dynamo.BETA}
+    if unknown:
+        raise ValueError(f"the emulator knows no DGD version {sorted(unknown)}")
+    return dynamo.DynamoCrd(tuple(versions))
 
 
 def _authorized(header: str, token: str) -> bool:

@@ -1,7 +1,7 @@
 """Server-side apply, as much of it as the adapter's tests need: field ownership per manager.
 
 Fields are leaf paths (tuples of keys); lists are atomic (one leaf), as Kubernetes treats
-lists without merge keys. `apply()` merges an applied configuration into the live object,
+lists without merge keys, except those of MAP_LISTS (list-type map: per element, by key). `apply()` merges an applied configuration into the live object,
 drops fields the manager applied before and no longer does (unless someone else owns them),
 and refuses, without force, to change a field another manager owns: `Conflict`, with the
 (manager, field) pairs, which the server turns into a 409 like the real one. An identical
@@ -12,6 +12,7 @@ another actor): its manager takes every field it changed, from whoever owned it.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,11 @@ UNOWNED: frozenset[Path] = frozenset(
         ("metadata", "managedFields"),
     }
 )
+
+
+# Lists merged per element, by key (`x-kubernetes-list-type: map`): Dynamo v1beta1's
+# spec.components, keyed by name. Every other list is atomic.
+MAP_LISTS: dict[Path, str] = {("spec", "components"): "name"}
 
 
 @dataclass
@@ -107,6 +113,19 @@ def apply(
     force: bool,
 ) -> dict[str, Any]:
     """The object after `manager` applies `applied`; updates `owners` in place."""
+    return _unkeyed(
+        _apply(_keyed(live), _keyed(applied) or {}, owners, manager=manager, force=force)
+    )
+
+
+def _apply(
+    live: dict[str, Any] | None,
+    applied: Mapping[str, Any],
+    owners: dict[str, Manager],
+    *,
+    manager: str,
+    force: bool,
+) -> dict[str, Any]:
     mine = leaves(applied)
     before = owners.get(manager, Manager("Apply")).fields
     candidate = merge(live or {}, applied)
@@ -131,6 +150,7 @@ def update(
     manager: str,
 ) -> dict[str, Any]:
     """A plain write of the whole object by `manager`: it owns what it changed."""
+    live, new = _keyed(live), _keyed(new) or {}
     old_leaves, new_leaves = leaves(live or {}), leaves(new)
     changed = {p for p, v in new_leaves.items() if old_leaves.get(p, MISSING) != v}
     gone = set(old_leaves) - set(new_leaves)
@@ -140,7 +160,7 @@ def update(
     entry = owners.setdefault(manager, Manager("Update"))
     entry.fields = (entry.fields - gone) | changed
     _drop_empty(owners)
-    return copy.deepcopy(dict(new))
+    return _unkeyed(copy.deepcopy(dict(new)))
 
 
 def managed_fields(owners: Mapping[str, Manager], *, api_version: str) -> list[dict[str, Any]]:
@@ -187,8 +207,38 @@ def _fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     for path in paths:
         node = tree
         for key in path:
-            node = node.setdefault(f"f:{key}", {})
+            node = node.setdefault(key if key.startswith("k:") else f"f:{key}", {})
     return tree
+
+
+def _keyed(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`obj` with each list of MAP_LISTS as a map from its element keys (`k:{"name":"x"}`) to
+    elements, so that ownership and merging go per element and field, as for a CRD list
+    marked `x-kubernetes-list-type: map`."""
+    if obj is None:
+        return None
+    out = copy.deepcopy(dict(obj))
+    for path, key in MAP_LISTS.items():
+        parent = get(out, path[:-1])
+        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), list):
+            parent[path[-1]] = {
+                _element_key(key, item): item
+                for item in parent[path[-1]]
+                if isinstance(item, Mapping)
+            }
+    return out
+
+
+def _unkeyed(obj: dict[str, Any]) -> dict[str, Any]:
+    for path in MAP_LISTS:
+        parent = get(obj, path[:-1])
+        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), dict):
+            parent[path[-1]] = list(parent[path[-1]].values())
+    return obj
+
+
+def _element_key(key: str, item: Mapping[str, Any]) -> str:
+    return "k:" + json.dumps({key: item.get(key)}, separators=(",", ":"))
 
 
 def _drop_empty(owners: dict[str, Manager]) -> None:

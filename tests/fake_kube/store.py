@@ -38,8 +38,13 @@ class Kind:
 PODS = Kind("", "v1", "pods", "Pod", namespaced=True)
 NODES = Kind("", "v1", "nodes", "Node", namespaced=False)
 DGDS = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True)
+DGDS_V1BETA1 = Kind(
+    "nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment", True
+)
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
-KINDS = {(k.group, k.version, k.plural): k for k in (PODS, NODES, DGDS, LEASES)}
+KINDS = {(k.group, k.version, k.plural): k for k in (PODS, NODES, DGDS, DGDS_V1BETA1, LEASES)}
+# Validates a write before it is stored: (live or None, the object as it would be stored).
+Validator = Callable[[dict[str, Any] | None, dict[str, Any]], None]
 
 
 class AlreadyExists(Exception):
@@ -116,17 +121,28 @@ class Store:
         *,
         manager: str,
         force: bool,
+        validate: Validator | None = None,
     ) -> tuple[dict[str, Any], bool]:
-        """Server-side apply; (object, created). Raises ssa.Conflict."""
+        """Server-side apply; (object, created). Raises ssa.Conflict, or what `validate`
+        raises (nothing is stored then)."""
         key = (kind.plural, namespace, name)
         applied = {k: v for k, v in body.items() if k != "status"}  # status is a subresource
         with self.cond:
             live = self._objects.get(key)
             owners = copy.deepcopy(self._owners.get(key, {}))
             merged = ssa.apply(_bare(live), applied, owners, manager=manager, force=force)
+            if validate is not None:
+                validate(copy.deepcopy(live) if live else None, copy.deepcopy(merged))
             return self._store(kind, key, live, merged, owners), live is None
 
-    def update(self, kind: Kind, obj: Mapping[str, Any], *, manager: str) -> dict[str, Any]:
+    def update(
+        self,
+        kind: Kind,
+        obj: Mapping[str, Any],
+        *,
+        manager: str,
+        validate: Validator | None = None,
+    ) -> dict[str, Any]:
         """Create or replace `obj` as another actor would (kubectl edit, a controller, the
         kubelet writing status): `manager` owns what it changed."""
         meta = obj.get("metadata", {})
@@ -135,6 +151,8 @@ class Store:
             live = self._objects.get(key)
             owners = copy.deepcopy(self._owners.get(key, {}))
             new = ssa.update(_bare(live), _bare(dict(obj)), owners, manager=manager)
+            if validate is not None:
+                validate(copy.deepcopy(live) if live else None, copy.deepcopy(new))
             created = meta.get("creationTimestamp")
             return self._store(kind, key, live, new, owners, created=created)
 
@@ -157,7 +175,13 @@ class Store:
             return self.update(kind, obj, manager=manager)
 
     def create(
-        self, kind: Kind, namespace: str, obj: Mapping[str, Any], *, manager: str
+        self,
+        kind: Kind,
+        namespace: str,
+        obj: Mapping[str, Any],
+        *,
+        manager: str,
+        validate: Validator | None = None,
     ) -> dict[str, Any]:
         """POST: a new object; AlreadyExists if one has its name."""
         name = obj.get("metadata", {}).get("name", "")
@@ -166,10 +190,17 @@ class Store:
                 raise AlreadyExists(name)
             body = copy.deepcopy(dict(obj))
             body.setdefault("metadata", {})["namespace"] = namespace
-            return self.update(kind, body, manager=manager)
+            return self.update(kind, body, manager=manager, validate=validate)
 
     def replace(
-        self, kind: Kind, namespace: str, name: str, obj: Mapping[str, Any], *, manager: str
+        self,
+        kind: Kind,
+        namespace: str,
+        name: str,
+        obj: Mapping[str, Any],
+        *,
+        manager: str,
+        validate: Validator | None = None,
     ) -> dict[str, Any]:
         """PUT: optimistic concurrency on metadata.resourceVersion, as the API server does."""
         with self.cond:
@@ -181,7 +212,7 @@ class Store:
                 raise VersionConflict(name)
             body = copy.deepcopy(dict(obj))
             body.setdefault("metadata", {})["namespace"] = namespace
-            return self.update(kind, body, manager=manager)
+            return self.update(kind, body, manager=manager, validate=validate)
 
     def delete(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
         key = (kind.plural, namespace, name)
@@ -195,6 +226,16 @@ class Store:
             gone["metadata"]["resourceVersion"] = str(self.rv)
             self._record(Event(self.rv, kind, "DELETED", live, gone))
             return copy.deepcopy(gone)
+
+    def migrate(self, old: Kind, new: Kind, obj: Mapping[str, Any]) -> None:
+        """Rewrite a stored object as another kind (a CRD's new storage version), its field
+        owners kept. History is not rewritten: compact after migrating."""
+        meta = obj["metadata"]
+        key = (old.plural, meta.get("namespace", ""), meta["name"])
+        with self.cond:
+            stored = copy.deepcopy(dict(obj))
+            stored["apiVersion"] = new.api_version
+            self._objects[key] = stored
 
     def compact(self) -> int:
         """Forget all history up to now; returns the floor (the oldest watchable version)."""

@@ -166,6 +166,9 @@ def test_a_namespace_set_watches_only_those_namespaces(
     assert sorted(p.namespace for p in cluster.list_pods()) == ["research", "serving"]
     paths = {r.path for r in emulator.requests(method="GET") if "nodes" not in r.path}
     assert paths == {
+        # API discovery: which DGD versions are served (this emulator: v1alpha1 only).
+        "/apis/nvidia.com/v1beta1",
+        "/apis/nvidia.com/v1alpha1",
         "/apis/nvidia.com/v1alpha1/namespaces/serving/dynamographdeployments",
         "/apis/nvidia.com/v1alpha1/namespaces/research/dynamographdeployments",
         "/api/v1/namespaces/serving/pods",

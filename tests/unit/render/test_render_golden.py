@@ -15,6 +15,7 @@ import pytest
 
 from agent.model import DeploymentSpec
 from agent.render import dgd
+from tests.fake_kube.dynamo import DynamoCrd, validate
 from tests.unit.render.builders import make_deployment, make_kv_cache, make_serving, to_yaml
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -107,8 +108,31 @@ CASES: dict[str, DeploymentSpec] = {
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rendered_manifest_matches_its_golden_file(case: str) -> None:
     rendered = to_yaml(dgd.render_dgd(CASES[case], namespace=NAMESPACE))
-    path = GOLDEN / f"{case}.yaml"
+    _compare(rendered, GOLDEN / f"{case}.yaml")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rendered_v1beta1_manifest_matches_its_golden_file(case: str) -> None:
+    rendered = to_yaml(dgd.render_dgd_as("v1beta1", CASES[case], namespace=NAMESPACE))
+    _compare(rendered, GOLDEN / "v1beta1" / f"{case}.yaml")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_v1beta1_render_is_what_dynamos_conversion_makes_of_the_v1alpha1_one(
+    case: str,
+) -> None:
+    """Our conversion agrees with the operator's (as the emulator plays it, from the
+    reference), and the operator's webhook accepts the result."""
+    alpha = dgd.render_dgd(CASES[case], namespace=NAMESPACE)
+    beta = dgd.render_dgd_as("v1beta1", CASES[case], namespace=NAMESPACE)
+    assert DynamoCrd(("v1alpha1", "v1beta1")).convert(alpha, "v1beta1")["spec"] == beta["spec"]
+    validate(None, beta)
+
+
+def _compare(rendered: str, path: Path) -> None:
+    case = path.relative_to(GOLDEN)
     if os.environ.get("WINGSMITH_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
         path.write_text(rendered)
         return
     if not path.exists():
@@ -118,11 +142,11 @@ def test_rendered_manifest_matches_its_golden_file(case: str) -> None:
         diff = difflib.unified_diff(
             expected.splitlines(keepends=True),
             rendered.splitlines(keepends=True),
-            fromfile=f"golden/{case}.yaml",
+            fromfile=f"golden/{case}",
             tofile="rendered",
         )
         pytest.fail(
-            f"rendered DGD differs from golden/{case}.yaml "
+            f"rendered DGD differs from golden/{case} "
             "(rerun with WINGSMITH_UPDATE_GOLDEN=1 if the change is intended):\n" + "".join(diff),
             pytrace=False,
         )
@@ -130,5 +154,6 @@ def test_rendered_manifest_matches_its_golden_file(case: str) -> None:
 
 def test_every_golden_file_belongs_to_a_case() -> None:
     """A renamed or removed case must not leave a stale golden file behind."""
-    on_disk = {path.stem for path in GOLDEN.glob("*.yaml")}
-    assert on_disk <= set(CASES)
+    for folder in (GOLDEN, GOLDEN / "v1beta1"):
+        on_disk = {path.stem for path in folder.glob("*.yaml")}
+        assert on_disk <= set(CASES)

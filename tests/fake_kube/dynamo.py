@@ -1,0 +1,313 @@
+"""The Dynamo CRDs as the emulator serves them: versions, conversion, the operator's webhook.
+
+Follows shared/reference/dynamo-dgd-v1beta1.md, written from Dynamo's sources, and nothing of
+the agent's (a test of the agent's conversion must not pass because both sides share a bug):
+- `DynamoCrd(served=...)`: the DGD versions served. The storage version is v1beta1 when it is
+  served (Dynamo 1.5 on), else v1alpha1. An unserved version is absent from discovery and its
+  paths answer 404, as the real API server does. When v1beta1 is served, v1alpha1 is
+  deprecated: every request in it gets the CRD's deprecation Warning header.
+- conversion (the operator's conversion webhook): v1alpha1 -> v1beta1 turns the `services` map
+  into a `components` list sorted by name, `componentType`/`subComponentType` into `type`,
+  `extraPodSpec.mainContainer` into the `main` container of `podTemplate`, `resources.*.gpu` into
+  `nvidia.com/gpu`; service-level data v1beta1 has no field for goes to the private annotation
+  `nvidia.com/dgd-spec`, which v1alpha1 reads restore and scrub. v1beta1 -> v1alpha1 is the
+  reverse.
+- validation (the operator's validating webhook, on v1beta1 objects): components added or
+  removed, a component's type, single- vs multinode and backendFramework cannot change after
+  creation; a component with a scaling adapter (before or after) cannot have its replicas
+  changed by anyone but the operator (or Planner), which in the emulator means anyone writing
+  through HTTP.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+GROUP = "nvidia.com"
+ALPHA, BETA = "v1alpha1", "v1beta1"
+PRIVATE_SPEC = "nvidia.com/dgd-spec"
+GPU = "nvidia.com/gpu"
+DEPRECATION = (
+    "nvidia.com/v1alpha1 DynamoGraphDeployment is deprecated; "
+    "use nvidia.com/v1beta1 DynamoGraphDeployment"
+)
+WEBHOOK = "vdynamographdeployment.kb.io"
+_ALPHA_ONLY = ("labels", "annotations", "dynamoNamespace", "autoscaling", "ingress")
+_ROLES = ("prefill", "decode")
+
+
+def version_of(obj: Mapping[str, Any]) -> str:
+    group, _, version = str(obj.get("apiVersion", "")).partition("/")
+    return version if group == GROUP else ""
+
+
+class Denied(Exception):
+    """The operator's validating webhook refused the write."""
+
+
+@dataclass(frozen=True)
+class DynamoCrd:
+    served: tuple[str, ...] = (ALPHA,)
+
+    @property
+    def storage(self) -> str:
+        return BETA if BETA in self.served else ALPHA
+
+    def deprecated(self, version: str) -> bool:
+        return version == ALPHA and BETA in self.served
+
+    def convert(self, obj: Mapping[str, Any], to: str) -> dict[str, Any]:
+        """`obj` (in the version its apiVersion names) as `to` spells it."""
+        source = str(obj.get("apiVersion", "")).rpartition("/")[2] or to
+        out = copy.deepcopy(dict(obj))
+        if source == to:
+            return out
+        out["apiVersion"] = f"{GROUP}/{to}"
+        if source == ALPHA and to == BETA:
+            return _alpha_to_beta(out)
+        return _beta_to_alpha(out)
+
+
+def _alpha_to_beta(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        services = spec.pop("services", None) or {}
+        parked = {}
+        components = []
+        for name in sorted(services):
+            service = services[name]
+            kept = {k: service[k] for k in _ALPHA_ONLY if k in service}
+            if kept:
+                parked[name] = kept
+            components.append(_component(name, service))
+        if "services" in obj.get("spec", {}) or services or components:
+            spec["components"] = components
+        if "envs" in spec:
+            spec["env"] = spec.pop("envs")
+        pvcs = spec.pop("pvcs", None)
+        if parked or pvcs:
+            annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[PRIVATE_SPEC] = json.dumps(
+                {"services": parked, **({"pvcs": pvcs} if pvcs else {})}, sort_keys=True
+            )
+    status = obj.get("status")
+    if isinstance(status, dict):
+        if "services" in status:
+            status["components"] = status.pop("services")
+        rolling = status.get("rollingUpdate")
+        if isinstance(rolling, dict) and "updatedServices" in rolling:
+            rolling["updatedComponents"] = rolling.pop("updatedServices")
+    return obj
+
+
+def _component(name: str, service: Mapping[str, Any]) -> dict[str, Any]:
+    kind = service.get("componentType", "")
+    sub = service.get("subComponentType", "")
+    out: dict[str, Any] = {"name": name, "type": sub if kind == "worker" and sub in _ROLES else kind}
+    if "replicas" in service:
+        out["replicas"] = service["replicas"]
+    extra = copy.deepcopy(dict(service.get("extraPodSpec") or {}))
+    main = {"name": "main", **(extra.pop("mainContainer", None) or {})}
+    if service.get("envs"):
+        own = {e.get("name") for e in main.get("env", [])}
+        main["env"] = [e for e in service["envs"] if e.get("name") not in own] + main.get("env", [])
+    if service.get("envFromSecret"):
+        main.setdefault("envFrom", []).append({"secretRef": {"name": service["envFromSecret"]}})
+    for part, values in (service.get("resources") or {}).items():
+        key = values.get("gpuType") or GPU
+        for field_name, value in values.items():
+            if field_name == "gpu":
+                main.setdefault("resources", {}).setdefault(part, {})[key] = value
+            elif field_name in ("cpu", "memory"):
+                main.setdefault("resources", {}).setdefault(part, {})[field_name] = value
+    for probe in ("livenessProbe", "readinessProbe"):
+        if probe in service:
+            main[probe] = service[probe]
+    containers = [main, *(c for c in extra.pop("containers", []) if c.get("name") != "main")]
+    template: dict[str, Any] = {"spec": {**extra, "containers": containers}}
+    if service.get("extraPodMetadata"):
+        template["metadata"] = copy.deepcopy(service["extraPodMetadata"])
+    out["podTemplate"] = template
+    if "multinode" in service:
+        out["multinode"] = service["multinode"]
+    shared = service.get("sharedMemory") or {}
+    if shared.get("disabled"):
+        out["sharedMemorySize"] = "0"
+    elif shared.get("size"):
+        out["sharedMemorySize"] = shared["size"]
+    if (service.get("scalingAdapter") or {}).get("enabled"):
+        out["scalingAdapter"] = {}
+    for key in ("runtimeVersionOverride", "modelRef", "experimental", "topologyConstraint"):
+        if key in service:
+            out[key] = service[key]
+    return out
+
+
+def _beta_to_alpha(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.setdefault("metadata", {})
+    annotations = meta.get("annotations") or {}
+    parked = json.loads(annotations.pop(PRIVATE_SPEC, "{}") or "{}")
+    if "annotations" in meta and not annotations:
+        del meta["annotations"]
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        components = spec.pop("components", None) or []
+        spec["services"] = {
+            c["name"]: {**_service(c), **parked.get("services", {}).get(c["name"], {})}
+            for c in components
+        }
+        if "env" in spec:
+            spec["envs"] = spec.pop("env")
+        if parked.get("pvcs"):
+            spec["pvcs"] = parked["pvcs"]
+    status = obj.get("status")
+    if isinstance(status, dict):
+        if "components" in status:
+            status["services"] = status.pop("components")
+        rolling = status.get("rollingUpdate")
+        if isinstance(rolling, dict) and "updatedComponents" in rolling:
+            rolling["updatedServices"] = rolling.pop("updatedComponents")
+    return obj
+
+
+def _service(component: Mapping[str, Any]) -> dict[str, Any]:
+    kind = component.get("type", "")
+    out: dict[str, Any] = (
+        {"componentType": "worker", "subComponentType": kind}
+        if kind in _ROLES
+        else {"componentType": kind}
+    )
+    if "replicas" in component:
+        out["replicas"] = component["replicas"]
+    template = copy.deepcopy(dict(component.get("podTemplate") or {}))
+    spec = template.get("spec") or {}
+    containers = spec.pop("containers", [])
+    main = next((c for c in containers if c.get("name") == "main"), {})
+    main = {k: v for k, v in main.items() if k != "name"}
+    resources = main.get("resources") or {}
+    for part in ("requests", "limits"):
+        values = resources.get(part) or {}
+        if GPU in values:
+            out.setdefault("resources", {}).setdefault(part, {})["gpu"] = str(values.pop(GPU))
+            if not values:
+                resources.pop(part, None)
+    if "resources" in main and not resources:
+        del main["resources"]
+    others = [c for c in containers if c.get("name") != "main"]
+    out["extraPodSpec"] = {**spec, **({"containers": others} if others else {}), "mainContainer": main}
+    if template.get("metadata"):
+        out["extraPodMetadata"] = template["metadata"]
+    if "multinode" in component:
+        out["multinode"] = component["multinode"]
+    size = component.get("sharedMemorySize")
+    if size is not None:
+        out["sharedMemory"] = {"disabled": True} if str(size) == "0" else {"size": size}
+    if "scalingAdapter" in component:
+        out["scalingAdapter"] = {"enabled": True}
+    for key in ("runtimeVersionOverride", "modelRef", "experimental", "topologyConstraint"):
+        if key in component:
+            out[key] = component[key]
+    return out
+
+
+# -- the validating webhook (on v1beta1 objects) ------------------------------------------------
+
+
+def validate(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
+    """Raises Denied, with the webhook's words, for a write the operator refuses."""
+    components = _components(new)
+    names = [c.get("name", "") for c in components.values()]
+    if len({n.lower() for n in names}) != len(names):
+        raise Denied("spec.components: Duplicate value: component names must be unique")
+    for name, component in components.items():
+        if not (component.get("podTemplate") or {}).get("spec", {}).get("containers"):
+            raise Denied(f"spec.components[{name}].podTemplate: Required value")
+        main = _main(component)
+        if not main.get("image"):
+            raise Denied(
+                f"spec.components[{name}].podTemplate.spec.containers[main].image: Required value"
+            )
+        if not _semver_tag(main["image"]) and not component.get("runtimeVersionOverride"):
+            raise Denied(
+                f"spec.components[{name}].runtimeVersionOverride: Required value: image"
+                f" {main['image']!r} has no semantic-version tag"
+            )
+    if old is None:
+        return
+    before = _components(old)
+    if set(before) != set(components):
+        raise Denied(
+            "spec.components: Forbidden: component topology is immutable and cannot be"
+            " modified after creation"
+        )
+    if (old.get("spec") or {}).get("backendFramework") != (new.get("spec") or {}).get(
+        "backendFramework"
+    ):
+        raise Denied("spec.backendFramework: Invalid value: field is immutable")
+    for name, component in components.items():
+        was = before[name]
+        if was.get("type") != component.get("type"):
+            raise Denied(f"spec.components[{name}].type: Invalid value: type is immutable")
+        if bool(was.get("multinode")) != bool(component.get("multinode")):
+            raise Denied(
+                f"spec.components[{name}]: Forbidden: cannot switch between single-node and"
+                " multinode"
+            )
+        adapter = "scalingAdapter" in was or "scalingAdapter" in component
+        if adapter and was.get("replicas", 1) != component.get("replicas", 1):
+            raise Denied(
+                f"spec.components[{name}].replicas: Forbidden: cannot be modified directly"
+                " when scaling adapter is enabled; scale or update the related"
+                " DynamoGraphDeploymentScalingAdapter instead"
+            )
+
+
+def _components(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    listed = (obj.get("spec") or {}).get("components") or []
+    return {str(c.get("name", "")): c for c in listed if isinstance(c, Mapping)}
+
+
+def _main(component: Mapping[str, Any]) -> Mapping[str, Any]:
+    containers: Sequence[Mapping[str, Any]] = (
+        (component.get("podTemplate") or {}).get("spec", {}).get("containers") or []
+    )
+    return next((c for c in containers if c.get("name") == "main"), {})
+
+
+def _semver_tag(image: str) -> bool:
+    last = image.split("@")[0].rsplit("/", 1)[-1]
+    if ":" not in last:
+        return False
+    parts = last.rsplit(":", 1)[1].lstrip("v").split("-")[0].split(".")
+    return len(parts) == 3 and all(p.isdigit() for p in parts)
+
+
+def resource_list(version: str) -> dict[str, Any]:
+    """The discovery document of one served version (GET /apis/nvidia.com/<version>)."""
+    resources = [
+        {
+            "name": "dynamographdeployments",
+            "singularName": "dynamographdeployment",
+            "namespaced": True,
+            "kind": "DynamoGraphDeployment",
+            "shortNames": ["dgd"],
+            "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+        },
+        {
+            "name": "dynamographdeployments/status",
+            "singularName": "",
+            "namespaced": True,
+            "kind": "DynamoGraphDeployment",
+            "verbs": ["get", "patch", "update"],
+        },
+    ]
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{GROUP}/{version}",
+        "resources": resources,
+    }
