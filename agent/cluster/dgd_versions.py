@@ -120,9 +120,7 @@ def _spec_to_beta(spec: Mapping[str, Any], *, runtime_version: str) -> dict[str,
     return out
 
 
-def _component(
-    name: str, service: Mapping[str, Any], *, runtime_version: str
-) -> dict[str, Any]:
+def _component(name: str, service: Mapping[str, Any], *, runtime_version: str) -> dict[str, Any]:
     component: dict[str, Any] = {"name": name}
     kind = str(service.get("componentType", "") or "")
     sub = str(service.get("subComponentType", "") or "")

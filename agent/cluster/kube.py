@@ -183,11 +183,7 @@ class KubernetesCluster:
     @property
     def synced(self) -> bool:
         reflectors = self._all_reflectors() if self._started else []
-        return (
-            self._discovered
-            and bool(reflectors)
-            and all(r.synced.is_set() for r in reflectors)
-        )
+        return self._discovered and bool(reflectors) and all(r.synced.is_set() for r in reflectors)
 
     def __enter__(self) -> KubernetesCluster:
         self.start()

@@ -107,7 +107,10 @@ def _alpha_to_beta(obj: dict[str, Any]) -> dict[str, Any]:
 def _component(name: str, service: Mapping[str, Any]) -> dict[str, Any]:
     kind = service.get("componentType", "")
     sub = service.get("subComponentType", "")
-    out: dict[str, Any] = {"name": name, "type": sub if kind == "worker" and sub in _ROLES else kind}
+    out: dict[str, Any] = {
+        "name": name,
+        "type": sub if kind == "worker" and sub in _ROLES else kind,
+    }
     if "replicas" in service:
         out["replicas"] = service["replicas"]
     extra = copy.deepcopy(dict(service.get("extraPodSpec") or {}))
@@ -198,7 +201,11 @@ def _service(component: Mapping[str, Any]) -> dict[str, Any]:
     if "resources" in main and not resources:
         del main["resources"]
     others = [c for c in containers if c.get("name") != "main"]
-    out["extraPodSpec"] = {**spec, **({"containers": others} if others else {}), "mainContainer": main}
+    out["extraPodSpec"] = {
+        **spec,
+        **({"containers": others} if others else {}),
+        "mainContainer": main,
+    }
     if template.get("metadata"):
         out["extraPodMetadata"] = template["metadata"]
     if "multinode" in component:
@@ -272,9 +279,9 @@ def _components(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
 
 
 def _main(component: Mapping[str, Any]) -> Mapping[str, Any]:
-    containers: Sequence[Mapping[str, Any]] = (
-        (component.get("podTemplate") or {}).get("spec", {}).get("containers") or []
-    )
+    containers: Sequence[Mapping[str, Any]] = (component.get("podTemplate") or {}).get(
+        "spec", {}
+    ).get("containers") or []
     return next((c for c in containers if c.get("name") == "main"), {})
 
 

@@ -406,9 +406,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _discovery(self, version: str | None) -> None:
         crd = self.emulator.dynamo
         if version is None:
-            versions = [
-                {"groupVersion": f"{dynamo.GROUP}/{v}", "version": v} for v in crd.served
-            ]
+            versions = [{"groupVersion": f"{dynamo.GROUP}/{v}", "version": v} for v in crd.served]
             preferred = {"groupVersion": f"{dynamo.GROUP}/{crd.storage}", "version": crd.storage}
             return self._json(
                 200,

@@ -1,12 +1,13 @@
 """Server-side apply, as much of it as the adapter's tests need: field ownership per manager.
 
 Fields are leaf paths (tuples of keys); lists are atomic (one leaf), as Kubernetes treats
-lists without merge keys, except those of MAP_LISTS (list-type map: per element, by key). `apply()` merges an applied configuration into the live object,
-drops fields the manager applied before and no longer does (unless someone else owns them),
-and refuses, without force, to change a field another manager owns: `Conflict`, with the
-(manager, field) pairs, which the server turns into a 409 like the real one. An identical
-value is no conflict: ownership becomes shared. `update()` is a plain write (PUT/PATCH by
-another actor): its manager takes every field it changed, from whoever owned it.
+lists without merge keys, except those of MAP_LISTS (list-type map: per element, by key).
+`apply()` merges an applied configuration into the live object, drops fields the manager
+applied before and no longer does (unless someone else owns them), and refuses, without
+force, to change a field another manager owns: `Conflict`, with the (manager, field) pairs,
+which the server turns into a 409 like the real one. An identical value is no conflict:
+ownership becomes shared. `update()` is a plain write (PUT/PATCH by another actor): its
+manager takes every field it changed, from whoever owned it.
 """
 
 from __future__ import annotations
