@@ -125,6 +125,7 @@ class Agent:
             on_connected=self._on_connected,
             on_fence=self._fenced,
             on_grant=self._granted,
+            on_resync=self._resync,
             backoff=backoff,
         )
 
@@ -170,6 +171,11 @@ class Agent:
     def _on_connected(self, welcome: sync_pb2.Welcome) -> None:
         # Resend only what the hub does not hold as last sent (docs/stream.md).
         self.observer.resume(convert.held_observations(welcome))
+        self._changed.set()
+
+    def _resync(self) -> None:
+        """The hub could not store a batch of ours: report everything again, at once."""
+        self.observer.reset()
         self._changed.set()
 
     async def handle_desired(self, message: sync_pb2.DesiredState) -> list[sync_pb2.Reject]:

@@ -176,6 +176,20 @@ def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str]) -> None:
         print(output.serialize(deleted, fmt=ctx.output), file=ctx.out)
 
 
+def rotate_token(ctx: Context, *, cluster_id: str, revoke_certificates: bool) -> None:
+    """POST /v1/clusters/{id}:rotateToken; prints the new agent token (shown once)."""
+    path = f"{resource_path(kinds.CLUSTER, cluster_id)}:rotateToken"
+    answer = ctx.client.post(path, {"revoke_certificates": revoke_certificates})
+    if ctx.output != "table":
+        print(output.serialize(answer, fmt=ctx.output), file=ctx.out)
+        ctx.note(f"note: the agent token of cluster {cluster_id} is in the output: shown once")
+        return
+    print(f"cluster/{cluster_id} token rotated: the old token no longer works", file=ctx.out)
+    if revoke_certificates:
+        print("  the client certificates its agents used are revoked too", file=ctx.out)
+    print(agent_token_notice(cluster_id, str(answer.get("token", ""))), file=ctx.out)
+
+
 # -- discovered workloads ---------------------------------------------------------------------
 
 

@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_set_quota,
         _add_enable,
         _add_delete,
+        _add_rotate_token,
         _add_discovered,
         _add_authority,
     ):
@@ -324,6 +325,29 @@ def _delete(args: argparse.Namespace) -> Action:
     kind = kinds.lookup(args.kind)
     refs = [str(ref) for ref in args.refs]
     return lambda ctx: commands.delete(ctx, kind=kind, refs=refs)
+
+
+def _add_rotate_token(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="rotate-token",
+        help_text="give a cluster a new agent token (shown once); the old one stops working"
+        " and the streams opened with it are closed",
+        prepare=_rotate_token,
+    )
+    parser.add_argument("kind", metavar="KIND", type=str.lower, choices=["cluster"], help="cluster")
+    parser.add_argument("ref", metavar="CLUSTER")
+    parser.add_argument(
+        "--revoke-certificates",
+        action="store_true",
+        help="also refuse every client certificate (mutual TLS) its agents have used",
+    )
+
+
+def _rotate_token(args: argparse.Namespace) -> Action:
+    cluster_id, revoke = str(args.ref), bool(args.revoke_certificates)
+    return lambda ctx: commands.rotate_token(ctx, cluster_id=cluster_id, revoke_certificates=revoke)
 
 
 def _add_discovered(sub: Subparsers, client: argparse.ArgumentParser) -> None:

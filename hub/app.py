@@ -40,7 +40,6 @@ from hub.api.auth import (
 )
 from hub.errors import WingsmithError
 from hub.metrics import HubMetrics
-from hub.model import ObservationBatch
 from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
 from hub.service import sync as sync_service
@@ -158,9 +157,10 @@ class HubServer:
             interval_s=flush_s,
         )
 
-        def write(items: Sequence[tuple[str, ObservationBatch]]) -> None:
-            result = sync_service.ingest(ctx, items)
-            self.metrics.ingested(batches=len(items), records=result.records)
+        def write(reports: Sequence[sync_service.Report]) -> sync_service.IngestOutcome:
+            outcome = sync_service.ingest_reports(ctx, reports)
+            self.metrics.ingested(batches=len(reports), records=outcome.records)
+            return outcome
 
         # One thread writes what the streams bring (observations, liveness): the loop keeps
         # serving streams meanwhile, and those writes keep their order.
@@ -229,6 +229,7 @@ class HubServer:
                 ),
                 metrics=self.metrics,
                 require_client_identity=bool(self.config.tls and self.config.tls.client_ca_file),
+                writer=self._writer,
             ),
             server,
         )

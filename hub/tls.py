@@ -16,6 +16,7 @@ DNS subject alternative name, the subject's common name.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import pathlib
 import ssl
@@ -96,6 +97,18 @@ def peer_cluster_id(auth_context: Mapping[str, Sequence[bytes]]) -> str | None:
             return text
     for value in auth_context.get("x509_common_name", ()):
         return value.decode(errors="replace")
+    return None
+
+
+def peer_certificate_fingerprint(auth_context: Mapping[str, Sequence[bytes]]) -> str | None:
+    """SHA-256 (hex) of the verified client certificate's DER encoding, or None without one:
+    what the hub records, and revokes, per cluster (docs/security.md)."""
+    for value in auth_context.get("x509_pem_cert", ()):
+        try:
+            der = ssl.PEM_cert_to_DER_cert(value.decode("ascii", errors="replace"))
+        except ValueError:
+            return None
+        return hashlib.sha256(der).hexdigest()
     return None
 
 

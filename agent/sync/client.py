@@ -92,6 +92,8 @@ class ClientStats:
     last_code: grpc.StatusCode | None = None
     # Times the hub closed our stream for a newer one with the same token (ABORTED).
     superseded: int = 0
+    # Times the hub asked for the full state again (it could not store a batch).
+    resyncs: int = 0
 
 
 OnDesired = Callable[[sync_pb2.DesiredState], Awaitable[Sequence[sync_pb2.Reject]]]
@@ -108,6 +110,7 @@ class StreamClient:
         on_connected: Callable[[sync_pb2.Welcome], None] = lambda welcome: None,
         on_fence: Callable[[int, str], None] = lambda term, reason: None,
         on_grant: Callable[[int, Sequence[str]], None] = lambda term, node_ids: None,
+        on_resync: Callable[[], None] = lambda: None,
         backoff: Backoff | None = None,
         superseded: Backoff | None = None,
         stable_s: float = 300.0,
@@ -120,6 +123,7 @@ class StreamClient:
         self._on_connected = on_connected
         self._on_fence = on_fence
         self._on_grant = on_grant
+        self._on_resync = on_resync
         self._backoff = backoff or Backoff()
         # Not reset by a welcome (the fight would restart at once): only by a session that
         # lasted `stable_s` without being superseded.
@@ -267,6 +271,15 @@ class StreamClient:
             elif kind == "grant":
                 log.info("leadership granted or confirmed (term %d)", message.grant.term)
                 self._on_grant(message.grant.term, tuple(message.grant.node_ids))
+            elif kind == "resync":
+                # The hub lost a batch of ours for a reason of its own: send everything again.
+                log.warning(
+                    "hub could not store batch %d (%s): resending full state",
+                    message.resync.seq,
+                    message.resync.reason,
+                )
+                self.stats.resyncs += 1
+                self._on_resync()
             elif kind == "problem":
                 text = f"{message.problem.code}: {message.problem.message}"
                 self.stats.problems.append(text)

@@ -109,6 +109,14 @@ class ControlHandlers:
         clusters.delete(self._ctx, request.cluster_id)
         return empty_pb2.Empty()
 
+    def RotateClusterToken(
+        self, request: cpb.RotateClusterTokenRequest
+    ) -> cpb.RotateClusterTokenResponse:
+        view, token = clusters.rotate_token(
+            self._ctx, request.cluster_id, revoke_certificates=request.revoke_certificates
+        )
+        return cpb.RotateClusterTokenResponse(cluster=convert.cluster(view), token=token)
+
     # -- workloads ----------------------------------------------------------------------------
 
     def CreateWorkload(self, request: cpb.CreateWorkloadRequest) -> pb.Workload:

@@ -66,6 +66,43 @@ def delete(ctx: ServiceContext, cluster_id: str) -> None:
                 ["change the workloads' placement or delete them first"],
             )
         clusters.delete(tx.conn, cluster_id)
+        # Its identity dies with it: the certificates its agents used are refused from now on,
+        # even for a cluster registered again under the same id.
+        clusters.revoke_certificates(tx.conn, cluster_id, now=tx.now)
+    # Committed: its open streams close (UNAUTHENTICATED); the token's hash is gone from the
+    # store, so no new stream or queued batch of it is accepted either.
+    ctx.publisher.identity_changed(cluster_id, None)
+
+
+def rotate_token(
+    ctx: ServiceContext, cluster_id: str, *, revoke_certificates: bool
+) -> tuple[views.ClusterView, str]:
+    """Give the cluster a new agent token (returned, shown once); the old one stops working at
+    once and the streams opened with it are closed. With `revoke_certificates`, the client
+    certificates seen on its streams are refused from now on too (mutual TLS)."""
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    new_hash = token_hash(token)
+    with transaction(ctx) as tx:
+        clusters.set_token_hash(tx.conn, cluster_id, new_hash)
+        if revoke_certificates:
+            clusters.revoke_certificates(tx.conn, cluster_id, now=tx.now)
+        view = views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+    ctx.publisher.identity_changed(cluster_id, new_hash)
+    return view, token
+
+
+def check_certificate(ctx: ServiceContext, *, cluster_id: str, fingerprint: str) -> None:
+    """Unauthenticated if this client certificate was revoked (its cluster was deleted, or
+    re-keyed with its certificates revoked); else remember it as one of the cluster's."""
+    with transaction(ctx) as tx:
+        if clusters.certificate_revoked(tx.conn, fingerprint):
+            raise errors.Unauthenticated(
+                "this client certificate was revoked (its cluster was deleted, or its token"
+                f" rotated with --revoke-certificates): issue a new one for cluster {cluster_id}"
+            )
+        clusters.bind_certificate(
+            tx.conn, fingerprint=fingerprint, cluster_id=cluster_id, now=tx.now
+        )
 
 
 def stale_ids(ctx: ServiceContext) -> set[str]:
@@ -87,6 +124,13 @@ def liveness_changed(ctx: ServiceContext, cluster_ids: Sequence[str]) -> None:
         return
     with transaction(ctx) as tx:
         admit.run(ctx, tx, cluster_ids=cluster_ids)
+
+
+def current_token(ctx: ServiceContext, cluster_id: str, token_hash: str) -> bool:
+    """The cluster still exists and this is still its token (a stream's identity is the token
+    it opened with, not only the cluster id)."""
+    with snapshot(ctx) as conn:
+        return clusters.token_hashes(conn, [cluster_id]).get(cluster_id) == token_hash
 
 
 def authenticate(ctx: ServiceContext, token: str) -> str:

@@ -21,6 +21,11 @@ class Publisher(Protocol):
         `timeout_s`; return at once where blocking would stall the streams themselves."""
         ...
 
+    def identity_changed(self, cluster_id: str, token_hash: str | None) -> None:
+        """After a commit that re-keyed (`token_hash`: the only one still valid) or deleted
+        (None) a cluster: close its open streams opened with any other token."""
+        ...
+
 
 class Hooks(Protocol):
     """Observers of decisions, for metrics; the service never depends on how they count."""
@@ -33,6 +38,9 @@ class _NoPublisher:
         return None
 
     def settle(self, timeout_s: float) -> None:
+        return None
+
+    def identity_changed(self, cluster_id: str, token_hash: str | None) -> None:
         return None
 
 

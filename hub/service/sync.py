@@ -16,7 +16,7 @@ Called by hub/sync/session.py, which owns the protocol; this module owns the rul
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hub import errors
 from hub.model import (
@@ -27,8 +27,8 @@ from hub.model import (
     Rejection,
 )
 from hub.service import admit
-from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import accounting, clusters, deployments, discovered, observations
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.store import accounting, clusters, deployments, discovered, faults, observations
 
 
 @dataclass(frozen=True)
@@ -126,10 +126,21 @@ def held_observations(
 
 
 def open_session(
-    ctx: ServiceContext, *, cluster_id: str, session: AgentSession, read_only: bool
+    ctx: ServiceContext,
+    *,
+    cluster_id: str,
+    session: AgentSession,
+    read_only: bool,
+    token_hash: str,
 ) -> int:
-    """Record an open stream; returns the cluster's newest leader term."""
+    """Record an open stream; returns the cluster's newest leader term. Unauthenticated if
+    the token it was opened with is no longer the cluster's (rotated, or the cluster deleted
+    since the token was checked)."""
     with transaction(ctx) as tx:
+        if clusters.token_hashes(tx.conn, [cluster_id]).get(cluster_id) != token_hash:
+            raise errors.Unauthenticated(
+                f"the token of cluster {cluster_id} was rotated or the cluster deleted"
+            )
         clusters.open_session(tx.conn, session, cluster_id=cluster_id, read_only=read_only)
         return clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=0)
 
@@ -160,9 +171,16 @@ def record_liveness(
 
 
 def record_rejection(
-    ctx: ServiceContext, *, cluster_id: str, deployment_id: str, rejection: Rejection
+    ctx: ServiceContext,
+    *,
+    cluster_id: str,
+    deployment_id: str,
+    rejection: Rejection,
+    token_hash: str,
 ) -> None:
     with transaction(ctx) as tx:
+        if clusters.token_hashes(tx.conn, [cluster_id]).get(cluster_id) != token_hash:
+            return  # its stream's token was rotated away: that stream is being closed
         deployment = deployments.get(tx.conn, deployment_id)
         if deployment is None:
             return  # deleted meanwhile: nothing left to mark
@@ -234,49 +252,162 @@ def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -
     the clusters whose capacity changed. Deployments deleted meanwhile are skipped."""
     written: dict[tuple[str, str], tuple[int, int]] = {}
     with transaction(ctx) as tx:
-        ids = [d.deployment_id for _, batch in items for d in batch.deployments]
-        owners = deployments.owners(tx.conn, ids)
-        rolling = {d.deployment_id: d for d in deployments.rolling(tx.conn, list(owners))}
-        # Deployments deleted meanwhile, or not the reporting cluster's, are skipped.
-        own = [
-            (cluster_id, obs)
-            for cluster_id, batch in items
-            for obs in batch.deployments
-            if owners.get(obs.deployment_id) == cluster_id
-        ]
-        fresh = observations.write_deployments(tx.conn, own)
-        # Pods joining or leaving move devices between reserved and held.
-        changed = {cluster_id for cluster_id, _ in fresh}
-        records = sum(1 + len(obs.replicas) for _, obs in fresh)
-        for _, obs in fresh:
-            current = rolling.get(obs.deployment_id)
-            if current is not None and rollout_done(current, obs):
-                deployments.set_rolling(tx.conn, deployment_id=current.deployment_id, rolling=False)
-        nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
-        node_changes, nodes_written, node_records = observations.write_nodes(
-            tx.conn, nodes, known=ctx.node_hashes, written=written
-        )
-        changed |= node_changes
-        records += node_records
-        for cluster_id, batch in items:
-            for sighting in batch.discovered:
-                if discovered.write(
-                    tx.conn, cluster_id=cluster_id, observation=sighting, now=tx.now
-                ):
-                    records += 1
-            if batch.discovered_complete_ns:
-                records += discovered.mark_missing_gone(
-                    tx.conn,
-                    cluster_id=cluster_id,
-                    present=[(d.namespace, d.name) for d in batch.discovered if not d.absent],
-                    observe_ns=batch.discovered_complete_ns,
-                    now=tx.now,
-                )
-        for cluster_id in sorted(changed):
-            accounting.refresh_held(tx.conn, cluster_id)
-        if changed:
-            admit.run(ctx, tx, cluster_ids=changed)
+        result = _write_batches(ctx, tx, items, written)
     ctx.node_hashes.update(written)  # committed: now they describe the database
+    return result
+
+
+@dataclass(frozen=True)
+class Report:
+    """An observation batch as a stream brought it: its cluster, and the hash of the token the
+    stream was opened with (its identity: a batch of a token rotated away or of a deleted
+    cluster is never written, even into a cluster registered again under the same id)."""
+
+    cluster_id: str
+    token_hash: str
+    batch: ObservationBatch
+
+
+@dataclass
+class IngestOutcome:
+    """What became of a group of reports, by their index in it. `refused`: the report's own
+    fault (a value the store cannot hold): its stream is told, nothing else is affected.
+    `unwritten`: the hub's own fault (the disk is full, the database unavailable): its stream
+    is asked to resend its full state, so nothing stays silently lost. `revoked`: its stream's
+    token is no longer its cluster's: dropped."""
+
+    records: int = 0
+    refused: dict[int, str] = field(default_factory=dict)
+    unwritten: dict[int, str] = field(default_factory=dict)
+    revoked: set[int] = field(default_factory=set)
+    capacity_changed: set[str] = field(default_factory=set)
+
+
+def ingest_reports(ctx: ServiceContext, reports: Sequence[Report]) -> IngestOutcome:
+    """Write the reports of many streams in one transaction. Should that fail, each report is
+    written alone, and a report that fails alone record by record: one cluster's poisoned
+    record never costs another cluster (or the same cluster's healthy records) anything."""
+    outcome = IngestOutcome()
+    indexed = list(enumerate(reports))
+    try:
+        _write_reports(ctx, indexed, outcome)
+        return outcome
+    except Exception as e:
+        if len(indexed) == 1:
+            _write_records(ctx, indexed[0], e, outcome)
+            return outcome
+    for item in indexed:
+        try:
+            _write_reports(ctx, [item], outcome)
+        except Exception as e:
+            _write_records(ctx, item, e, outcome)
+    return outcome
+
+
+def _write_reports(
+    ctx: ServiceContext, items: Sequence[tuple[int, Report]], outcome: IngestOutcome
+) -> None:
+    written: dict[tuple[str, str], tuple[int, int]] = {}
+    with transaction(ctx) as tx:
+        current = clusters.token_hashes(tx.conn, {r.cluster_id for _, r in items})
+        valid = [(i, r) for i, r in items if current.get(r.cluster_id) == r.token_hash]
+        result = _write_batches(ctx, tx, [(r.cluster_id, r.batch) for _, r in valid], written)
+    ctx.node_hashes.update(written)
+    outcome.revoked.update(i for i, r in items if current.get(r.cluster_id) != r.token_hash)
+    outcome.records += result.records
+    outcome.capacity_changed |= result.capacity_changed
+
+
+def _write_records(
+    ctx: ServiceContext, item: tuple[int, Report], failure: Exception, outcome: IngestOutcome
+) -> None:
+    """A report that could not be written alone. The hub's own fault: asked for again.
+    Else it holds something the store refuses: write its records one by one and refuse the
+    report, naming the records that could not be stored."""
+    index, report = item
+    if faults.is_storage_fault(failure):
+        outcome.unwritten[index] = f"the hub could not store this batch: {failure}"
+        return
+    batch = report.batch
+    singles = [
+        *(
+            (f"deployments[{i}]", ObservationBatch(batch.seq, deployments=(d,)))
+            for i, d in enumerate(batch.deployments)
+        ),
+        *(
+            (f"nodes[{i}]", ObservationBatch(batch.seq, nodes=(n,)))
+            for i, n in enumerate(batch.nodes)
+        ),
+        *(
+            (f"discovered[{i}]", ObservationBatch(batch.seq, discovered=(d,)))
+            for i, d in enumerate(batch.discovered)
+        ),
+    ]
+    bad: list[str] = []
+    for path, single in singles:
+        try:
+            _write_reports(
+                ctx, [(index, Report(report.cluster_id, report.token_hash, single))], outcome
+            )
+        except Exception as e:
+            if faults.is_storage_fault(e):
+                outcome.unwritten[index] = f"the hub could not store this batch: {e}"
+                return
+            bad.append(f"observations.{path}: {e}"[:200])
+    outcome.refused[index] = (
+        f"{len(bad)} record(s) could not be stored and were dropped (the others were written): "
+        + "; ".join(bad[:5])
+    )
+
+
+def _write_batches(
+    ctx: ServiceContext,
+    tx: Tx,
+    items: Sequence[tuple[str, ObservationBatch]],
+    written: dict[tuple[str, str], tuple[int, int]],
+) -> IngestResult:
+    """The writes of `ingest`, in the caller's transaction; `written` collects the node
+    hashes to remember once it commits."""
+    ids = [d.deployment_id for _, batch in items for d in batch.deployments]
+    owners = deployments.owners(tx.conn, ids)
+    rolling = {d.deployment_id: d for d in deployments.rolling(tx.conn, list(owners))}
+    # Deployments deleted meanwhile, or not the reporting cluster's, are skipped.
+    own = [
+        (cluster_id, obs)
+        for cluster_id, batch in items
+        for obs in batch.deployments
+        if owners.get(obs.deployment_id) == cluster_id
+    ]
+    fresh = observations.write_deployments(tx.conn, own)
+    # Pods joining or leaving move devices between reserved and held.
+    changed = {cluster_id for cluster_id, _ in fresh}
+    records = sum(1 + len(obs.replicas) for _, obs in fresh)
+    for _, obs in fresh:
+        current = rolling.get(obs.deployment_id)
+        if current is not None and rollout_done(current, obs):
+            deployments.set_rolling(tx.conn, deployment_id=current.deployment_id, rolling=False)
+    nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
+    node_changes, nodes_written, node_records = observations.write_nodes(
+        tx.conn, nodes, known=ctx.node_hashes, written=written
+    )
+    changed |= node_changes
+    records += node_records
+    for cluster_id, batch in items:
+        for sighting in batch.discovered:
+            if discovered.write(tx.conn, cluster_id=cluster_id, observation=sighting, now=tx.now):
+                records += 1
+        if batch.discovered_complete_ns:
+            records += discovered.mark_missing_gone(
+                tx.conn,
+                cluster_id=cluster_id,
+                present=[(d.namespace, d.name) for d in batch.discovered if not d.absent],
+                observe_ns=batch.discovered_complete_ns,
+                now=tx.now,
+            )
+    for cluster_id in sorted(changed):
+        accounting.refresh_held(tx.conn, cluster_id)
+    if changed:
+        admit.run(ctx, tx, cluster_ids=changed)
     return IngestResult(len(fresh), nodes_written, records, frozenset(changed))
 
 

@@ -46,6 +46,57 @@ def by_token_hash(conn: Transaction, token_hash: str) -> str | None:
     return str(row["cluster_id"]) if row else None
 
 
+def token_hashes(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, str]:
+    """The current token hash of each of these clusters (deleted ones are left out)."""
+    ids = sorted(set(cluster_ids))
+    result: dict[str, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in conn.execute(
+            f"SELECT cluster_id, token_hash FROM clusters WHERE cluster_id IN ({marks})", chunk
+        ):
+            result[r["cluster_id"]] = r["token_hash"]
+    return result
+
+
+def set_token_hash(conn: Transaction, cluster_id: str, token_hash: str) -> None:
+    found = conn.execute(
+        "UPDATE clusters SET token_hash = ? WHERE cluster_id = ? RETURNING cluster_id",
+        (token_hash, cluster_id),
+    ).fetchone()
+    if found is None:
+        raise errors.NotFound("cluster", cluster_id)
+
+
+def certificate_revoked(conn: Transaction, fingerprint: str) -> bool:
+    row = conn.execute(
+        "SELECT revoked_time FROM client_certificates WHERE fingerprint = ?", (fingerprint,)
+    ).fetchone()
+    return row is not None and row["revoked_time"] is not None
+
+
+def bind_certificate(
+    conn: Transaction, *, fingerprint: str, cluster_id: str, now: float
+) -> None:
+    """Remember that this certificate opened a stream of this cluster (first time only)."""
+    conn.execute(
+        "INSERT INTO client_certificates (fingerprint, cluster_id, first_seen) VALUES (?, ?, ?)"
+        " ON CONFLICT (fingerprint) DO NOTHING",
+        (fingerprint, cluster_id, now),
+    )
+
+
+def revoke_certificates(conn: Transaction, cluster_id: str, *, now: float) -> int:
+    """Revoke every certificate seen on this cluster's streams; returns how many."""
+    revoked = conn.execute(
+        "UPDATE client_certificates SET revoked_time = ?"
+        " WHERE cluster_id = ? AND revoked_time IS NULL RETURNING fingerprint",
+        (now, cluster_id),
+    ).fetchall()
+    return len(revoked)
+
+
 def list_page(conn: Transaction, *, after: str, limit: int) -> list[Cluster]:
     rows = conn.execute(
         "SELECT * FROM clusters WHERE cluster_id > ? ORDER BY cluster_id LIMIT ?", (after, limit)

@@ -44,6 +44,13 @@ class Listener(Protocol):
 
     def supersede(self) -> None: ...
 
+    # The hash of the token the stream was opened with: its identity.
+    token_hash: str
+
+    def revoke(self, reason: str) -> None:
+        """Close the stream (UNAUTHENTICATED): its token or cluster is gone."""
+        ...
+
 
 class Fanout:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -85,6 +92,24 @@ class Fanout:
     def listeners(self, cluster_id: str) -> list[Listener]:
         with self._lock:
             return list(self._listeners.get(cluster_id, {}).values())
+
+    def identity_changed(self, cluster_id: str, token_hash: str | None) -> None:
+        """The cluster was re-keyed (`token_hash`: its only valid token now) or deleted (None):
+        close its streams opened with any other token. From any thread."""
+        if _on_loop(self._loop):
+            self._revoke(cluster_id, token_hash)
+        else:
+            self._loop.call_soon_threadsafe(self._revoke, cluster_id, token_hash)
+
+    def _revoke(self, cluster_id: str, token_hash: str | None) -> None:
+        reason = (
+            f"cluster {cluster_id} was deleted"
+            if token_hash is None
+            else f"the token of cluster {cluster_id} was rotated"
+        )
+        for listener in self.listeners(cluster_id):
+            if listener.token_hash != token_hash:
+                listener.revoke(reason)
 
     def desired_changed(self, cluster_ids: Iterable[str]) -> None:
         ids = list(cluster_ids)

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 
@@ -46,10 +48,11 @@ from hub.sync.leadership import Leadership
 from hub.sync.liveness import LivenessRecorder
 from hub.sync.pump import desired_message
 from hub.sync.ratelimit import TokenBucket
-from hub.tls import peer_cluster_id
+from hub.tls import peer_certificate_fingerprint, peer_cluster_id
 from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HELLO_TIMEOUT_S = 10.0
 # Trailing metadata of a refused handshake: milliseconds until the agent's slot.
@@ -88,8 +91,11 @@ _READER_DONE = object()
 class _Session:
     """Per-stream state, and the fanout's and leadership's handle on it."""
 
-    def __init__(self, cluster_id: str, hello: sync_pb2.Hello) -> None:
+    def __init__(self, cluster_id: str, token_hash: str, hello: sync_pb2.Hello) -> None:
         self.cluster_id = cluster_id
+        # The stream's identity is the token it was opened with, not only the cluster id: a
+        # rotated token or a deleted (and perhaps re-registered) cluster closes it.
+        self.token_hash = token_hash
         self.session_id = "ss_" + secrets.token_hex(8)
         self.instance = hello.agent_instance or self.session_id
         self.node_name = hello.node_name
@@ -129,6 +135,21 @@ class _Session:
     def supersede(self) -> None:
         self.close(grpc.StatusCode.ABORTED, "superseded by a newer stream of this cluster")
 
+    def revoke(self, reason: str) -> None:
+        self.close(grpc.StatusCode.UNAUTHENTICATED, f"{reason}: this stream's token is revoked")
+
+    def refused(self, seq: int, message: str) -> None:
+        """An observation batch held records the store refused (hub/service/sync.py)."""
+        problem = sync_pb2.Problem(
+            seq=seq, code=grpc.StatusCode.INVALID_ARGUMENT.name, message=message
+        )
+        self.outbox.put_nowait(sync_pb2.HubMessage(problem=problem))
+
+    def resync(self, seq: int, reason: str) -> None:
+        """The hub could not store a batch for a reason of its own: ask for everything."""
+        resync = sync_pb2.ResyncRequest(seq=seq, reason=reason)
+        self.outbox.put_nowait(sync_pb2.HubMessage(resync=resync))
+
     def fence(self, term: int, reason: str) -> None:
         self.leading = False
         self.outbox.put_nowait(sync_pb2.HubMessage(fence=sync_pb2.Fence(term=term, reason=reason)))
@@ -155,8 +176,12 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         handshakes: TokenBucket,
         metrics: SyncMetrics,
         require_client_identity: bool = False,
+        writer: Executor | None = None,
     ) -> None:
         self._ctx = ctx
+        # Where the stream's own writes run (session bookkeeping, rejects, certificates): the
+        # hub's store-writer thread, never the event loop that serves every stream.
+        self._writer = writer
         self._fanout = fanout
         self._ingest = ingest
         self._liveness = liveness
@@ -181,25 +206,36 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         request_iterator: AsyncIterator[sync_pb2.AgentMessage],
         context: grpc.aio.ServicerContext[sync_pb2.AgentMessage, sync_pb2.HubMessage],
     ) -> AsyncIterator[sync_pb2.HubMessage]:
-        cluster_id = await self._authenticate(context)
+        cluster_id, token_hash = await self._authenticate(context)
         hello = await self._hello(request_iterator, context, cluster_id)
-        session = _Session(cluster_id, hello)
+        session = _Session(cluster_id, token_hash, hello)
+        # Registered before the session is recorded: a rotation or deletion committed from
+        # here on closes it, and one committed before is seen by open_session.
         self._fanout.register(cluster_id, session.slot, session)
         reader: asyncio.Task[None] | None = None
+        opened = False
         try:
-            newest_term = sync_service.open_session(
-                self._ctx,
-                cluster_id=cluster_id,
-                session=AgentSession(
-                    session_id=session.session_id,
-                    instance=session.instance,
-                    node_name=session.node_name,
-                    leader=False,
-                    agent_version=hello.agent_version,
-                    connect_time=time.time(),
-                ),
-                read_only=hello.read_only,
-            )
+            try:
+                newest_term = await self._in_writer(
+                    functools.partial(
+                        sync_service.open_session,
+                        self._ctx,
+                        cluster_id=cluster_id,
+                        session=AgentSession(
+                            session_id=session.session_id,
+                            instance=session.instance,
+                            node_name=session.node_name,
+                            leader=False,
+                            agent_version=hello.agent_version,
+                            connect_time=time.time(),
+                        ),
+                        read_only=hello.read_only,
+                        token_hash=token_hash,
+                    )
+                )
+            except errors.Unauthenticated as e:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
+            opened = True
             held = sync_service.held_observations(
                 self._ctx, cluster_id, node_name=session.node_name
             )
@@ -235,12 +271,25 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     await reader
             self._fanout.unregister(cluster_id, session.slot, session)
             self._leadership.release(cluster_id, session)
-            with contextlib.suppress(errors.WingsmithError):
-                sync_service.close_session(self._ctx, session_id=session.session_id)
+            if opened:
+                # Not awaited (the stream may be cancelled): the writer runs it after the open.
+                asyncio.get_running_loop().run_in_executor(
+                    self._writer, self._close_session, session.session_id
+                )
+
+    def _close_session(self, session_id: str) -> None:
+        try:
+            sync_service.close_session(self._ctx, session_id=session_id)
+        except Exception as e:
+            log.warning("could not record the close of session %s: %s", session_id, e)
+
+    async def _in_writer(self, call: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, call)
 
     # -- handshake ----------------------------------------------------------------------------
 
-    async def _authenticate(self, context: grpc.aio.ServicerContext[Any, Any]) -> str:
+    async def _authenticate(self, context: grpc.aio.ServicerContext[Any, Any]) -> tuple[str, str]:
+        """The token's cluster and the token's hash (the stream's identity)."""
         token = bearer_token(context.invocation_metadata())
         if not token:
             await context.abort(
@@ -262,6 +311,19 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"the client certificate belongs to cluster {named}, the token to {cluster_id}",
                 )
+            fingerprint = peer_certificate_fingerprint(context.auth_context())
+            if fingerprint:
+                try:
+                    await self._in_writer(
+                        functools.partial(
+                            cluster_service.check_certificate,
+                            self._ctx,
+                            cluster_id=cluster_id,
+                            fingerprint=fingerprint,
+                        )
+                    )
+                except errors.Unauthenticated as e:
+                    await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
         if not self._handshakes.try_take():
             retry_ms = int(self._handshakes.retry_after() * 1000)
             context.set_trailing_metadata(((RETRY_AFTER_KEY, str(retry_ms)),))
@@ -269,7 +331,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 grpc.StatusCode.RESOURCE_EXHAUSTED,
                 f"too many stream handshakes; retry in {retry_ms} ms ({RETRY_AFTER_KEY})",
             )
-        return cluster_id
+        return cluster_id, cluster_service.token_hash(token)
 
     async def _hello(
         self,
@@ -378,7 +440,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 self._metrics.message(direction="in", kind=kind)
                 self._liveness.seen(session.cluster_id)
                 try:
-                    self._handle(session, kind, message)
+                    await self._handle(session, kind, message)
                 except errors.PermissionDenied as e:
                     session.close(grpc.StatusCode.PERMISSION_DENIED, e.message)
                     return
@@ -395,7 +457,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         except grpc.aio.AioRpcError:
             return  # the stream broke; the handler's finally cleans up
 
-    def _handle(self, session: _Session, kind: str, message: sync_pb2.AgentMessage) -> None:
+    async def _handle(self, session: _Session, kind: str, message: sync_pb2.AgentMessage) -> None:
         if kind == "heartbeat":
             convert.heartbeat(message.heartbeat, self._checker())
             return
@@ -413,7 +475,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 self._ctx, session.cluster_id, batch, known=session.own_deployments
             )
             session.last_seq = batch.seq
-            self._ingest.put(session.cluster_id, batch)
+            self._ingest.put(
+                sync_service.Report(session.cluster_id, session.token_hash, batch), session
+            )
             return
         if kind == "ack":
             revision = message.ack.revision
@@ -433,11 +497,15 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     "reject.revision",
                     f"{rejection.revision} was never sent (latest sent: {session.sent_revision})",
                 )
-            sync_service.record_rejection(
-                self._ctx,
-                cluster_id=session.cluster_id,
-                deployment_id=deployment_id,
-                rejection=rejection,
+            await self._in_writer(
+                functools.partial(
+                    sync_service.record_rejection,
+                    self._ctx,
+                    cluster_id=session.cluster_id,
+                    deployment_id=deployment_id,
+                    rejection=rejection,
+                    token_hash=session.token_hash,
+                )
             )
             return
         if kind == "hello":

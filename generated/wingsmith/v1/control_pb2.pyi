@@ -288,6 +288,55 @@ class DeleteClusterRequest(_message.Message):
 Global___DeleteClusterRequest: _TypeAlias = DeleteClusterRequest  # noqa: Y015
 
 @_typing.final
+class RotateClusterTokenRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    REVOKE_CERTIFICATES_FIELD_NUMBER: _builtins.int
+    cluster_id: _builtins.str
+    revoke_certificates: _builtins.bool
+    """Also refuse, from now on, every client certificate (mutual TLS) seen on the cluster's
+    streams: for a cluster whose agent credentials leaked together.
+    """
+    def __init__(
+        self,
+        *,
+        cluster_id: _builtins.str = ...,
+        revoke_certificates: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "revoke_certificates", b"revoke_certificates"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RotateClusterTokenRequest: _TypeAlias = RotateClusterTokenRequest  # noqa: Y015
+
+@_typing.final
+class RotateClusterTokenResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    TOKEN_FIELD_NUMBER: _builtins.int
+    token: _builtins.str
+    """The agent's new token. Shown once; the hub stores only its hash."""
+    @_builtins.property
+    def cluster(self) -> _resources_pb2.Cluster: ...
+    def __init__(
+        self,
+        *,
+        cluster: _resources_pb2.Cluster | None = ...,
+        token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "token", b"token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RotateClusterTokenResponse: _TypeAlias = RotateClusterTokenResponse  # noqa: Y015
+
+@_typing.final
 class CreateWorkloadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

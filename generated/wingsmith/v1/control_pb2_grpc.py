@@ -81,6 +81,11 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.DeleteClusterRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.RotateClusterToken = channel.unary_unary(
+                '/wingsmith.v1.ControlService/RotateClusterToken',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.RotateClusterTokenRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.RotateClusterTokenResponse.FromString,
+                _registered_method=True)
         self.CreateWorkload = channel.unary_unary(
                 '/wingsmith.v1.ControlService/CreateWorkload',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.CreateWorkloadRequest.SerializeToString,
@@ -231,6 +236,14 @@ class ControlServiceServicer:
 
     def DeleteCluster(self, request, context):
         """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RotateClusterToken(self, request, context):
+        """A new agent token for the cluster (shown once); the old one stops working at once and
+        the streams opened with it are closed (UNAUTHENTICATED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -404,6 +417,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.DeleteCluster,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.DeleteClusterRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'RotateClusterToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RotateClusterToken,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.RotateClusterTokenRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.RotateClusterTokenResponse.SerializeToString,
             ),
             'CreateWorkload': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateWorkload,
@@ -739,6 +757,33 @@ class ControlService:
             '/wingsmith.v1.ControlService/DeleteCluster',
             wingsmith_dot_v1_dot_control__pb2.DeleteClusterRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RotateClusterToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/RotateClusterToken',
+            wingsmith_dot_v1_dot_control__pb2.RotateClusterTokenRequest.SerializeToString,
+            wingsmith_dot_v1_dot_control__pb2.RotateClusterTokenResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -59,6 +59,10 @@ class ControlServiceStub:
     ListClusters: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListClustersRequest, _control_pb2.ListClustersResponse]
     DeleteCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.DeleteClusterRequest, _empty_pb2.Empty]
     """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster."""
+    RotateClusterToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.RotateClusterTokenRequest, _control_pb2.RotateClusterTokenResponse]
+    """A new agent token for the cluster (shown once); the old one stops working at once and
+    the streams opened with it are closed (UNAUTHENTICATED).
+    """
     CreateWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.CreateWorkloadRequest, _resources_pb2.Workload]
     """Workloads."""
     GetWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetWorkloadRequest, _resources_pb2.Workload]
@@ -111,6 +115,10 @@ class ControlServiceAsyncStub(ControlServiceStub):
     ListClusters: _aio.UnaryUnaryMultiCallable[_control_pb2.ListClustersRequest, _control_pb2.ListClustersResponse]  # type: ignore[assignment]
     DeleteCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.DeleteClusterRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster."""
+    RotateClusterToken: _aio.UnaryUnaryMultiCallable[_control_pb2.RotateClusterTokenRequest, _control_pb2.RotateClusterTokenResponse]  # type: ignore[assignment]
+    """A new agent token for the cluster (shown once); the old one stops working at once and
+    the streams opened with it are closed (UNAUTHENTICATED).
+    """
     CreateWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.CreateWorkloadRequest, _resources_pb2.Workload]  # type: ignore[assignment]
     """Workloads."""
     GetWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.GetWorkloadRequest, _resources_pb2.Workload]  # type: ignore[assignment]
@@ -214,6 +222,16 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]:
         """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster."""
+
+    @_abc_1.abstractmethod
+    def RotateClusterToken(
+        self,
+        request: _control_pb2.RotateClusterTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_control_pb2.RotateClusterTokenResponse, _abc.Awaitable[_control_pb2.RotateClusterTokenResponse]]:
+        """A new agent token for the cluster (shown once); the old one stops working at once and
+        the streams opened with it are closed (UNAUTHENTICATED).
+        """
 
     @_abc_1.abstractmethod
     def CreateWorkload(

@@ -531,6 +531,7 @@ class HubMessage(_message.Message):
     PROBLEM_FIELD_NUMBER: _builtins.int
     FENCE_FIELD_NUMBER: _builtins.int
     GRANT_FIELD_NUMBER: _builtins.int
+    RESYNC_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def welcome(self) -> Global___Welcome: ...
     @_builtins.property
@@ -541,6 +542,8 @@ class HubMessage(_message.Message):
     def fence(self) -> Global___Fence: ...
     @_builtins.property
     def grant(self) -> Global___LeadershipGrant: ...
+    @_builtins.property
+    def resync(self) -> Global___ResyncRequest: ...
     def __init__(
         self,
         *,
@@ -549,16 +552,46 @@ class HubMessage(_message.Message):
         problem: Global___Problem | None = ...,
         fence: Global___Fence | None = ...,
         grant: Global___LeadershipGrant | None = ...,
+        resync: Global___ResyncRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "resync", b"resync", "welcome", b"welcome"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "welcome", b"welcome"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired", b"desired", "fence", b"fence", "grant", b"grant", "kind", b"kind", "problem", b"problem", "resync", b"resync", "welcome", b"welcome"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem", "fence", "grant"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["welcome", "desired", "problem", "fence", "grant", "resync"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___HubMessage: _TypeAlias = HubMessage  # noqa: Y015
+
+@_typing.final
+class ResyncRequest(_message.Message):
+    """The hub could not store an observation batch for a reason of its own (the disk is full, the
+    database unavailable): nothing of it was written. The agent resends its full state (every
+    deployment, node and discovered DGD it reports), so no observation stays silently lost.
+    A batch refused for its own content gets a Problem instead.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SEQ_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    seq: _builtins.int
+    """The batch's seq."""
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        seq: _builtins.int = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "seq", b"seq"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResyncRequest: _TypeAlias = ResyncRequest  # noqa: Y015
 
 @_typing.final
 class LeadershipGrant(_message.Message):

@@ -30,6 +30,8 @@ class RunningHub:
     url: str
     token: str
     db_path: pathlib.Path
+    # The hub's gRPC address (agents' streams), for tests that check an agent token.
+    grpc_target: str = ""
 
     def client(self) -> HubClient:
         return HubClient(self.url, self.token)
@@ -72,7 +74,12 @@ def hub_in_thread(db_path: pathlib.Path) -> Iterator[RunningHub]:
         assert started.wait(_TIMEOUT_S), "the hub did not start"
         if failure:
             raise failure[0]
-        yield RunningHub(f"http://127.0.0.1:{server.http_port}", ADMIN_TOKEN, db_path)
+        yield RunningHub(
+            f"http://127.0.0.1:{server.http_port}",
+            ADMIN_TOKEN,
+            db_path,
+            grpc_target=f"127.0.0.1:{server.grpc_port}",
+        )
     finally:
         _stop(server, loop, thread, started=not failure)
 

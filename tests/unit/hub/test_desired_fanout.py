@@ -20,6 +20,7 @@ import pytest
 from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
 from hub.service import authority, clusters, projects, sync, workloads
 from hub.service.context import ServiceContext
+from hub.service.sync import IngestOutcome, Report
 from hub.store.port import open_store
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
@@ -162,8 +163,23 @@ class FakeStream:
         self.sent_revision = revision
         self.unsent = True
 
+    token_hash: str = "h"
+
     def supersede(self) -> None:
         raise AssertionError("not expected")
+
+    def revoke(self, reason: str) -> None:
+        raise AssertionError("not expected")
+
+
+class Silent:
+    """A stream an ingest test never expects to hear from."""
+
+    def refused(self, seq: int, message: str) -> None:
+        raise AssertionError(f"refused {seq}: {message}")
+
+    def resync(self, seq: int, reason: str) -> None:
+        raise AssertionError(f"resync {seq}: {reason}")
 
 
 class Counting:
@@ -208,12 +224,12 @@ def test_ingest_waits_for_the_pump_to_be_idle_but_not_forever() -> None:
         written: list[float] = []
         gate = asyncio.Event()
         queue = IngestQueue(
-            write=lambda group: written.append(time.monotonic()),
+            write=lambda group: written.append(time.monotonic()) or IngestOutcome(),
             before_write=gate.wait,
             yield_for_s=0.3,
         )
         task = asyncio.create_task(queue.run())
-        queue.put("c0", ObservationBatch(seq=1))
+        queue.put(Report("c0", "h", ObservationBatch(seq=1)), Silent())
         await asyncio.sleep(0.1)
         assert written == [], "held while the pump is busy"
         gate.set()
@@ -221,7 +237,7 @@ def test_ingest_waits_for_the_pump_to_be_idle_but_not_forever() -> None:
         assert len(written) == 1
         gate.clear()
         started = time.monotonic()
-        queue.put("c0", ObservationBatch(seq=2))
+        queue.put(Report("c0", "h", ObservationBatch(seq=2)), Silent())
         await asyncio.wait_for(queue.drained(), 2)
         assert written[-1] - started >= 0.25, "a busy pump delays ingest at most yield_for_s"
         task.cancel()
