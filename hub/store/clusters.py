@@ -76,9 +76,7 @@ def certificate_revoked(conn: Transaction, fingerprint: str) -> bool:
     return row is not None and row["revoked_time"] is not None
 
 
-def bind_certificate(
-    conn: Transaction, *, fingerprint: str, cluster_id: str, now: float
-) -> None:
+def bind_certificate(conn: Transaction, *, fingerprint: str, cluster_id: str, now: float) -> None:
     """Remember that this certificate opened a stream of this cluster (first time only)."""
     conn.execute(
         "INSERT INTO client_certificates (fingerprint, cluster_id, first_seen) VALUES (?, ?, ?)"
