@@ -7,7 +7,8 @@ arguments are checked first (a usage error never needs a hub), then the hub URL 
 are resolved (cli/config.py), then the function in cli/commands.py runs.
 
 Exit status: 0 done; 1 the hub refused, could not be reached, or a file was unusable;
-2 a usage error (argparse's convention), a missing token included.
+2 a usage error (argparse's convention), a missing token included; 141 the reader of stdout
+went away (`wingsmith get ... | head`), as a Unix tool killed by SIGPIPE reports it, silently.
 """
 
 from __future__ import annotations
@@ -39,7 +40,36 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
+# 128 + SIGPIPE: what a shell reports for `cat big | head` and every Unix tool in its place.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            return _run(argv)
+        finally:
+            # Flushed here, not at interpreter exit, so a reader that went away is seen below
+            # whether the output filled the buffer or not (argparse's --help exits by SystemExit).
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader closed the pipe: nobody reads what is left, so stop without a word (a
+        # traceback would land on the terminal, the only place still listening).
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's final flush of what is still buffered
+    does not fail again ("Exception ignored ... BrokenPipeError") at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words and words[0] in LAUNCHERS:
         # Before argparse: the launched program parses its own options (and its own --help).
