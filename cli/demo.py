@@ -16,7 +16,8 @@ Then two stories play out:
   restarted.
 Then it shows the settled view again (the three outcomes still hold, legacy-mistral runs
 beside them), prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
-updates on every change) until Ctrl-C, which stops agents and hub cleanly.
+updates on every change) until Ctrl-C, which stops agents and hub cleanly. With --once it
+stops at the settled view instead, and says so: no commands for a hub that is going away.
 
 This module may import both the hub and the agent: it is wiring, like hub/app.py.
 """
@@ -218,9 +219,11 @@ async def run(args: argparse.Namespace) -> int:
         )
         if shown is None:
             return 0 if stop.is_set() else _timed_out()
-        print(how_to_poke(hub), flush=True)
         if args.once:
+            # The hub and agents stop as soon as this returns: nothing here is left to poke.
+            print(ONCE_DONE, flush=True)
             return 0
+        print(how_to_poke(hub), flush=True)
         await _watch(hub.ctx, stop, until=lambda _: False, deadline=None, shown=shown)
         return 0
     finally:
@@ -490,6 +493,11 @@ def render_view(ctx: ServiceContext) -> str:
         )
     )
     return "\n".join(lines)
+
+
+ONCE_DONE = """
+The demo settled (--once): it stops now. Run `wingsmith demo` without --once to keep it
+running, with ready-to-paste curl, grpcurl and CLI commands to poke it."""
 
 
 def how_to_poke(hub: HubServer) -> str:

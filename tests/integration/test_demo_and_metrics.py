@@ -39,11 +39,14 @@ def test_the_demo_settles_with_one_running_one_quota_one_capacity(tmp_path: Path
     before_stories = result.stdout.split("== rollout")[0].strip().split("\n\n")[-2]
     _assert_three_outcomes(before_stories)
     # The view the demo keeps running with: the last one printed, after both stories.
-    last = result.stdout.split("== settled ==")[1].split("The demo is running")[0]
+    last = result.stdout.split("== settled ==")[1].split("The demo settled (--once)")[0]
     last = last.strip().split("\n\n")[-2]
     _assert_three_outcomes(last)
     assert "legacy-mistral  research   running    1/1" in last
-    assert "grpcurl -plaintext" in result.stdout and "curl -s" in result.stdout
+    # --once exits: it must not claim to keep running, nor offer commands for a hub that stops.
+    assert "The demo settled (--once): it stops now." in result.stdout
+    for claim in ("The demo is running", "Ctrl-C", "curl -s", "grpcurl -plaintext"):
+        assert claim not in result.stdout, claim
     rollout = result.stdout.split("== rollout")[1]
     assert "rolling: live_digests" in rollout and "converged: generation 2" in rollout
     adoption = result.stdout.split("== adoption")[1]
@@ -129,9 +132,13 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
         text=True,
     )
     assert process.stdout is not None
+    shown = []
     for line in process.stdout:
+        shown.append(line)
         if line.startswith("Ctrl-C stops the demo"):
             break
+    poke = "".join(shown).split("The demo is running.")[1]
+    assert "grpcurl -plaintext" in poke and "curl -s" in poke and "wingsmith get" in poke
     process.send_signal(signal.SIGINT)
     rest, _ = process.communicate(timeout=30)
     assert process.returncode == 0
