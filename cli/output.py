@@ -175,8 +175,11 @@ def _project_quotas(item: JsonObject) -> str:
 
 
 def _replica_ready(item: JsonObject) -> str:
-    ready = text(item.get("ready"))
-    return f"{ready} (stale)" if item.get("stale") else ready
+    # A quiet cluster's replica is not known ready or not: the hub counts it not ready
+    # (`ready: false`), but "false" here would claim the cluster said so (docs/cli.md).
+    if item.get("stale"):
+        return "unknown (stale)"
+    return text(item.get("ready"))
 
 
 def _device_ids(item: JsonObject) -> str:

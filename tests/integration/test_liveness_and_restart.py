@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cli import output
 from hub.service.context import Settings
 from tests.harness import (
     ADMIN_TOKEN,
@@ -64,6 +65,9 @@ def test_a_silent_cluster_becomes_stale_keeps_its_data_and_shows_nothing_ready(
         replicas = hub.get("/v1/replicas?deployment_id=chat.east")["replicas"]
         assert len(replicas) == 2, "replicas are kept"
         assert all(r["stale"] and not r["ready"] for r in replicas)
+        # The CLI reads the hub's JSON as docs/cli.md says: readiness unknown, marked stale.
+        table = output.render(replicas, fmt="table", kind="replica").splitlines()
+        assert [row.split()[3:5] for row in table[1:]] == [["unknown", "(stale)"]] * 2, table
         assert deployment["admitted_replicas"] == 2, "nothing destructive happens"
 
         again = start_agent(loop, hub, cluster_id="east", token=token)

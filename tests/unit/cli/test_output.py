@@ -124,7 +124,7 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
         (
             "replica",
             builders.replica(ready=False, stale=True, device_ids=[], serving_digest=""),
-            ["llama-worker-0", "dep_1", "n1", "false (stale)", "0", "-"],
+            ["llama-worker-0", "dep_1", "n1", "unknown (stale)", "0", "-"],
         ),
         (
             "allocation",
