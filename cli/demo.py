@@ -443,9 +443,7 @@ def _outcomes(ctx: ServiceContext) -> dict[str, tuple[str, str, bool]]:
     return {
         w.workload.name: (
             w.phase,
-            next(
-                (d.deployment.admission_reason for d in w.deployments if d.phase == "pending"), ""
-            ),
+            next((d.admission_reason for d in w.deployments if d.phase == "pending"), ""),
             w.ready_replicas == w.workload.replicas,
         )
         for w in found
@@ -477,7 +475,7 @@ def render_view(ctx: ServiceContext) -> str:
                 if i == 0
                 else " " * 44
             )
-            reason = d.deployment.admission_reason or "-"
+            reason = d.admission_reason or "-"
             lines.append(
                 f"{head} {d.deployment.cluster_id:<8} {d.phase:<10} {reason}"
                 f" ({d.ready_replicas}/{d.deployment.desired_replicas} ready)"

@@ -159,6 +159,14 @@ def _cluster_devices(item: JsonObject) -> str:
     return ", ".join(parts) or MISSING
 
 
+def _cluster_mode(item: JsonObject) -> str:
+    # What its agent said when it connected: a read-only agent applies nothing, so what is
+    # admitted there does not run. Unknown until an agent ever connected.
+    if not item.get("last_seen"):
+        return MISSING
+    return "read-only" if item.get("read_only") else "managing"
+
+
 def _count(key: str) -> Cell:
     return lambda item: str(len(item.get(key) or []))
 
@@ -211,6 +219,7 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
     ),
     "cluster": (
         ("CLUSTER", field("cluster_id")),
+        ("MODE", _cluster_mode),
         ("CONNECTED", field("connected")),
         ("STALE", field("stale")),
         ("LAST-SEEN", lambda item: timestamp(item.get("last_seen"))),

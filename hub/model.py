@@ -30,6 +30,9 @@ REASON_NONE = ""
 REASON_INSUFFICIENT_QUOTA = "insufficient_quota"
 REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
 REASON_DISABLED = "disabled"
+# Never decided by admission nor stored: a read view's word for an admitted deployment that
+# its read-only cluster will never apply (hub/service/views.py).
+REASON_CLUSTER_READ_ONLY = "cluster_read_only"
 
 
 @dataclass(frozen=True)

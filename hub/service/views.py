@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from hub import phases, topology
 from hub.model import (
+    PHASE_ADMITTED,
+    REASON_CLUSTER_READ_ONLY,
     Capacity,
     Cluster,
     Deployment,
@@ -77,6 +79,27 @@ class DeploymentView:
     live_args: tuple[str, ...] = ()
     engine_versions: tuple[str, ...] = ()
     topology_violations: tuple[topology.Violation, ...] = ()
+    # Admitted and managed, but its cluster's agent is read-only and never applied it.
+    idle_on_read_only: bool = False
+
+    @property
+    def admission_reason(self) -> str:
+        """The stored decision's reason, or why an admitted deployment still does not run."""
+        if self.idle_on_read_only:
+            return REASON_CLUSTER_READ_ONLY
+        return self.deployment.admission_reason
+
+    @property
+    def admission_message(self) -> str:
+        d = self.deployment
+        if self.idle_on_read_only:
+            return (
+                f"admitted, but cluster {d.cluster_id}'s agent runs read-only: it keeps this"
+                " deployment and applies nothing, so it does not run; restart the agent"
+                " managing (without --read-only or HANGAR_OPERATOR_READ_ONLY, with the full"
+                " RBAC: docs/deploy.md, step 6) to run it"
+            )
+        return d.admission_message
 
 
 @dataclass(frozen=True)
@@ -137,11 +160,13 @@ def deployment_views(
     required = [d.deployment_id for d in deployments if d.topology]
     held_devices = observations.held_devices(conn, required) if required else {}
     held = accounting.held_by_deployment(conn, ids)
-    applied = {
-        c.cluster_id: c.applied_revision
+    known = [
+        c
         for c in (cluster_store.get(conn, cid) for cid in {d.cluster_id for d in deployments})
         if c is not None
-    }
+    ]
+    applied = {c.cluster_id: c.applied_revision for c in known}
+    read_only = {c.cluster_id for c in known if c.read_only}
     stale = stale_clusters(ctx, conn, [d.cluster_id for d in deployments])
     views = []
     for d in deployments:
@@ -192,6 +217,13 @@ def deployment_views(
                 engine_versions=engine_versions,
                 topology_violations=tuple(
                     topology.violations(d.topology, held_devices.get(d.deployment_id, {}))
+                ),
+                # Nothing of it on the cluster: a read-only agent applies nothing.
+                idle_on_read_only=(
+                    d.cluster_id in read_only
+                    and d.authority == "managed"
+                    and phase == PHASE_ADMITTED
+                    and report is None
                 ),
             )
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cli import output
 from tests.harness import Hub, SimAgent, wait_until, workload
 
 
@@ -31,3 +32,38 @@ def test_a_read_only_agent_stores_desired_state_reports_and_writes_nothing(
     deployment = hub.get("/v1/deployments/chat.east")
     assert deployment["admission_phase"] == "admitted"  # admitted, never placed
     assert deployment["status"] is None
+    # And it says why it does not run, in the API and in the CLI's tables.
+    assert deployment["admission_reason"] == "cluster_read_only"
+    assert "east's agent runs read-only" in deployment["admission_message"]
+    summary = hub.get("/v1/workloads/chat")["deployments"][0]
+    assert summary["admission_reason"] == "cluster_read_only"
+    clusters = output.render([hub.get("/v1/clusters/east")], fmt="table", kind="cluster")
+    assert clusters.splitlines()[0].split()[:3] == ["CLUSTER", "MODE", "CONNECTED"]
+    assert clusters.splitlines()[1].split()[:2] == ["east", "read-only"], clusters
+    row = output.render([deployment], fmt="table", kind="deployment").splitlines()[1]
+    assert row.split()[2:4] == ["admitted", "cluster_read_only"], row
+
+
+def test_a_read_only_cluster_turned_managing_runs_its_deployment_and_drops_the_reason(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    reader = agents(cluster_id="east", token=token, read_only=True)
+    wait_until(lambda: hub.get("/v1/clusters/east")["read_only"], what="read-only session")
+    hub.post("/v1/workloads", workload("chat", replicas=1, clusters=("east",)))
+    wait_until(
+        lambda: hub.get("/v1/deployments/chat.east")["admission_reason"] == "cluster_read_only",
+        what="the read-only reason",
+    )
+    reader.stop()
+    agents(cluster_id="east", token=token)  # the operator switches the agent to managing
+    wait_until(
+        lambda: hub.get("/v1/deployments/chat.east")["admission_phase"] == "running",
+        what="running once managed",
+    )
+    deployment = hub.get("/v1/deployments/chat.east")
+    assert deployment["admission_reason"] is None
+    assert deployment["admission_message"] == ""
+    cluster = output.render([hub.get("/v1/clusters/east")], fmt="table", kind="cluster")
+    assert cluster.splitlines()[1].split()[:2] == ["east", "managing"], cluster

@@ -76,6 +76,10 @@ class _AdmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Admis
     """The cluster has too few free, verified devices of the class."""
     ADMISSION_REASON_DISABLED: _AdmissionReason.ValueType  # 3
     """The deployment is disabled; it holds no reservation."""
+    ADMISSION_REASON_CLUSTER_READ_ONLY: _AdmissionReason.ValueType  # 5
+    """Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
+    nothing, so it does not run (computed on read, never stored; docs/phases.md).
+    """
 
 class AdmissionReason(_AdmissionReason, metaclass=_AdmissionReasonEnumTypeWrapper):
     """Why a deployment is not (fully) admitted."""
@@ -87,6 +91,10 @@ ADMISSION_REASON_INSUFFICIENT_CAPACITY: AdmissionReason.ValueType  # 2
 """The cluster has too few free, verified devices of the class."""
 ADMISSION_REASON_DISABLED: AdmissionReason.ValueType  # 3
 """The deployment is disabled; it holds no reservation."""
+ADMISSION_REASON_CLUSTER_READ_ONLY: AdmissionReason.ValueType  # 5
+"""Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
+nothing, so it does not run (computed on read, never stored; docs/phases.md).
+"""
 Global___AdmissionReason: _TypeAlias = AdmissionReason  # noqa: Y015
 
 class _Authority:

@@ -119,8 +119,8 @@ def test_get_lists_each_kind_as_a_table(cli: Runner) -> None:
     ]
     # No agent: never seen, no nodes; the workload's class shows with no devices.
     assert rows(cli.ok("get", "clusters")) == [
-        ["CLUSTER", "CONNECTED", "STALE", "LAST-SEEN", "NODES", "DEVICES"],
-        ["east", "false", "false", "-", "0", "H100-80GB 0/0 free"],
+        ["CLUSTER", "MODE", "CONNECTED", "STALE", "LAST-SEEN", "NODES", "DEVICES"],
+        ["east", "-", "false", "false", "-", "0", "H100-80GB 0/0 free"],
     ]
     assert rows(cli.ok("get", "workloads")) == [
         ["NAME", "PROJECT", "PHASE", "READY/DESIRED", "DEVICE-CLASS", "DEPLOYMENTS"],

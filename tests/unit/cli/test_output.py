@@ -38,7 +38,7 @@ def test_every_kind_has_a_table() -> None:
             "NAME CLUSTER PHASE REASON READY/DESIRED ROLLOUT GENERATION DIGEST AUTHORITY DRIFT"
             " ENABLED STALE",
         ),
-        ("cluster", "CLUSTER CONNECTED STALE LAST-SEEN NODES DEVICES"),
+        ("cluster", "CLUSTER MODE CONNECTED STALE LAST-SEEN NODES DEVICES"),
         ("replica", "NAME DEPLOYMENT NODE READY DEVICES DIGEST"),
         ("allocation", "REPLICA POD NODE DEVICES PROJECT"),
         ("discovered", "NAME STATE GONE ENGINE VERSION READY/DESIRED DEVICE-CLASS WORKLOAD"),
@@ -93,13 +93,19 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
         (
             "cluster",
             builders.cluster(),
-            ["east", "true", "false", "2026-01-31T12:00:05Z", "2",
+            ["east", "managing", "true", "false", "2026-01-31T12:00:05Z", "2",
+             "A100-40GB 0/8 free, H100-80GB 12/16 free"],
+        ),
+        (
+            "cluster",
+            builders.cluster(read_only=True),
+            ["east", "read-only", "true", "false", "2026-01-31T12:00:05Z", "2",
              "A100-40GB 0/8 free, H100-80GB 12/16 free"],
         ),
         (
             "cluster",
             builders.cluster(connected=False, last_seen=None, nodes=[], devices={}),
-            ["east", "false", "false", "-", "0", "-"],
+            ["east", "-", "false", "false", "-", "0", "-"],
         ),
         (
             "project",
