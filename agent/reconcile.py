@@ -25,6 +25,9 @@ Rules (docs/authority.md, docs/rollouts.md):
     anything, whatever order the agent hears of them in;
   - deleted when it is a managed DGD of ours otherwise (removed, disabled or no longer
     admitted: its devices go back). DGDs we do not manage are never deleted;
+- an adopted DGD is the cluster's own object: disabled or no longer admitted, its workers are
+  scaled to zero (its devices go back, its pod template stays for when it runs again), never
+  deleted; only the user deleting its workload while managed deletes it;
 - a deployment that cannot be rendered, whose DGD name is taken by a DGD that is not ours, or
   whose adopted DGD is gone, fails (the agent rejects it on the stream); what runs stays.
 """
@@ -35,7 +38,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.cluster import port
@@ -136,6 +139,11 @@ def plan(
                 applies.append(Apply(spec.deployment_id, spec.generation, released_dgd(current)))
             continue
         if not spec.should_run:
+            if spec.adopted and current is not None and ours(current):
+                # Not deleted: the adopted DGD could never be made again (docs/adoption.md).
+                idle = _idle_adopted(spec, current)
+                if idle is not None:
+                    applies.append(Apply(spec.deployment_id, spec.generation, idle))
             continue
         try:
             manifest = _manifest(spec, current, live, namespace=namespace, images=images)
@@ -155,7 +163,8 @@ def plan(
             continue
         held = desired.get(deployment_id)
         if held is not None:
-            if ours(dgd) and held.authority == "managed" and not held.should_run:
+            stopped = held.authority == "managed" and not held.should_run
+            if ours(dgd) and stopped and not held.adopted:
                 deletes.append(Delete(dgd.namespace, dgd.name, deployment_id))
             continue
         if _forget(dgd, deployment_id, released=released, removed=removed):
@@ -163,6 +172,26 @@ def plan(
         elif ours(dgd):
             deletes.append(Delete(dgd.namespace, dgd.name, deployment_id))
     return Plan(tuple(applies), tuple(deletes), tuple(failures))
+
+
+def _idle_adopted(spec: DeploymentSpec, current: port.Dgd) -> dict[str, Any] | None:
+    """The adopted DGD with no worker, when it still has some (None: nothing to write)."""
+    try:
+        manifest = adopted(replace(spec, replicas=0, surge_replicas=0), current)
+    except _Refused:
+        # Its flags cannot be written: scale it to zero as it is.
+        manifest = adopted(
+            replace(
+                spec, replicas=0, surge_replicas=0, serving=replace(spec.serving, engine_args=())
+            ),
+            current,
+        )
+    if (
+        current.annotations.get(ANNOTATION_SPEC_HASH)
+        == manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    ):
+        return None
+    return manifest
 
 
 def _forget(dgd: port.Dgd, deployment_id: str, *, released: Set[str], removed: Set[str]) -> bool:

@@ -125,6 +125,11 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
     with transaction(ctx) as tx:
         workload = _get(tx.conn, ref)
         current = deployments.of_workload(tx.conn, workload.workload_id)
+        # Before anything moves: a placement change would drop the adopted deployment (and
+        # with it the DGD it was found as) or render a second copy elsewhere.
+        adopted = [d for d in current if d.adopted]
+        if adopted:
+            _check_adopted_change(workload, adopted, new_serving, new_placement)
         involved = {d.cluster_id for d in current}
         if new_placement is not None:
             workload = replace(workload, placement=new_placement)
@@ -139,8 +144,6 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
                 "changing devices per replica (parallelism or disaggregated workers) needs a new"
                 " workload: admission and placement were decided per replica size",
             )
-        if any(d.adopted for d in current):
-            _check_adopted_change(workload, new_serving, new_placement)
         if new_serving is not None:
             workload = replace(workload, serving=new_serving)
         if change.replicas is not None:
@@ -264,14 +267,24 @@ def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> Non
 
 
 def _check_adopted_change(
-    workload: Workload, new_serving: Serving | None, new_placement: Placement | None
+    workload: Workload,
+    adopted: Sequence[Deployment],
+    new_serving: Serving | None,
+    new_placement: Placement | None,
 ) -> None:
-    """An adopted deployment keeps the cluster's own pod template: Wingsmith enforces its
-    replicas and, once set, engine_args as the worker's args; nothing else can change."""
+    """An adopted workload stays on the cluster it was found on, with the cluster's own pod
+    template: Wingsmith enforces its replicas and, once set, engine_args as the worker's args;
+    nothing else can change (docs/adoption.md). Checked against the stored workload."""
     if new_placement is not None and new_placement != workload.placement:
+        found_on = ", ".join(sorted({d.cluster_id for d in adopted}))
         raise errors.FailedPrecondition(
-            f"workload {workload.name} was adopted and is pinned to its cluster",
-            ["its placement cannot change"],
+            f"workload {workload.name} was adopted from cluster {found_on} and is pinned to it",
+            [
+                "its placement cannot change: moving it would delete the DGD it was found as,"
+                " or run the model twice",
+                "to serve the model elsewhere, create a new workload: Wingsmith renders that"
+                " one wherever its placement says",
+            ],
         )
     if new_serving is None:
         return

@@ -487,3 +487,86 @@ def test_a_shell_form_container_yields_the_engine_flags_and_takes_new_ones(
     assert hub.get(f"/v1/deployments/{ref}/review")["live_args"] == new_args
     pod = next(p for p in agent.cluster.list_pods() if "worker" in p.name)
     assert list(pod.argv) == ["/bin/sh", "-c", "python3 -m dynamo.vllm " + " ".join(new_args)]
+
+
+def test_an_adopted_workload_stays_pinned_to_the_cluster_it_was_found_on(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    east = setup(hub, agents, tmp_path)
+    west = agents(cluster_id="west", token=hub.register_cluster("west"))
+    wait_until(lambda: hub.get("/v1/clusters/west")["devices"], what="west reported")
+    wait_until(lambda: hub.get("/v1/discovered/east.ml.legacy-qwen")["device_class"])
+    hub.post("/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"})
+    wait_until(lambda: hub.get("/v1/deployments/legacy-qwen.east")["status"], what="reported")
+    pods = worker_pods(east)
+
+    def refused_placements() -> None:
+        for placement in (
+            {"clusters": ["west"]},  # would delete the adopted DGD (or, observed, orphan it)
+            {"clusters": ["east", "west"]},  # would render a second copy on west
+            {"clusters": [], "cluster_selector": {"tier": "gpu"}},  # whichever clusters match
+            {"clusters": ["east"], "topology": "node"},  # still a placement change
+        ):
+            status, body = hub.rest(
+                "PATCH", "/v1/workloads/legacy-qwen", {"placement": placement}, check=False
+            )
+            assert (status, body["error"]["status"]) == (409, "FAILED_PRECONDITION"), placement
+            message = body["error"]["message"]
+            assert "adopted from cluster east and is pinned to it" in message, message
+            assert "create a new workload" in message, message
+        assert hub.get("/v1/workloads/legacy-qwen")["placement"]["clusters"] == ["east"]
+        assert [d["cluster_id"] for d in hub.get("/v1/workloads/legacy-qwen")["deployments"]] == [
+            "east"
+        ]
+
+    refused_placements()
+    # Restating the placement it has is no change, and scaling stays on east.
+    hub.patch("/v1/workloads/legacy-qwen", {"placement": {"clusters": ["east"]}, "replicas": 2})
+
+    # Managed too: taking control changes nothing about where it lives.
+    hub.patch("/v1/workloads/legacy-qwen", {"serving": {"engine_args": LEGACY_ARGS}})
+    wait_until(lambda: not hub.get("/v1/deployments/legacy-qwen.east/review")["differences"])
+    hub.post("/v1/deployments/legacy-qwen.east/authority", {"authority": "managed"})
+    wait_until(lambda: east.cluster.list_dgds()[0].labels.get("app.kubernetes.io/managed-by"))
+    refused_placements()
+
+    rounds = east.agent.reconciles + west.agent.reconciles
+    wait_until(
+        lambda: east.agent.reconciles + west.agent.reconciles >= rounds + 4, what="reconciles"
+    )
+    assert [d.name for d in east.cluster.list_dgds()] == ["legacy-qwen"], "never deleted"
+    assert worker_pods(east) == pods, "nothing restarted"
+    assert west.cluster.list_dgds() == [], "never duplicated"
+
+
+def test_disabling_a_managed_adopted_deployment_scales_it_to_zero_and_never_deletes_it(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    agent = setup(hub, agents, tmp_path)
+    wait_until(lambda: hub.get("/v1/discovered/east.ml.legacy-qwen")["device_class"])
+    hub.post("/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"})
+    hub.patch("/v1/workloads/legacy-qwen", {"serving": {"engine_args": LEGACY_ARGS}})
+    wait_until(lambda: hub.get("/v1/deployments/legacy-qwen.east")["status"], what="reported")
+    wait_until(lambda: not hub.get("/v1/deployments/legacy-qwen.east/review")["differences"])
+    hub.post("/v1/deployments/legacy-qwen.east/authority", {"authority": "managed"})
+    wait_until(lambda: agent.cluster.list_dgds()[0].labels.get("app.kubernetes.io/managed-by"))
+    frontend = agent.cluster.list_dgds()[0].spec["services"]["Frontend"]
+
+    hub.patch("/v1/deployments/legacy-qwen.east", {"enabled": False})
+    wait_until(lambda: not worker_pods(agent), what="workers gone, devices back")
+    (kept,) = agent.cluster.list_dgds()
+    assert kept.name == "legacy-qwen", "the adopted DGD is kept: it could not be made again"
+    assert kept.spec["services"]["VllmDecodeWorker"]["replicas"] == 0
+    assert kept.spec["services"]["Frontend"] == frontend
+    wait_until(
+        lambda: hub.get("/v1/projects/search")["usage"]["H100-80GB"]["used"] == 0,
+        what="its devices released",
+    )
+
+    hub.patch("/v1/deployments/legacy-qwen.east", {"enabled": True})
+    wait_until(lambda: len(worker_pods(agent)) == 2, what="running again from the same DGD")
+    wait_until(
+        lambda: hub.get("/v1/deployments/legacy-qwen.east")["admission_phase"] == "running",
+        what="running",
+    )
+    assert [d.name for d in agent.cluster.list_dgds()] == ["legacy-qwen"]

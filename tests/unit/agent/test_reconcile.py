@@ -5,6 +5,7 @@ values in, a plan out."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -108,6 +109,26 @@ def test_an_adopted_dgd_removed_while_managed_is_deleted() -> None:
     live = dgd(OURS, {ANNOTATION_ADOPTED: "true"})
     result = plan({}, [live], namespace="wingsmith", removed={DEPLOYMENT})
     assert len(result.deletes) == 1
+
+
+@pytest.mark.parametrize(
+    "change", [{"enabled": False}, {"admitted": False}], ids=["disabled", "not admitted"]
+)
+def test_an_adopted_dgd_that_should_not_run_is_scaled_to_zero_never_deleted(
+    change: dict[str, bool],
+) -> None:
+    spec = dataclasses.replace(adopted_spec(), **change)
+    live = dgd(OURS, {ANNOTATION_ADOPTED: "true"})
+    result = plan({DEPLOYMENT: spec}, [live], namespace="wingsmith")
+    assert result.deletes == ()
+    (apply,) = result.applies
+    services = apply.manifest["spec"]["services"]
+    assert [services[n]["replicas"] for n in ("VllmPrefillWorker", "VllmDecodeWorker")] == [0, 0]
+    assert services["Frontend"] == live.spec["services"]["Frontend"]
+    # Applied once: the scaled-down DGD carries its hash, and the next round writes nothing.
+    annotations = apply.manifest["metadata"]["annotations"]
+    idle = dgd(apply.manifest["metadata"]["labels"], annotations, services)
+    assert plan({DEPLOYMENT: spec}, [idle], namespace="wingsmith").applies == ()
 
 
 def test_letting_go_restores_the_managed_by_label_adoption_replaced() -> None:
