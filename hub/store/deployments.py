@@ -203,9 +203,12 @@ def tombstones_since_each(
 
 
 def waiting(conn: Transaction, *, cluster_ids: Sequence[str] | None = None) -> list[Deployment]:
-    """Deployments whose admitted replicas differ from what they should hold, oldest first."""
+    """Deployments whose admitted replicas differ from what they should hold, or that still
+    carry a reason to wait after their demand was met or withdrawn (a cancelled scale-up),
+    oldest first."""
     clause = (
         "((d.enabled = 1 AND d.admitted_replicas != d.desired_replicas)"
+        " OR (d.enabled = 1 AND d.admission_reason != '')"
         " OR (d.enabled = 0 AND (d.admitted_replicas > 0 OR d.admission_reason != 'disabled'))"
         # A rollout that could use more surge, or holds surge it no longer may.
         " OR (d.rolling = 1 AND d.surge_replicas < d.admitted_replicas)"
