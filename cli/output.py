@@ -150,7 +150,19 @@ def _discovered_ready(item: JsonObject) -> str:
     return f"{text(item.get('ready_replicas'))}/{text(item.get('replicas'))}"
 
 
+def _cluster_connected(item: JsonObject) -> str:
+    # A cluster no agent ever connected for is not merely disconnected: it never reported.
+    return "never" if item.get("never_connected") else text(item.get("connected"))
+
+
+def _cluster_stale(item: JsonObject) -> str:
+    # Stale means it went quiet; one never heard from cannot have: unknown, not "false".
+    return MISSING if item.get("never_connected") else text(item.get("stale"))
+
+
 def _cluster_devices(item: JsonObject) -> str:
+    if item.get("never_connected"):
+        return MISSING  # nothing reported: not "0/0 free"
     devices = item.get("devices") or {}
     parts = [
         f"{name} {text(cap.get('free'))}/{text(cap.get('total'))} free"
@@ -209,6 +221,8 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("PHASE", _phase("admission_phase")),
         ("REASON", field("admission_reason")),
         ("READY/DESIRED", _deployment_ready),
+        # What admission granted of the desired replicas (below desired while a scale-up waits).
+        ("ADMITTED", field("admitted_replicas")),
         ("ROLLOUT", _deployment_rollout),
         ("GENERATION", field("generation")),
         ("DIGEST", field("serving_digest")),
@@ -220,8 +234,8 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
     "cluster": (
         ("CLUSTER", field("cluster_id")),
         ("MODE", _cluster_mode),
-        ("CONNECTED", field("connected")),
-        ("STALE", field("stale")),
+        ("CONNECTED", _cluster_connected),
+        ("STALE", _cluster_stale),
         ("LAST-SEEN", lambda item: timestamp(item.get("last_seen"))),
         ("NODES", _count("nodes")),
         ("DEVICES", _cluster_devices),

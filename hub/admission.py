@@ -17,6 +17,8 @@ Accounting, per device class:
 - Scale-downs and disabled deployments release at once (they need no check).
 - A stale cluster (silent past the grace period) offers no free device: new demand there waits
   on insufficient_capacity, saying the cluster is stale; what it already admitted stays.
+- A cluster no agent ever connected for has reported no device: demand there waits on
+  insufficient_capacity saying so, not "0 free" (that would claim a count nobody reported).
 - A rolling deployment may also get *surge* replicas, so old and new run side by side: as many
   as quota and capacity allow, up to its admitted replicas, granted after every regular demand
   of the pass (a rollout never takes room a waiting deployment could use). With no surge the
@@ -75,6 +77,8 @@ class AdmissionView:
     # Clusters silent past the grace period: they offer no free device to a new admission
     # (their last report may be long false), but keep what they hold (docs/admission.md).
     stale_clusters: frozenset[str] = frozenset()
+    # Clusters no agent ever connected for: nothing known, so the message says that.
+    unheard_clusters: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ class _Ledger:
         self.charged = dict(view.quota_charged)
         self.free = dict(view.cluster_free)
         self.stale = view.stale_clusters
+        self.unheard = view.unheard_clusters
 
     def headroom(self, demand: Demand) -> tuple[int | None, int]:
         """(quota left or None when the class has no quota, free devices: none on a stale
@@ -191,21 +196,29 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
             f"{max(0, quota_left)} of {limit} left",
         )
     if delta > free:
-        message = (
-            f"needs {delta} {demand.device_class}; cluster {demand.cluster_id} is stale (no"
-            " report within the grace period): it takes no new admissions until its agent"
-            " reports again"
-            if demand.cluster_id in ledger.stale
-            else f"needs {delta} {demand.device_class}; cluster {demand.cluster_id} has "
-            f"{max(0, free)} free"
-        )
         return Decision(
             demand.deployment_id,
             demand.admitted_replicas,
             REASON_INSUFFICIENT_CAPACITY,
-            message,
+            _capacity_message(demand, delta, free, ledger),
         )
     return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
+
+
+def _capacity_message(demand: Demand, delta: int, free: int, ledger: _Ledger) -> str:
+    needs = f"needs {delta} {demand.device_class}"
+    cluster = demand.cluster_id
+    if cluster in ledger.unheard:
+        return (
+            f"{needs}; no agent of cluster {cluster} has ever connected: nothing can run there"
+            " until one does"
+        )
+    if cluster in ledger.stale:
+        return (
+            f"{needs}; cluster {cluster} is stale (no report within the grace period): it takes"
+            " no new admissions until its agent reports again"
+        )
+    return f"{needs}; cluster {cluster} has {max(0, free)} free"
 
 
 def _with_surge(demand: Demand, decision: Decision, ledger: _Ledger) -> Decision:

@@ -125,6 +125,12 @@ class Cluster:
     def connected(self) -> bool:
         return bool(self.agents)
 
+    @property
+    def never_connected(self) -> bool:
+        """No message of its agents recorded and no stream open (views also ask that no node
+        was ever reported: ingest may run a moment before liveness is recorded)."""
+        return self.last_seen is None and not self.agents
+
 
 @dataclass(frozen=True)
 class Capacity:
@@ -207,7 +213,9 @@ class StatusReport:
     reason: str
     message: str
     ready_replicas: int
-    desired_replicas: int
+    # The replicas the cluster's DGD asks for (the agent's `desired_replicas`): what was applied,
+    # not the plane's desired_replicas (docs/phases.md).
+    applied_replicas: int
     applied_generation: int
     observe_ns: int
     absent: bool = False

@@ -7,7 +7,7 @@ decides what a resource shows.
 from __future__ import annotations
 
 from hub import wire
-from hub.model import Allocation, Discovered, Placement
+from hub.model import Allocation, Deployment, Discovered, Placement
 from hub.service import views
 from hub.service.authority import Review
 from hub.service.workloads import WorkloadSpec
@@ -72,6 +72,7 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
             for a in c.agents
         ],
         leader_term=c.leader_term,
+        never_connected=view.never_connected,
     )
 
 
@@ -121,7 +122,7 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
             pb.AdoptedFrom(discovered_id=d.adopted_from, namespace=d.dgd_namespace, name=d.dgd_name)
         )
     if view.status is not None:
-        message.status.CopyFrom(status(view.status, cluster_id=d.cluster_id))
+        message.status.CopyFrom(status(view.status, deployment=d))
     return message
 
 
@@ -130,10 +131,15 @@ STALE_PHASE = "unknown"
 STALE_REASON = "cluster_stale"
 
 
-def status(view: views.StatusView, *, cluster_id: str) -> pb.DeploymentStatus:
+def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentStatus:
     """The cluster's answer. While the cluster is stale its last report may be long false
     ("successful, all_resources_are_ready" of pods that are gone), so phase and reason say
-    stale and the message carries what the last report said, as of `observe_time`."""
+    stale and the message carries what the last report said, as of `observe_time`.
+
+    `desired_replicas` echoes the deployment's (the concept document's word: what the cluster
+    is trying to achieve); the replicas its DGD asks for now, which lag behind while a
+    scale-up waits for admission, are `applied_replicas`."""
+    cluster_id = deployment.cluster_id
     report = view.report
     phase, reason, text = report.phase, report.reason, report.message
     if view.stale:
@@ -148,7 +154,8 @@ def status(view: views.StatusView, *, cluster_id: str) -> pb.DeploymentStatus:
         reason=reason,
         message=text,
         ready_replicas=view.ready_replicas,
-        desired_replicas=report.desired_replicas,
+        desired_replicas=deployment.desired_replicas,
+        applied_replicas=report.applied_replicas,
         stale=view.stale,
         observe_time=wire.timestamp_ns(report.observe_ns),
     )
@@ -327,7 +334,7 @@ def review(r: Review) -> cpb.DeploymentReview:
         live_args=list(view.live_args),
         # As drift compares them: for a managed deployment, the replicas the agent was told.
         declared_replicas=d.admitted_replicas if d.authority == "managed" else d.desired_replicas,
-        live_replicas=report.desired_replicas if report else 0,
+        live_replicas=report.applied_replicas if report else 0,
         ready_replicas=view.ready_replicas,
         declared_engine_version=d.serving.engine_version,
         live_engine_versions=list(view.engine_versions),

@@ -86,11 +86,13 @@ def _view(
     stale = accounting.silent_clusters(
         tx.conn, seen_before=tx.now - ctx.settings.stale_after_s, cluster_ids=clusters_in_scope
     )
+    unheard = accounting.unheard_clusters(tx.conn, clusters_in_scope)
     return AdmissionView(
         quota_limits=projects.quota_limits(tx.conn),
         quota_charged={key: used + reserved for key, (used, reserved) in charges.items()},
         cluster_free={key: cap.free for key, cap in capacity.items()},
         stale_clusters=frozenset(stale),
+        unheard_clusters=frozenset(unheard),
     )
 
 

@@ -141,7 +141,10 @@ def open_session(
             raise errors.Unauthenticated(
                 f"the token of cluster {cluster_id} was rotated or the cluster deleted"
             )
+        first_heard = accounting.unheard_clusters(tx.conn, [cluster_id])
         clusters.open_session(tx.conn, session, cluster_id=cluster_id, read_only=read_only)
+        if first_heard:
+            admit.run(ctx, tx, cluster_ids=first_heard)
         return clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=0)
 
 
@@ -164,10 +167,15 @@ def set_leader(ctx: ServiceContext, *, cluster_id: str, session_id: str | None) 
 def record_liveness(
     ctx: ServiceContext, *, last_seen: Mapping[str, float], applied: Mapping[str, int]
 ) -> None:
+    """Record when clusters were last heard from and what they applied. A cluster heard from
+    for the first time re-runs admission: what waits there said no agent ever connected."""
     if not last_seen and not applied:
         return
     with transaction(ctx) as tx:
+        first_heard = accounting.unheard_clusters(tx.conn, list(last_seen))
         clusters.record_liveness(tx.conn, last_seen=last_seen, applied=applied)
+        if first_heard:
+            admit.run(ctx, tx, cluster_ids=first_heard)
 
 
 def record_rejection(

@@ -117,6 +117,8 @@ class ClusterView:
     stale: bool
     nodes: tuple[Node, ...]
     capacity: dict[str, Capacity]
+    # No agent of it was ever heard from: no message, no stream, no node reported.
+    never_connected: bool = False
 
 
 @dataclass(frozen=True)
@@ -331,8 +333,8 @@ def drift(
     and new config side by side are no drift; only replicas are compared."""
     found = []
     declared_replicas = d.admitted_replicas if d.authority == "managed" else d.desired_replicas
-    if report.desired_replicas != declared_replicas:
-        found.append(Difference("replicas", str(declared_replicas), str(report.desired_replicas)))
+    if report.applied_replicas != declared_replicas:
+        found.append(Difference("replicas", str(declared_replicas), str(report.applied_replicas)))
     if d.rolling:
         return tuple(found)
     kept = template_kept(d, report)
@@ -368,11 +370,15 @@ def cluster_view(ctx: ServiceContext, conn: Connection, cluster: Cluster) -> Clu
         device_class: cap
         for (_, device_class), cap in accounting.capacities(conn, [cluster.cluster_id]).items()
     }
+    nodes = tuple(observations.nodes_of(conn, cluster.cluster_id))
+    never_connected = cluster.never_connected and not nodes
     return ClusterView(
         cluster=cluster,
         stale=is_stale(ctx, cluster, ctx.clock()),
-        nodes=tuple(observations.nodes_of(conn, cluster.cluster_id)),
-        capacity=dict(sorted(capacity.items())),
+        nodes=nodes,
+        # Never heard from: no device count is known, so none is shown (not "0 free").
+        capacity={} if never_connected else dict(sorted(capacity.items())),
+        never_connected=never_connected,
     )
 
 

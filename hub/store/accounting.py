@@ -142,6 +142,22 @@ def silent_clusters(
     return silent
 
 
+def unheard_clusters(conn: sqlite3.Connection, cluster_ids: Sequence[str]) -> set[str]:
+    """Clusters among these that no agent was ever heard from: no message recorded
+    (last_seen unset), no stream open, no node ever reported."""
+    unheard: set[str] = set()
+    for chunk in _chunks(cluster_ids):
+        for r in conn.execute(
+            "SELECT c.cluster_id FROM clusters c WHERE c.last_seen IS NULL"
+            f" AND c.cluster_id IN ({_marks(chunk)})"
+            " AND NOT EXISTS (SELECT 1 FROM agent_sessions s WHERE s.cluster_id = c.cluster_id)"
+            " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.cluster_id = c.cluster_id)",
+            chunk,
+        ):
+            unheard.add(r["cluster_id"])
+    return unheard
+
+
 def _filters(column: str, values: Sequence[str] | None) -> Iterator[tuple[str, list[str]]]:
     if values is None:
         yield "", []

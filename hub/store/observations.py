@@ -153,7 +153,7 @@ def _report_row(obs: DeploymentObservation) -> tuple[object, ...]:
         status.reason if status else "",
         status.message if status else "",
         status.ready_replicas if status else 0,
-        status.desired_replicas if status else 0,
+        status.applied_replicas if status else 0,
         status.applied_generation if status else 0,
         int(obs.absent),
         codec.dumps(list(obs.live_args)),
@@ -352,7 +352,8 @@ def reports(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Statu
                     reason=r["reason"],
                     message=r["message"],
                     ready_replicas=r["ready_replicas"],
-                    desired_replicas=r["desired_replicas"],
+                    # Column desired_replicas: the agent's word for the DGD's replicas.
+                    applied_replicas=r["desired_replicas"],
                     applied_generation=r["applied_generation"],
                     observe_ns=r["observe_ns"],
                     absent=bool(r["absent"]),

@@ -185,7 +185,7 @@ def _deployment(
             ready_replicas=check.count(
                 s.ready_replicas, f"{sp}.ready_replicas", limit=MAX_REPLICAS
             ),
-            desired_replicas=check.count(
+            applied_replicas=check.count(
                 s.desired_replicas, f"{sp}.desired_replicas", limit=MAX_REPLICAS
             ),
             applied_generation=check.count(

@@ -76,6 +76,11 @@ class _AdmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Admis
     """The cluster has too few free, verified devices of the class."""
     ADMISSION_REASON_DISABLED: _AdmissionReason.ValueType  # 3
     """The deployment is disabled; it holds no reservation."""
+    ADMISSION_REASON_REJECTED: _AdmissionReason.ValueType  # 4
+    """The cluster's agent rejected the current generation (admission_message says why): it
+    holds no reservation beyond the devices its pods still hold, and is counted again once
+    the agent applies it (a new generation, or the cause removed in the cluster).
+    """
     ADMISSION_REASON_CLUSTER_READ_ONLY: _AdmissionReason.ValueType  # 5
     """Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
     nothing, so it does not run (computed on read, never stored; docs/phases.md).
@@ -91,6 +96,11 @@ ADMISSION_REASON_INSUFFICIENT_CAPACITY: AdmissionReason.ValueType  # 2
 """The cluster has too few free, verified devices of the class."""
 ADMISSION_REASON_DISABLED: AdmissionReason.ValueType  # 3
 """The deployment is disabled; it holds no reservation."""
+ADMISSION_REASON_REJECTED: AdmissionReason.ValueType  # 4
+"""The cluster's agent rejected the current generation (admission_message says why): it
+holds no reservation beyond the devices its pods still hold, and is counted again once
+the agent applies it (a new generation, or the cause removed in the cluster).
+"""
 ADMISSION_REASON_CLUSTER_READ_ONLY: AdmissionReason.ValueType  # 5
 """Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
 nothing, so it does not run (computed on read, never stored; docs/phases.md).
@@ -430,6 +440,7 @@ class Cluster(_message.Message):
     READ_ONLY_FIELD_NUMBER: _builtins.int
     AGENTS_FIELD_NUMBER: _builtins.int
     LEADER_TERM_FIELD_NUMBER: _builtins.int
+    NEVER_CONNECTED_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     """Unique, a DNS-1123 label."""
     connected: _builtins.bool
@@ -443,6 +454,11 @@ class Cluster(_message.Message):
     """Output only: as the agent reported in its hello."""
     read_only: _builtins.bool
     leader_term: _builtins.int
+    never_connected: _builtins.bool
+    """Output only: no agent of this cluster has ever connected. It has reported nothing (no
+    nodes, no devices: not "0 free" but unknown) and nothing placed there can run until one
+    does; its deployments' admission_message says so. Never stale: it never went quiet.
+    """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -480,10 +496,11 @@ class Cluster(_message.Message):
         read_only: _builtins.bool = ...,
         agents: _abc.Iterable[Global___AgentSession] | None = ...,
         leader_term: _builtins.int = ...,
+        never_connected: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1116,6 +1133,7 @@ class DeploymentStatus(_message.Message):
     DESIRED_REPLICAS_FIELD_NUMBER: _builtins.int
     STALE_FIELD_NUMBER: _builtins.int
     OBSERVE_TIME_FIELD_NUMBER: _builtins.int
+    APPLIED_REPLICAS_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
     """The cluster's words (the DynamoGraphDeployment state: "pending", "initializing",
     "successful", "failed"); distinct from admission_phase, which is the plane's decision.
@@ -1124,8 +1142,14 @@ class DeploymentStatus(_message.Message):
     message: _builtins.str
     ready_replicas: _builtins.int
     desired_replicas: _builtins.int
+    """What the cluster is trying to achieve: echoes the deployment's desired_replicas."""
     stale: _builtins.bool
     """The cluster went quiet: this is its last answer, kept, and nothing here is counted ready."""
+    applied_replicas: _builtins.int
+    """Replicas the cluster's DynamoGraphDeployment asks for now, as the agent reported it: the
+    admitted replicas it was told (Deployment.admitted_replicas), once applied; for an observed
+    deployment, what the DGD's owner set. Below desired_replicas while a scale-up waits.
+    """
     @_builtins.property
     def observe_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -1138,10 +1162,11 @@ class DeploymentStatus(_message.Message):
         desired_replicas: _builtins.int = ...,
         stale: _builtins.bool = ...,
         observe_time: _timestamp_pb2.Timestamp | None = ...,
+        applied_replicas: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["observe_time", b"observe_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["desired_replicas", b"desired_replicas", "message", b"message", "observe_time", b"observe_time", "phase", b"phase", "ready_replicas", b"ready_replicas", "reason", b"reason", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_replicas", b"applied_replicas", "desired_replicas", b"desired_replicas", "message", b"message", "observe_time", b"observe_time", "phase", b"phase", "ready_replicas", b"ready_replicas", "reason", b"reason", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -28,6 +28,7 @@ def deployment(**overrides: Any) -> JsonObject:
         "name": "llama.east",
         "cluster_id": "east",
         "desired_replicas": 2,
+        "admitted_replicas": 2,
         "admission_phase": "running",
         "admission_reason": None,
         "generation": 3,
@@ -63,6 +64,7 @@ def cluster(**overrides: Any) -> JsonObject:
         "cluster_id": "east",
         "connected": True,
         "stale": False,
+        "never_connected": False,
         "last_seen": "2026-01-31T12:00:05.123456789Z",
         "nodes": [{"node_id": "n1"}, {"node_id": "n2"}],
         "devices": {

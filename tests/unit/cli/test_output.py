@@ -35,8 +35,8 @@ def test_every_kind_has_a_table() -> None:
         ("workload", "NAME PROJECT PHASE READY/DESIRED DEVICE-CLASS DEPLOYMENTS"),
         (
             "deployment",
-            "NAME CLUSTER PHASE REASON READY/DESIRED ROLLOUT GENERATION DIGEST AUTHORITY DRIFT"
-            " ENABLED STALE",
+            "NAME CLUSTER PHASE REASON READY/DESIRED ADMITTED ROLLOUT GENERATION DIGEST AUTHORITY"
+            " DRIFT ENABLED STALE",
         ),
         ("cluster", "CLUSTER MODE CONNECTED STALE LAST-SEEN NODES DEVICES"),
         ("replica", "NAME DEPLOYMENT NODE READY DEVICES DIGEST"),
@@ -69,26 +69,27 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
         (
             "deployment",
             builders.deployment(),
-            ["llama.east", "east", "running", "-", "2/2", "converged", "3", "svg_ab12", "managed",
-             "-", "true", "false"],
+            ["llama.east", "east", "running", "-", "2/2", "2", "converged", "3", "svg_ab12",
+             "managed", "-", "true", "false"],
         ),
         (
             "deployment",
             builders.deployment(
                 admission_phase="pending",
                 admission_reason="insufficient_quota",
+                admitted_replicas=0,
                 status=None,
                 rollout=None,
                 enabled=False,
             ),
-            ["llama.east", "east", "pending", "insufficient_quota", "-/2", "-", "3", "svg_ab12",
-             "managed", "-", "false", "-"],
+            ["llama.east", "east", "pending", "insufficient_quota", "-/2", "0", "-", "3",
+             "svg_ab12", "managed", "-", "false", "-"],
         ),
         (
             "deployment",
             builders.deployment(status={"ready_replicas": 1, "stale": True}, degraded=True),
-            ["llama.east", "east", "running (degraded)", "-", "1/2", "converged", "3", "svg_ab12",
-             "managed", "-", "true", "true"],
+            ["llama.east", "east", "running (degraded)", "-", "1/2", "2", "converged", "3",
+             "svg_ab12", "managed", "-", "true", "true"],
         ),
         (
             "cluster",
@@ -104,8 +105,20 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
         ),
         (
             "cluster",
-            builders.cluster(connected=False, last_seen=None, nodes=[], devices={}),
-            ["east", "-", "false", "false", "-", "0", "-"],
+            builders.cluster(connected=False, last_seen="2026-01-31T12:00:05Z", devices={}),
+            ["east", "managing", "false", "false", "2026-01-31T12:00:05Z", "2", "-"],
+        ),
+        (
+            # Never heard from: neither "false" for stale nor "0/0 free" (nothing was reported).
+            "cluster",
+            builders.cluster(
+                connected=False,
+                never_connected=True,
+                last_seen=None,
+                nodes=[],
+                devices={"H100-80GB": {"total": 0, "free": 0}},
+            ),
+            ["east", "-", "never", "-", "-", "0", "-"],
         ),
         (
             "project",

@@ -65,7 +65,7 @@ def report(*, ready: int = 2, live_args: tuple[str, ...] = ()) -> StatusReport:
         reason="",
         message="",
         ready_replicas=ready,
-        desired_replicas=2,
+        applied_replicas=2,
         applied_generation=2,
         observe_ns=1,
         live_args=live_args,

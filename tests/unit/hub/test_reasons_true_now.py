@@ -9,7 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
+from hub.api import convert
+from hub.model import (
+    AgentSession,
+    DeploymentObservation,
+    Device,
+    NodeObservation,
+    ObservationBatch,
+    Placement,
+    Serving,
+    StatusReport,
+)
 from hub.service import clusters, deployments, projects, sync, workloads
 from hub.service.context import ServiceContext
 from hub.store.db import Database
@@ -91,3 +101,71 @@ def test_a_reason_goes_when_the_deployment_is_admitted(ctx: ServiceContext) -> N
     assert reason(ctx, "chat.east")[:2] == (0, "insufficient_quota")
     projects.set_quotas(ctx, name="search", quotas={H100: 8})
     assert reason(ctx, "chat.east") == (2, "", "")
+
+
+# -- a cluster never heard from reads as such --------------------------------------------------
+
+
+def test_a_cluster_no_agent_ever_connected_for_says_so_and_so_do_its_deployments(
+    ctx: ServiceContext,
+) -> None:
+    projects.create(ctx, name="search", quotas={H100: 64})
+    clusters.create(ctx, cluster_id="east", labels={})
+    workloads.create(ctx, spec("chat", replicas=1))
+
+    cluster = convert.cluster(clusters.get(ctx, "east"))
+    assert (cluster.never_connected, cluster.stale, cluster.connected) == (True, False, False)
+    admitted, why, message = reason(ctx, "chat.east")
+    assert (admitted, why) == (0, "insufficient_capacity")
+    assert "no agent of cluster east has ever connected" in message
+    assert "0 free" not in message, "nobody reported a count of free devices"
+
+    # An agent's stream opens, with no device reported yet: the message says what is known.
+    session = AgentSession("s1", "agent-0", "", True, "1", connect_time=ctx.clock())
+    sync.open_session(ctx, cluster_id="east", session=session, read_only=False)
+    assert not convert.cluster(clusters.get(ctx, "east")).never_connected
+    assert reason(ctx, "chat.east")[2] == "needs 4 H100-80GB; cluster east has 0 free"
+
+
+def test_the_first_message_of_a_cluster_re_runs_its_admission(ctx: ServiceContext) -> None:
+    projects.create(ctx, name="search", quotas={H100: 64})
+    clusters.create(ctx, cluster_id="east", labels={})
+    workloads.create(ctx, spec("chat", replicas=1))
+    assert "has ever connected" in reason(ctx, "chat.east")[2]
+    sync.record_liveness(ctx, last_seen={"east": ctx.clock()}, applied={})
+    assert not convert.cluster(clusters.get(ctx, "east")).never_connected
+    assert reason(ctx, "chat.east")[2] == "needs 4 H100-80GB; cluster east has 0 free"
+
+    report_devices(ctx, "east", 8)
+    assert reason(ctx, "chat.east") == (1, "", "")
+
+
+# -- status.desired_replicas echoes the deployment's; what the DGD asks is its own field ------
+
+
+def test_status_desired_replicas_echoes_the_deployment_and_applied_replicas_what_runs(
+    ctx: ServiceContext,
+) -> None:
+    projects.create(ctx, name="search", quotas={H100: 64})
+    clusters.create(ctx, cluster_id="east", labels={})
+    report_devices(ctx, "east", 8)
+    workloads.create(ctx, spec("chat", replicas=2))
+    workloads.update(ctx, "chat", workloads.WorkloadChange(replicas=3))
+    deployment_id = deployments.get(ctx, "chat.east").deployment.deployment_id
+    # The agent reports the DGD it applied: the two admitted replicas, both ready.
+    status = StatusReport(
+        phase="successful",
+        reason="",
+        message="",
+        ready_replicas=2,
+        applied_replicas=2,
+        applied_generation=1,
+        observe_ns=time.time_ns(),
+    )
+    observation = DeploymentObservation(deployment_id, status.observe_ns, status, ())
+    sync.ingest(ctx, [("east", ObservationBatch(seq=2, deployments=(observation,)))])
+
+    shown = convert.deployment(deployments.get(ctx, "chat.east"))
+    assert (shown.desired_replicas, shown.admitted_replicas) == (3, 2)
+    assert (shown.status.desired_replicas, shown.status.applied_replicas) == (3, 2)
+    assert shown.status.ready_replicas == 2
