@@ -33,6 +33,9 @@ REASON_DISABLED = "disabled"
 # Never decided by admission nor stored: a read view's word for an admitted deployment that
 # its read-only cluster will never apply (hub/service/views.py).
 REASON_CLUSTER_READ_ONLY = "cluster_read_only"
+# The agent rejected the current generation: derived on read from the rejection (views), the
+# way the phase is, never stored as an admission decision.
+REASON_REJECTED = "rejected"
 
 
 @dataclass(frozen=True)

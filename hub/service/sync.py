@@ -205,6 +205,8 @@ def record_rejection(
         observations.write_rejection(
             tx.conn, deployment_id=deployment_id, rejection=rejection, now=tx.now
         )
+        # What it reserved is released (hub/store/accounting.py): room for what waits.
+        admit.run(ctx, tx, cluster_ids=[cluster_id])
 
 
 def authorize(

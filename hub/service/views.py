@@ -19,6 +19,7 @@ from hub import phases, topology
 from hub.model import (
     PHASE_ADMITTED,
     REASON_CLUSTER_READ_ONLY,
+    REASON_REJECTED,
     Capacity,
     Cluster,
     Deployment,
@@ -84,7 +85,11 @@ class DeploymentView:
 
     @property
     def admission_reason(self) -> str:
-        """The stored decision's reason, or why an admitted deployment still does not run."""
+        """The stored decision's reason, unless something stops the deployment now: the agent
+        rejects its current generation (it reserves nothing meanwhile), or its admitted
+        replicas never run because its cluster's agent is read-only."""
+        if self.rejection is not None:
+            return REASON_REJECTED
         if self.idle_on_read_only:
             return REASON_CLUSTER_READ_ONLY
         return self.deployment.admission_reason
@@ -92,6 +97,13 @@ class DeploymentView:
     @property
     def admission_message(self) -> str:
         d = self.deployment
+        if self.rejection is not None:
+            return (
+                f"the agent of cluster {d.cluster_id} rejected generation"
+                f" {self.rejection.generation}: {self.rejection.error}; it reserves no device"
+                " until the agent applies it (a new generation, or the cause removed in the"
+                " cluster)"
+            )
         if self.idle_on_read_only:
             return (
                 f"admitted, but cluster {d.cluster_id}'s agent runs read-only: it keeps this"

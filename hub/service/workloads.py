@@ -17,7 +17,15 @@ from hub import errors, placement, serving
 from hub.model import TOPOLOGIES, Deployment, Placement, Serving, Workload, evolve
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
-from hub.store import accounting, clusters, deployments, discovered, projects, workloads
+from hub.store import (
+    accounting,
+    clusters,
+    deployments,
+    discovered,
+    observations,
+    projects,
+    workloads,
+)
 from hub.store.db import Connection
 
 MAX_WORKLOAD_NAME = 40
@@ -251,6 +259,9 @@ def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> Non
     whose pod template changes starts rolling out: admission may grant it surge so old and new
     run side by side (an adopted one keeps its template unless engine_args change its flags)."""
     digest = serving.digest(workload.serving)
+    requeue = _rejected_with_nothing_running(
+        tx.conn, [d for d in current if d.serving_digest != digest]
+    )
     for d in current:
         if d.serving_digest == digest:
             continue
@@ -262,8 +273,33 @@ def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> Non
             generation=d.generation + 1,
             update_time=tx.now,
         )
+        if d.deployment_id in requeue:
+            # Its reservation was released when the agent rejected it and the room may be
+            # gone: the new generation is new demand, admitted only if it fits.
+            changed = evolve(changed, admitted_replicas=0, surge_replicas=0, pending_since=tx.now)
         rolling = d.authority == "managed" and d.admitted_replicas > 0
         _save(tx, evolve(changed, rolling=rolling and views.rolls_out(tx.conn, changed)))
+
+
+def _rejected_with_nothing_running(conn: Connection, candidates: Sequence[Deployment]) -> set[str]:
+    """The deployments among these whose current generation the agent rejected and of which
+    nothing is in the cluster (no DGD reported, no device held): taking their admission back
+    deletes nothing."""
+    ids = [d.deployment_id for d in candidates]
+    if not ids:
+        return set()
+    rejections = observations.rejections(conn, ids)
+    reports = observations.reports(conn, ids)
+    held = accounting.held_by_deployment(conn, ids)
+    result = set()
+    for d in candidates:
+        rejection = rejections.get(d.deployment_id)
+        report = reports.get(d.deployment_id)
+        if rejection is None or rejection.generation < d.generation:
+            continue
+        if (report is None or report.absent) and not held.get(d.deployment_id):
+            result.add(d.deployment_id)
+    return result
 
 
 def _check_adopted_change(

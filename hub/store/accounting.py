@@ -4,7 +4,9 @@ The definitions (docs/admission.md), computed here in SQL so a pass costs a few 
 queries rather than a walk over every row:
 - held(d): devices in live allocations of deployment d's pods (allocations joined to replicas by
   cluster, namespace and pod name), kept in table deployment_held by ingest (refresh_held);
-- reserved(d) = max(0, (admitted + surge replicas) x devices_per_replica - held(d));
+- reserved(d) = max(0, (admitted + surge replicas) x devices_per_replica - held(d)), or 0 while
+  the agent rejects d's current generation: what it cannot apply reserves nothing, and what
+  its pods still hold stays charged as held (docs/admission.md);
 - a project's used / reserved per class = sum of held / reserved over its deployments;
 - a cluster's total per class = NVML-verified healthy devices; allocated = those devices in any
   live allocation (ours or not); reserved = sum of reserved(d) over its deployments;
@@ -21,11 +23,15 @@ from hub.store.port import Transaction
 
 # reserved(d), in SQL: what an admitted deployment (and its rollout surge) holds in reserve.
 _RESERVED = (
-    "CASE WHEN (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica"
+    "CASE WHEN rj.generation >= d.generation THEN 0"
+    " WHEN (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica"
     " > COALESCE(h.held, 0) THEN (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica"
     " - COALESCE(h.held, 0) ELSE 0 END"
 )
-_HELD_JOIN = "LEFT JOIN deployment_held h ON h.deployment_id = d.deployment_id"
+_HELD_JOIN = (
+    "LEFT JOIN deployment_held h ON h.deployment_id = d.deployment_id"
+    " LEFT JOIN deployment_rejections rj ON rj.deployment_id = d.deployment_id"
+)
 _CHUNK = 500
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,3 +109,33 @@ def test_a_list_filter_naming_an_unknown_parent_is_404_naming_it(hub: Hub) -> No
     assert hub.get("/v1/workloads?project=empty")["workloads"] == []
     assert hub.get("/v1/deployments?cluster_id=west")["deployments"] == []
     assert hub.get("/v1/replicas?cluster_id=west")["replicas"] == []
+
+
+def test_a_rejected_deployment_reserves_nothing_says_why_and_runs_once_the_cause_is_gone(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(yaml.safe_dump(FOREIGN_DGD))
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    agent = agents(cluster_id="east", token=token, seed_path=str(seed))
+    wait_until(lambda: hub.get("/v1/clusters/east")["devices"], what="devices")
+
+    hub.post("/v1/workloads", workload("chat", replicas=1, clusters=("east",)))
+    rejected = wait_until(
+        lambda: (d := hub.get("/v1/deployments/chat.east"))["admission_reason"] == "rejected" and d,
+        what="the rejection shown as the admission reason",
+    )
+    assert "rejected generation 1" in rejected["admission_message"]
+    assert "not this deployment's" in rejected["admission_message"]
+    usage = hub.get("/v1/projects/search")["usage"]["H100-80GB"]
+    assert usage["reserved"] == 0, "a deployment the agent cannot apply reserves nothing"
+
+    # The cause goes away in the cluster: the agent's next reconcile applies it.
+    agent.loop.run(asyncio.to_thread(agent.cluster.delete_dgd, "wingsmith", "chat"))
+    wait_until(
+        lambda: hub.get("/v1/deployments/chat.east")["admission_phase"] == "running",
+        what="retried and running",
+    )
+    shown = hub.get("/v1/deployments/chat.east")
+    assert shown["admission_reason"] is None and shown["sync"]["rejected_error"] == ""

@@ -4,6 +4,7 @@ releases its reservation and says why, a cluster never heard from reads as such.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -17,12 +18,14 @@ from hub.model import (
     NodeObservation,
     ObservationBatch,
     Placement,
+    Rejection,
     Serving,
     StatusReport,
 )
 from hub.service import clusters, deployments, projects, sync, workloads
 from hub.service.context import ServiceContext
 from hub.store.db import Database
+from wingsmith.v1 import resources_pb2 as pb
 
 H100 = "H100-80GB"
 
@@ -169,3 +172,74 @@ def test_status_desired_replicas_echoes_the_deployment_and_applied_replicas_what
     assert (shown.desired_replicas, shown.admitted_replicas) == (3, 2)
     assert (shown.status.desired_replicas, shown.status.applied_replicas) == (3, 2)
     assert shown.status.ready_replicas == 2
+
+
+# -- a rejected deployment releases its reservation, says why, and is retried -----------------
+
+
+def rejected_fleet(ctx: ServiceContext) -> str:
+    """east: 8 devices; `first` (2 x 4) admitted, `second` (1 x 4) waiting for room; then the
+    agent rejects `first`. Returns first's deployment id."""
+    projects.create(ctx, name="search", quotas={H100: 64})
+    clusters.create(ctx, cluster_id="east", labels={})
+    report_devices(ctx, "east", 8)
+    workloads.create(ctx, spec("first", replicas=2))
+    workloads.create(ctx, spec("second", replicas=1))
+    assert reason(ctx, "second.east")[:2] == (0, "insufficient_capacity")
+    first = deployments.get(ctx, "first.east").deployment
+    sync.record_rejection(
+        ctx,
+        cluster_id="east",
+        deployment_id=first.deployment_id,
+        rejection=Rejection(first.revision, 1, "DGD wingsmith/first exists and is not ours"),
+    )
+    return first.deployment_id
+
+
+def test_a_rejected_deployment_releases_its_reservation_and_says_why(
+    ctx: ServiceContext,
+) -> None:
+    rejected_fleet(ctx)
+    shown = convert.deployment(deployments.get(ctx, "first.east"))
+    assert shown.admission_phase == pb.ADMISSION_PHASE_FAILED
+    assert shown.admission_reason == pb.ADMISSION_REASON_REJECTED
+    assert "rejected generation 1: DGD wingsmith/first exists and is not ours" in (
+        shown.admission_message
+    )
+    # What it reserved went back, and the waiting deployment was admitted into it.
+    assert reason(ctx, "second.east") == (1, "", "")
+    usage = projects.get(ctx, "search").usage[H100]
+    assert (usage.used, usage.reserved) == (0, 4), "only second's reservation is charged"
+    assert clusters.get(ctx, "east").capacity[H100].reserved == 4
+
+
+def test_a_new_generation_of_a_rejected_deployment_is_new_demand_admitted_if_it_fits(
+    ctx: ServiceContext,
+) -> None:
+    rejected_fleet(ctx)
+    fixed = dataclasses.replace(spec("first", replicas=2).serving, engine_version="0.11.1")
+    workloads.update(ctx, "first", workloads.WorkloadChange(serving=fixed))
+    admitted, why, _ = reason(ctx, "first.east")
+    assert (admitted, why) == (0, "insufficient_capacity"), "second holds the room: no overcommit"
+    assert clusters.get(ctx, "east").capacity[H100].reserved == 4
+    shown = convert.deployment(deployments.get(ctx, "first.east"))
+    assert shown.admission_phase == pb.ADMISSION_PHASE_PENDING
+
+    workloads.delete(ctx, "second")
+    assert reason(ctx, "first.east") == (2, "", ""), "retried: admitted once it fits"
+
+
+def test_a_rejected_deployment_the_agent_applies_later_is_charged_again(
+    ctx: ServiceContext,
+) -> None:
+    deployment_id = rejected_fleet(ctx)
+    workloads.delete(ctx, "second")
+    assert clusters.get(ctx, "east").capacity[H100].reserved == 0
+    # The cause went away in the cluster: the agent's retry applied generation 1.
+    status = StatusReport("pending", "", "", 0, 2, 1, time.time_ns())
+    observation = DeploymentObservation(deployment_id, status.observe_ns, status, ())
+    sync.ingest(ctx, [("east", ObservationBatch(seq=3, deployments=(observation,)))])
+    shown = convert.deployment(deployments.get(ctx, "first.east"))
+    assert shown.admission_reason == pb.ADMISSION_REASON_UNSPECIFIED
+    assert shown.admission_phase == pb.ADMISSION_PHASE_ADMITTED
+    assert clusters.get(ctx, "east").capacity[H100].reserved == 8
