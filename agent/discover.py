@@ -8,12 +8,17 @@ description under /v1/discovered (docs/adoption.md). It reads:
   script is taken apart and the launcher dropped (agent/cluster/shape.py);
 - engine version: our engine-version label when its pods have one, else the image tag;
 - device class: the class of the GPUs on the nodes its worker pods run on;
-- replicas: worker replicas; for disaggregated serving, one replica is one decode worker with
-  its share of prefill workers.
+- replicas: worker replicas; for disaggregated serving, counted the way the renderer lays a
+  replica out (agent/render/dgd.py: replicas x prefill_workers prefill pods, replicas x
+  decode_workers decode pods): the number of sets is the greatest common divisor of the two
+  pod counts, a set holds prefill/sets prefill and decode/sets decode workers, and its devices
+  are theirs together, so replicas x devices per replica is every worker device that runs
+  (the hub reads the same shape off the report: hub/adoption.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -144,11 +149,14 @@ def _shape(services: Sequence[DiscoveredService]) -> tuple[int, int, int]:
         for s in workers
     }
     decode, prefill = roles.get("decode"), roles.get("prefill")
-    if decode is not None and prefill is not None and decode.replicas:
-        per_prefill = max(1, prefill.replicas // decode.replicas)
-        per_replica = decode.gpus_per_pod + per_prefill * prefill.gpus_per_pod
-        ready = min(decode.ready_replicas, prefill.ready_replicas // per_prefill)
-        return decode.replicas, ready, per_replica
+    if decode is not None and prefill is not None:
+        sets = math.gcd(prefill.replicas, decode.replicas)
+        if not (prefill.replicas and decode.replicas):
+            return 0, 0, 0
+        per_prefill, per_decode = prefill.replicas // sets, decode.replicas // sets
+        per_replica = per_prefill * prefill.gpus_per_pod + per_decode * decode.gpus_per_pod
+        ready = min(prefill.ready_replicas // per_prefill, decode.ready_replicas // per_decode)
+        return sets, ready, per_replica
     main = workers[0]
     return main.replicas, main.ready_replicas, main.gpus_per_pod
 

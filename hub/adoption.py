@@ -13,7 +13,11 @@ the DGD's backend, worker services (replicas, GPUs per pod, image) and the worke
 - devices per worker: the worker pod's GPU request is the truth (it is what the cluster
   allocates); when the flags disagree, tensor_parallel is set from the GPUs so that the
   accounting matches what runs;
-- disaggregated when the DGD has prefill and decode workers; a replica is one set of them;
+- disaggregated when the DGD has prefill and decode workers; a replica is one set of them,
+  laid out as the agent renders one (gcd of the two pod counts sets, each of prefill/sets
+  prefill and decode/sets decode workers), and its devices are those workers' GPU requests
+  together (`Shape.devices_per_replica`): what the promoted deployment is charged, the same
+  footprint that runs, even where prefill and decode workers request different GPU counts;
 - engine_args are left empty: asserting flags as desired state is the user's decision
   (imported_args keeps what was read).
 """
@@ -54,6 +58,19 @@ class Shape:
     prefill_workers: int = 1
     decode_workers: int = 1
     gpus_per_worker: int = 0
+    # GPUs per prefill worker (disaggregated; gpus_per_worker is the decode worker's).
+    gpus_per_prefill_worker: int = 0
+    ready_replicas: int = 0
+
+    @property
+    def devices_per_replica(self) -> int:
+        """Every GPU the workers of one replica request."""
+        if self.mode == "disaggregated":
+            return (
+                self.prefill_workers * self.gpus_per_prefill_worker
+                + self.decode_workers * self.gpus_per_worker
+            )
+        return self.gpus_per_worker
 
 
 def flag(args: Sequence[str], names: Sequence[str]) -> str | None:
@@ -93,18 +110,22 @@ def shape(observation: DiscoveredObservation) -> Shape:
     if prefill and decode:
         p, d = prefill[0], decode[0]
         sets = math.gcd(p.replicas, d.replicas) or 1
+        per_prefill, per_decode = max(1, p.replicas // sets), max(1, d.replicas // sets)
         return Shape(
             replicas=sets if p.replicas and d.replicas else 0,
             mode="disaggregated",
-            prefill_workers=max(1, p.replicas // sets),
-            decode_workers=max(1, d.replicas // sets),
+            prefill_workers=per_prefill,
+            decode_workers=per_decode,
             gpus_per_worker=d.gpus_per_pod,
+            gpus_per_prefill_worker=p.gpus_per_pod,
+            ready_replicas=min(p.ready_replicas // per_prefill, d.ready_replicas // per_decode),
         )
     main = workers[0] if workers else None
     return Shape(
         replicas=main.replicas if main else observation.replicas,
         mode="aggregated",
-        gpus_per_worker=main.gpus_per_pod if main else 0,
+        gpus_per_worker=main.gpus_per_pod if main else observation.devices_per_replica,
+        ready_replicas=main.ready_replicas if main else observation.ready_replicas,
     )
 
 

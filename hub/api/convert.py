@@ -6,7 +6,7 @@ decides what a resource shows.
 
 from __future__ import annotations
 
-from hub import wire
+from hub import adoption, wire
 from hub.model import Allocation, Deployment, Discovered, Placement
 from hub.service import views
 from hub.service.authority import Review
@@ -281,7 +281,10 @@ def workload_spec(message: pb.Workload) -> WorkloadSpec:
 
 
 def discovered(d: Discovered) -> pb.Discovered:
+    """Replicas and devices per replica as hub/adoption.py reads them off the services (the
+    way a rendered DGD is counted, whatever an older agent computed)."""
     o = d.observation
+    shape = adoption.shape(o)
     return pb.Discovered(
         discovered_id=d.discovered_id,
         name=d.ref,
@@ -304,12 +307,12 @@ def discovered(d: Discovered) -> pb.Discovered:
             )
             for s in o.services
         ],
-        replicas=o.replicas,
-        ready_replicas=o.ready_replicas,
+        replicas=shape.replicas,
+        ready_replicas=shape.ready_replicas,
         imported_args=list(o.imported_args),
         engine_version=o.engine_version,
         device_class=o.device_class,
-        devices_per_replica=o.devices_per_replica,
+        devices_per_replica=shape.devices_per_replica,
         workload_id=d.workload_id,
         first_seen=wire.timestamp(d.first_seen),
         last_seen=wire.timestamp(d.last_seen),

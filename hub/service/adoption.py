@@ -89,7 +89,8 @@ def _adopted(
 ) -> tuple[Workload, Deployment]:
     observation = found.observation
     normalized = serving.normalize(adoption.serving_of(observation), field="serving")
-    replicas = adoption.shape(observation).replicas
+    shape = adoption.shape(observation)
+    replicas = shape.replicas
     workload = Workload(
         workload_id="wl_" + secrets.token_hex(8),
         name=name,
@@ -119,7 +120,8 @@ def _adopted(
         serving=normalized,
         serving_digest=serving.digest(normalized),
         device_class=device,
-        devices_per_replica=normalized.devices_per_replica,
+        # What its workers request, as it runs (hub/adoption.py): its charge is what it holds.
+        devices_per_replica=shape.devices_per_replica or normalized.devices_per_replica,
         revision=0,
         create_time=now,
         update_time=now,

@@ -15,6 +15,8 @@ from hub.model import (
     AgentSession,
     DeploymentObservation,
     Device,
+    DiscoveredObservation,
+    DiscoveredService,
     NodeObservation,
     ObservationBatch,
     Placement,
@@ -22,7 +24,7 @@ from hub.model import (
     Serving,
     StatusReport,
 )
-from hub.service import clusters, deployments, projects, sync, workloads
+from hub.service import adoption, clusters, deployments, projects, sync, workloads
 from hub.service.context import ServiceContext
 from hub.store.db import Database
 from wingsmith.v1 import resources_pb2 as pb
@@ -243,3 +245,46 @@ def test_a_rejected_deployment_the_agent_applies_later_is_charged_again(
     assert shown.admission_reason == pb.ADMISSION_REASON_UNSPECIFIED
     assert shown.admission_phase == pb.ADMISSION_PHASE_ADMITTED
     assert clusters.get(ctx, "east").capacity[H100].reserved == 8
+
+
+# -- a discovered disaggregated DGD counts as a rendered one, and promotes to what runs -------
+
+
+def disaggregated_legacy() -> DiscoveredObservation:
+    """Two sets of 1 prefill worker (2 GPUs) + 2 decode workers (4 GPUs): 20 GPUs run. The
+    top-level counts are what an agent that counted one replica per decode worker sent."""
+    args = ("--model", "Qwen/Qwen3-32B")
+    prefill = DiscoveredService("VllmPrefillWorker", "worker", "prefill", 2, 2, 2, "vllm:0.9", args)
+    decode = DiscoveredService("VllmDecodeWorker", "worker", "decode", 4, 4, 4, "vllm:0.9", args)
+    return DiscoveredObservation(
+        namespace="ml",
+        name="legacy",
+        observe_ns=time.time_ns(),
+        backend_framework="vllm",
+        services=(prefill, decode),
+        replicas=4,
+        ready_replicas=4,
+        imported_args=args,
+        engine_version="0.9",
+        device_class=H100,
+        devices_per_replica=6,
+    )
+
+
+def test_a_discovered_disaggregated_dgd_counts_sets_and_promotes_to_the_footprint_that_runs(
+    ctx: ServiceContext,
+) -> None:
+    projects.create(ctx, name="search", quotas={H100: 64})
+    clusters.create(ctx, cluster_id="east", labels={})
+    report_devices(ctx, "east", 32)
+    sync.ingest(ctx, [("east", ObservationBatch(seq=2, discovered=(disaggregated_legacy(),)))])
+
+    shown = convert.discovered(adoption.get(ctx, "east.ml.legacy"))
+    assert (shown.replicas, shown.ready_replicas, shown.devices_per_replica) == (2, 2, 10)
+
+    adoption.promote(ctx, "east.ml.legacy", project="search")
+    d = deployments.get(ctx, "legacy.east").deployment
+    assert (d.desired_replicas, d.devices_per_replica) == (2, 10)
+    assert (d.serving.prefill_workers, d.serving.decode_workers) == (1, 2)
+    usage = projects.get(ctx, "search").usage[H100]
+    assert usage.used + usage.reserved == 20, "charged exactly the 20 GPUs its workers request"
