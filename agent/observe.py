@@ -14,6 +14,10 @@ and serve no model), and live_args: the main worker's engine flags as its oldest
 runs them. For an adopted DGD those are all its flags (its engine_args declare them in full);
 for a DGD we render, the flags beyond what the declaration's serving fields render (so they
 compare with its engine_args, and an edit made outside Wingsmith shows as drift).
+The deployment's DGD itself goes up too, as the object the agent applied (`applied`):
+apiVersion, kind, metadata (name, namespace, labels, annotations) and spec as the cluster holds
+them, canonical JSON with its sha256 digest, so an operator sees on the hub exactly what runs
+(docs/rendering.md). A body over MAX_APPLIED_BYTES is left out (digest kept, `truncated`).
 Per node: every device, verified against the kubelet (agent/devices/verify.py), and every GPU
 allocation.
 
@@ -27,6 +31,8 @@ since the "gone" markers of what vanished meanwhile were never sent.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -43,6 +49,10 @@ from agent.reconcile import ANNOTATION_ADOPTED, ANNOTATION_GENERATION, dgd_of
 from agent.render.dgd import RenderError, render_dgd
 
 T = TypeVar("T")
+
+# The largest applied-object body the agent sends (the hub refuses more): a DGD is a few KiB.
+MAX_APPLIED_BYTES = 256 * 1024
+DGD_API_VERSION = f"{port.DGD_GROUP}/{port.DGD_VERSION}"
 
 
 @dataclass(frozen=True)
@@ -65,6 +75,20 @@ class StatusObservation:
 
 
 @dataclass(frozen=True)
+class AppliedObject:
+    """The deployment's DGD as the cluster holds it: what the agent applied."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    digest: str
+    # Canonical JSON; "" when it exceeds MAX_APPLIED_BYTES (truncated).
+    body: str
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
 class DeploymentObservation:
     deployment_id: str
     status: StatusObservation | None
@@ -72,6 +96,7 @@ class DeploymentObservation:
     absent: bool = False
     # The main worker's args as the DGD runs them (drift checks of adopted deployments).
     live_args: tuple[str, ...] = ()
+    applied: AppliedObject | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +230,7 @@ class Observer:
                 status=_status(spec, dgd, pods),
                 replicas=tuple(discover.pod_report(p) for p in pods),
                 live_args=self._live_args(spec, dgd, pods),
+                applied=applied_object(dgd),
             )
         return result
 
@@ -262,6 +288,38 @@ class Observer:
             allocations=tuple(verify.allocations(pod_devices)),
             inventory_error=errors,
         )
+
+
+def applied_object(dgd: port.Dgd) -> AppliedObject:
+    """The DGD as an object someone could apply again: no status, no server-set metadata."""
+    metadata: dict[str, Any] = {"name": dgd.name, "namespace": dgd.namespace}
+    if dgd.labels:
+        metadata["labels"] = dict(dgd.labels)
+    if dgd.annotations:
+        metadata["annotations"] = dict(dgd.annotations)
+    body = json.dumps(
+        {
+            "apiVersion": DGD_API_VERSION,
+            "kind": port.DGD_KIND,
+            "metadata": metadata,
+            "spec": dgd.spec,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    encoded = body.encode()
+    truncated = len(encoded) > MAX_APPLIED_BYTES
+    return AppliedObject(
+        api_version=DGD_API_VERSION,
+        kind=port.DGD_KIND,
+        namespace=dgd.namespace,
+        name=dgd.name,
+        digest="sha256:" + hashlib.sha256(encoded).hexdigest(),
+        body="" if truncated else body,
+        truncated=truncated,
+    )
 
 
 def rendered_by_us(dgd: port.Dgd, adopted: set[tuple[str, str]]) -> bool:

@@ -218,6 +218,17 @@ def promote_discovered(
 # -- authority --------------------------------------------------------------------------------
 
 
+def applied_object(ctx: Context, *, ref: str) -> None:
+    """The object the deployment's agent applied. A table is the object itself, as YAML one
+    could apply, under comment lines saying where it comes from; JSON and YAML are the hub's
+    AppliedObject unchanged (its `body` a JSON string)."""
+    answer = ctx.client.get(f"{resource_path(kinds.DEPLOYMENT, ref)}/applied")
+    if ctx.output == "table":
+        print(output.applied_object(answer), file=ctx.out)
+    else:
+        print(output.serialize(answer, fmt=ctx.output), file=ctx.out)
+
+
 def review_deployment(ctx: Context, *, ref: str) -> None:
     """What promoting would change. A table is the readable review; JSON and YAML are the
     hub's DeploymentReview unchanged."""

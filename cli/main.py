@@ -218,6 +218,11 @@ def _add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         action="store_true",
         help=f"include ignored entries ({_all_kinds()})",
     )
+    parser.add_argument(
+        "--applied",
+        action="store_true",
+        help="for one deployment: the object its agent applied (its DynamoGraphDeployment)",
+    )
 
 
 def _get(args: argparse.Namespace) -> Action:
@@ -239,6 +244,12 @@ def _get(args: argparse.Namespace) -> Action:
     if show_all and not kind.all_param:
         raise UsageError(f"--all applies to {_all_kinds()} only, not to {kind.plural}")
     ref = args.ref
+    if args.applied:
+        if kind is not kinds.DEPLOYMENT or ref is None:
+            raise UsageError(
+                "--applied shows one deployment's object: get deployment REF --applied"
+            )
+        return lambda ctx: commands.applied_object(ctx, ref=ref)
     return lambda ctx: commands.get(ctx, kind=kind, ref=ref, filters=filters, show_all=show_all)
 
 

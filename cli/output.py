@@ -52,6 +52,23 @@ def table(kind: str, items: Sequence[JsonObject]) -> str:
     return format_rows(rows)
 
 
+def applied_object(answer: JsonObject) -> str:
+    """An AppliedObject as the YAML manifest it is, led by comments (still valid YAML):
+    which deployment, which object, its digest and since when the agent reports it."""
+    lines = [
+        f"# applied for deployment {text(answer.get('deployment_id'))}:"
+        f" {text(answer.get('kind'))} {text(answer.get('namespace'))}/{text(answer.get('name'))}",
+        f"# digest {text(answer.get('digest'))}, reported since"
+        f" {timestamp(answer.get('observe_time'))}",
+    ]
+    body = answer.get("body") or ""
+    if answer.get("truncated") or not body:
+        lines.append("# body left out by the agent: larger than the stream carries (256 KiB)")
+        return "\n".join(lines)
+    document = json.loads(body)
+    return "\n".join([*lines, serialize(document, fmt="yaml")])
+
+
 def format_rows(rows: Sequence[Sequence[str]]) -> str:
     """Left-aligned columns two spaces apart, no trailing blanks (kubectl's look)."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

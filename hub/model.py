@@ -312,6 +312,24 @@ class ReplicaObservation:
 
 
 @dataclass(frozen=True)
+class AppliedObject:
+    """The Kubernetes object the agent applied for a deployment, as the cluster holds it."""
+
+    deployment_id: str
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    # "sha256:<hex>" of the canonical JSON body.
+    digest: str
+    # Canonical JSON; "" when truncated by the agent, or when read without bodies.
+    body: str
+    truncated: bool
+    # The observation in which this digest was first seen.
+    observe_ns: int
+
+
+@dataclass(frozen=True)
 class DeploymentObservation:
     deployment_id: str
     observe_ns: int
@@ -319,6 +337,8 @@ class DeploymentObservation:
     replicas: tuple[ReplicaObservation, ...]
     absent: bool = False
     live_args: tuple[str, ...] = ()
+    # The deployment's DGD as the agent read it back; None while it has none.
+    applied: AppliedObject | None = None
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,19 @@ def _deployment_observation(
         replicas=[_replica_report(r) for r in d.replicas],
         live_args=list(d.live_args),
     )
+    if d.applied is not None:
+        a = d.applied
+        message.applied.CopyFrom(
+            sync_pb2.AppliedObjectReport(
+                api_version=a.api_version,
+                kind=a.kind,
+                namespace=a.namespace,
+                name=a.name,
+                digest=a.digest,
+                body=a.body,
+                truncated=a.truncated,
+            )
+        )
     if d.status is not None:
         s = d.status
         message.status.CopyFrom(

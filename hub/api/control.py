@@ -199,6 +199,9 @@ class ControlHandlers:
     def ReviewDeployment(self, request: cpb.ReviewDeploymentRequest) -> cpb.DeploymentReview:
         return convert.review(authority.review(self._ctx, request.ref))
 
+    def GetAppliedObject(self, request: cpb.GetAppliedObjectRequest) -> pb.AppliedObject:
+        return convert.applied_object(deployments.applied_object(self._ctx, request.ref))
+
     # -- discovered ---------------------------------------------------------------------------
 
     def ListDiscovered(self, request: cpb.ListDiscoveredRequest) -> cpb.ListDiscoveredResponse:

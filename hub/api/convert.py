@@ -7,7 +7,7 @@ decides what a resource shows.
 from __future__ import annotations
 
 from hub import adoption, wire
-from hub.model import Allocation, Deployment, Discovered, Placement
+from hub.model import Allocation, AppliedObject, Deployment, Discovered, Placement
 from hub.service import views
 from hub.service.authority import Review
 from hub.service.workloads import WorkloadSpec
@@ -117,6 +117,8 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
     )
     if view.rollout is not None:
         message.rollout.CopyFrom(rollout(view.rollout))
+    if view.applied_object is not None:
+        message.applied.CopyFrom(applied_object(view.applied_object))
     if d.adopted:
         message.adopted_from.CopyFrom(
             pb.AdoptedFrom(discovered_id=d.adopted_from, namespace=d.dgd_namespace, name=d.dgd_name)
@@ -124,6 +126,21 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
     if view.status is not None:
         message.status.CopyFrom(status(view.status, deployment=d))
     return message
+
+
+def applied_object(a: AppliedObject) -> pb.AppliedObject:
+    """With its body when it was read with one (GetAppliedObject), else coordinates only."""
+    return pb.AppliedObject(
+        deployment_id=a.deployment_id,
+        api_version=a.api_version,
+        kind=a.kind,
+        namespace=a.namespace,
+        name=a.name,
+        digest=a.digest,
+        observe_time=wire.timestamp_ns(a.observe_ns),
+        truncated=a.truncated,
+        body=a.body,
+    )
 
 
 # A stale cluster's last report is kept but never shown as its present state (docs/phases.md).

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hub import errors
-from hub.model import PHASE_FAILED, PHASE_ORDER, Deployment
+from hub.model import PHASE_FAILED, PHASE_ORDER, AppliedObject, Deployment
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import deployments, workloads
+from hub.store import deployments, observations, workloads
 from hub.store.db import Connection
 from hub.store.deployments import DeploymentFilter
 
@@ -16,6 +16,20 @@ from hub.store.deployments import DeploymentFilter
 def get(ctx: ServiceContext, ref: str) -> views.DeploymentView:
     with snapshot(ctx) as conn:
         return views.deployment_views(ctx, conn, [_get(conn, ref)])[0]
+
+
+def applied_object(ctx: ServiceContext, ref: str) -> AppliedObject:
+    """The object the agent applied for the deployment, with its body; NotFound until its
+    agent reported one (docs/rendering.md)."""
+    with snapshot(ctx) as conn:
+        deployment = _get(conn, ref)
+        found = observations.applied_objects(conn, [deployment.deployment_id], with_body=True)
+    applied = found.get(deployment.deployment_id)
+    if applied is None:
+        raise errors.NotFound(
+            "applied object of deployment", f"{ref} (its agent has not reported one yet)"
+        )
+    return applied
 
 
 def list_page(

@@ -20,6 +20,7 @@ from hub.model import (
     PHASE_ADMITTED,
     REASON_CLUSTER_READ_ONLY,
     REASON_REJECTED,
+    AppliedObject,
     Capacity,
     Cluster,
     Deployment,
@@ -82,6 +83,8 @@ class DeploymentView:
     topology_violations: tuple[topology.Violation, ...] = ()
     # Admitted and managed, but its cluster's agent is read-only and never applied it.
     idle_on_read_only: bool = False
+    # The object its agent applied (without body), once reported.
+    applied_object: AppliedObject | None = None
 
     @property
     def admission_reason(self) -> str:
@@ -174,6 +177,7 @@ def deployment_views(
     required = [d.deployment_id for d in deployments if d.topology]
     held_devices = observations.held_devices(conn, required) if required else {}
     held = accounting.held_by_deployment(conn, ids)
+    applied_objects = observations.applied_objects(conn, ids)
     known = [
         c
         for c in (cluster_store.get(conn, cid) for cid in {d.cluster_id for d in deployments})
@@ -232,6 +236,7 @@ def deployment_views(
                 topology_violations=tuple(
                     topology.violations(d.topology, held_devices.get(d.deployment_id, {}))
                 ),
+                applied_object=applied_objects.get(d.deployment_id),
                 # Nothing of it on the cluster: a read-only agent applies nothing.
                 idle_on_read_only=(
                     d.cluster_id in read_only

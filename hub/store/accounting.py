@@ -148,7 +148,7 @@ def silent_clusters(
     return silent
 
 
-def unheard_clusters(conn: sqlite3.Connection, cluster_ids: Sequence[str]) -> set[str]:
+def unheard_clusters(conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
     """Clusters among these that no agent was ever heard from: no message recorded
     (last_seen unset), no stream open, no node ever reported."""
     unheard: set[str] = set()

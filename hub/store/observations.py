@@ -1,4 +1,5 @@
-"""The cluster-written tables: reports, rejections, replicas, nodes, devices, allocations.
+"""The cluster-written tables: reports, rejections, applied objects, replicas, nodes, devices,
+allocations.
 
 Observations are level-triggered: one deployment observation replaces the deployment's report
 and its whole replica set; one node observation replaces the node's devices and allocations.
@@ -16,6 +17,7 @@ from dataclasses import dataclass, replace
 from hub.model import (
     Allocation,
     AllocationObservation,
+    AppliedObject,
     DeploymentObservation,
     Device,
     HeldDevice,
@@ -117,6 +119,7 @@ def write_deployments(
             if obs.status is not None and obs.status.applied_generation
         ],
     )
+    _write_applied(conn, fresh)
     conn.executemany(
         "DELETE FROM replicas WHERE deployment_id = ?", [(obs.deployment_id,) for _, obs in fresh]
     )
@@ -141,6 +144,71 @@ def write_deployments(
         ],
     )
     return fresh
+
+
+def _write_applied(
+    conn: Transaction, fresh: Sequence[tuple[str, DeploymentObservation]]
+) -> None:
+    """Each observation replaces the applied object the hub held (none: the row goes); an
+    unchanged digest rewrites nothing, so the body is stored once per change, not per report."""
+    conn.executemany(
+        "DELETE FROM deployment_applied WHERE deployment_id = ?",
+        [(obs.deployment_id,) for _, obs in fresh if obs.applied is None],
+    )
+    conn.executemany(
+        "INSERT INTO deployment_applied (deployment_id, cluster_id, api_version, kind,"
+        " namespace, name, digest, body, truncated, observe_ns)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
+        " api_version = excluded.api_version, kind = excluded.kind,"
+        " namespace = excluded.namespace, name = excluded.name, digest = excluded.digest,"
+        " body = excluded.body, truncated = excluded.truncated,"
+        " observe_ns = excluded.observe_ns"
+        " WHERE deployment_applied.digest != excluded.digest",
+        [
+            (
+                obs.deployment_id,
+                cluster_id,
+                a.api_version,
+                a.kind,
+                a.namespace,
+                a.name,
+                a.digest,
+                a.body,
+                int(a.truncated),
+                a.observe_ns,
+            )
+            for cluster_id, obs in fresh
+            if (a := obs.applied) is not None
+        ],
+    )
+
+
+def applied_objects(
+    conn: Transaction, deployment_ids: Sequence[str], *, with_body: bool = False
+) -> dict[str, AppliedObject]:
+    """deployment id -> the object its agent applied; bodies only when asked (they are the
+    bulk: a list of deployments shows the object's coordinates and digest)."""
+    body = "body" if with_body else "'' AS body"
+    result: dict[str, AppliedObject] = {}
+    for chunk in _chunks(deployment_ids):
+        for r in conn.execute(
+            "SELECT deployment_id, api_version, kind, namespace, name, digest, truncated,"
+            f" observe_ns, {body} FROM deployment_applied"
+            f" WHERE deployment_id IN ({_marks(chunk)})",
+            chunk,
+        ):
+            result[r["deployment_id"]] = AppliedObject(
+                deployment_id=r["deployment_id"],
+                api_version=r["api_version"],
+                kind=r["kind"],
+                namespace=r["namespace"],
+                name=r["name"],
+                digest=r["digest"],
+                body=r["body"],
+                truncated=bool(r["truncated"]),
+                observe_ns=r["observe_ns"],
+            )
+    return result
 
 
 def _report_row(obs: DeploymentObservation) -> tuple[object, ...]:

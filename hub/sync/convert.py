@@ -8,12 +8,15 @@ message changes nothing.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable
 
 from hub import errors, wire
 from hub.model import (
     AllocationObservation,
+    AppliedObject,
     Deployment,
     DeploymentObservation,
     Device,
@@ -40,6 +43,9 @@ MAX_PER_BATCH = 10_000
 MAX_REPLICAS = 10_000
 MAX_DEVICES_PER_NODE = 1024
 MAX_ARGS = 256
+# An applied object's body (a DGD is a few KiB; the agent truncates above this).
+MAX_APPLIED_BYTES = 256 * 1024
+APPLIED_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 class Checker:
@@ -203,6 +209,54 @@ def _deployment(
         ),
         absent=message.absent,
         live_args=_args(message.live_args, check, f"{path}.live_args"),
+        applied=(
+            _applied(message, check, f"{path}.applied", observe_ns)
+            if message.HasField("applied")
+            else None
+        ),
+    )
+
+
+def _applied(
+    message: sync_pb2.DeploymentObservation, check: Checker, path: str, observe_ns: int
+) -> AppliedObject:
+    """An agent's report of the object it applied: bounded, well-formed, and its digest the
+    hash of its body, since the hub shows it as what runs (hostile input is refused whole)."""
+    a = message.applied
+    if message.absent:
+        raise errors.InvalidArgument(path, "must be unset when absent is true")
+    check.text(a.api_version, f"{path}.api_version", limit=253, required=True)
+    check.text(a.kind, f"{path}.kind", limit=63, required=True)
+    check.pattern(a.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    check.pattern(a.name, DNS_SUBDOMAIN, f"{path}.name", what="name")
+    check.pattern(a.digest, APPLIED_DIGEST, f"{path}.digest", what="digest", limit=71)
+    encoded = a.body.encode()
+    if len(encoded) > MAX_APPLIED_BYTES:
+        raise errors.InvalidArgument(
+            f"{path}.body", f"at most {MAX_APPLIED_BYTES} bytes (send truncated instead)"
+        )
+    if a.truncated:
+        if a.body:
+            raise errors.InvalidArgument(f"{path}.body", "must be empty when truncated is true")
+    else:
+        try:
+            parsed = json.loads(a.body)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise errors.InvalidArgument(f"{path}.body", "must be a JSON object")
+        if "sha256:" + hashlib.sha256(encoded).hexdigest() != a.digest:
+            raise errors.InvalidArgument(f"{path}.digest", "is not the sha256 of the body")
+    return AppliedObject(
+        deployment_id=message.deployment_id,
+        api_version=a.api_version,
+        kind=a.kind,
+        namespace=a.namespace,
+        name=a.name,
+        digest=a.digest,
+        body=a.body,
+        truncated=a.truncated,
+        observe_ns=observe_ns,
     )
 
 

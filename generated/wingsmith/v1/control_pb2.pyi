@@ -622,6 +622,26 @@ class ReviewDeploymentRequest(_message.Message):
 Global___ReviewDeploymentRequest: _TypeAlias = ReviewDeploymentRequest  # noqa: Y015
 
 @_typing.final
+class GetAppliedObjectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    """The deployment's id or name."""
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetAppliedObjectRequest: _TypeAlias = GetAppliedObjectRequest  # noqa: Y015
+
+@_typing.final
 class DeploymentReview(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

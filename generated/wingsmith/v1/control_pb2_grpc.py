@@ -136,6 +136,11 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ReviewDeploymentRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_control__pb2.DeploymentReview.FromString,
                 _registered_method=True)
+        self.GetAppliedObject = channel.unary_unary(
+                '/wingsmith.v1.ControlService/GetAppliedObject',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.GetAppliedObjectRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.AppliedObject.FromString,
+                _registered_method=True)
         self.ListDiscovered = channel.unary_unary(
                 '/wingsmith.v1.ControlService/ListDiscovered',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ListDiscoveredRequest.SerializeToString,
@@ -317,6 +322,14 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAppliedObject(self, request, context):
+        """The object the agent applied for the deployment (its DynamoGraphDeployment as the cluster
+        holds it), with its full body. NOT_FOUND until the agent reported one (docs/rendering.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListDiscovered(self, request, context):
         """Discovered workloads: found running, never declared.
         """
@@ -472,6 +485,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ReviewDeployment,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.ReviewDeploymentRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_control__pb2.DeploymentReview.SerializeToString,
+            ),
+            'GetAppliedObject': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAppliedObject,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.GetAppliedObjectRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.AppliedObject.SerializeToString,
             ),
             'ListDiscovered': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDiscovered,
@@ -1054,6 +1072,33 @@ class ControlService:
             '/wingsmith.v1.ControlService/ReviewDeployment',
             wingsmith_dot_v1_dot_control__pb2.ReviewDeploymentRequest.SerializeToString,
             wingsmith_dot_v1_dot_control__pb2.DeploymentReview.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAppliedObject(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/GetAppliedObject',
+            wingsmith_dot_v1_dot_control__pb2.GetAppliedObjectRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.AppliedObject.FromString,
             options,
             channel_credentials,
             insecure,

@@ -82,6 +82,10 @@ class ControlServiceStub:
     """
     ReviewDeployment: _grpc.UnaryUnaryMultiCallable[_control_pb2.ReviewDeploymentRequest, _control_pb2.DeploymentReview]
     """What promoting would change: imported vs declared args, live vs declared config."""
+    GetAppliedObject: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetAppliedObjectRequest, _resources_pb2.AppliedObject]
+    """The object the agent applied for the deployment (its DynamoGraphDeployment as the cluster
+    holds it), with its full body. NOT_FOUND until the agent reported one (docs/rendering.md).
+    """
     ListDiscovered: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListDiscoveredRequest, _control_pb2.ListDiscoveredResponse]
     """Discovered workloads: found running, never declared."""
     GetDiscovered: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetDiscoveredRequest, _resources_pb2.Discovered]
@@ -138,6 +142,10 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """
     ReviewDeployment: _aio.UnaryUnaryMultiCallable[_control_pb2.ReviewDeploymentRequest, _control_pb2.DeploymentReview]  # type: ignore[assignment]
     """What promoting would change: imported vs declared args, live vs declared config."""
+    GetAppliedObject: _aio.UnaryUnaryMultiCallable[_control_pb2.GetAppliedObjectRequest, _resources_pb2.AppliedObject]  # type: ignore[assignment]
+    """The object the agent applied for the deployment (its DynamoGraphDeployment as the cluster
+    holds it), with its full body. NOT_FOUND until the agent reported one (docs/rendering.md).
+    """
     ListDiscovered: _aio.UnaryUnaryMultiCallable[_control_pb2.ListDiscoveredRequest, _control_pb2.ListDiscoveredResponse]  # type: ignore[assignment]
     """Discovered workloads: found running, never declared."""
     GetDiscovered: _aio.UnaryUnaryMultiCallable[_control_pb2.GetDiscoveredRequest, _resources_pb2.Discovered]  # type: ignore[assignment]
@@ -311,6 +319,16 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_control_pb2.DeploymentReview, _abc.Awaitable[_control_pb2.DeploymentReview]]:
         """What promoting would change: imported vs declared args, live vs declared config."""
+
+    @_abc_1.abstractmethod
+    def GetAppliedObject(
+        self,
+        request: _control_pb2.GetAppliedObjectRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.AppliedObject, _abc.Awaitable[_resources_pb2.AppliedObject]]:
+        """The object the agent applied for the deployment (its DynamoGraphDeployment as the cluster
+        holds it), with its full body. NOT_FOUND until the agent reported one (docs/rendering.md).
+        """
 
     @_abc_1.abstractmethod
     def ListDiscovered(

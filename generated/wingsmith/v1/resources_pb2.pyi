@@ -1259,6 +1259,7 @@ class Deployment(_message.Message):
     DRIFT_FIELD_NUMBER: _builtins.int
     ADOPTED_FROM_FIELD_NUMBER: _builtins.int
     TOPOLOGY_VIOLATIONS_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     """Output only: "dep_..."."""
     name: _builtins.str
@@ -1322,6 +1323,12 @@ class Deployment(_message.Message):
     def topology_violations(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologyViolation]:
         """Output only: replicas whose devices break placement.topology."""
 
+    @_builtins.property
+    def applied(self) -> Global___AppliedObject:
+        """Output only: the object the agent applied for this deployment, without its body (that is
+        GET /v1/deployments/{ref}/applied); null until the agent reports one.
+        """
+
     def __init__(
         self,
         *,
@@ -1355,14 +1362,71 @@ class Deployment(_message.Message):
         drift: _abc.Iterable[Global___Difference] | None = ...,
         adopted_from: Global___AdoptedFrom | None = ...,
         topology_violations: _abc.Iterable[Global___TopologyViolation] | None = ...,
+        applied: Global___AppliedObject | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "create_time", b"create_time", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "applied", b"applied", "create_time", b"create_time", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "applied", b"applied", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Deployment: _TypeAlias = Deployment  # noqa: Y015
+
+@_typing.final
+class AppliedObject(_message.Message):
+    """The Kubernetes object the agent applied for a deployment: its DynamoGraphDeployment as the
+    cluster holds it when the agent last read it (status and server-set metadata left out), so
+    an operator sees exactly what runs without reading the renderer (docs/rendering.md).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEPLOYMENT_ID_FIELD_NUMBER: _builtins.int
+    API_VERSION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    DIGEST_FIELD_NUMBER: _builtins.int
+    OBSERVE_TIME_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    deployment_id: _builtins.str
+    api_version: _builtins.str
+    kind: _builtins.str
+    namespace: _builtins.str
+    name: _builtins.str
+    digest: _builtins.str
+    """"sha256:<hex>" of the full body (canonical JSON: sorted keys, no spaces); changes exactly
+    when the object does.
+    """
+    truncated: _builtins.bool
+    """The agent left the body out: it exceeds the size the stream carries (256 KiB)."""
+    body: _builtins.str
+    """The whole object as JSON (apiVersion, kind, metadata, spec); only from GetAppliedObject."""
+    @_builtins.property
+    def observe_time(self) -> _timestamp_pb2.Timestamp:
+        """The agent observation in which the hub first saw this digest."""
+
+    def __init__(
+        self,
+        *,
+        deployment_id: _builtins.str = ...,
+        api_version: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        digest: _builtins.str = ...,
+        observe_time: _timestamp_pb2.Timestamp | None = ...,
+        truncated: _builtins.bool = ...,
+        body: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["observe_time", b"observe_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "body", b"body", "deployment_id", b"deployment_id", "digest", b"digest", "kind", b"kind", "name", b"name", "namespace", b"namespace", "observe_time", b"observe_time", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedObject: _TypeAlias = AppliedObject  # noqa: Y015
 
 @_typing.final
 class Replica(_message.Message):

@@ -272,6 +272,7 @@ class DeploymentObservation(_message.Message):
     REPLICAS_FIELD_NUMBER: _builtins.int
     ABSENT_FIELD_NUMBER: _builtins.int
     LIVE_ARGS_FIELD_NUMBER: _builtins.int
+    APPLIED_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     observe_unix_nanos: _builtins.int
     """When the agent observed this (Unix nanoseconds). Older than what the hub holds: ignored."""
@@ -290,6 +291,10 @@ class DeploymentObservation(_message.Message):
         declaration renders. Compared with the deployment's engine_args (drift).
         """
 
+    @_builtins.property
+    def applied(self) -> Global___AppliedObjectReport:
+        """The deployment's DynamoGraphDeployment as the cluster holds it; unset while it has none."""
+
     def __init__(
         self,
         *,
@@ -299,14 +304,58 @@ class DeploymentObservation(_message.Message):
         replicas: _abc.Iterable[Global___ReplicaReport] | None = ...,
         absent: _builtins.bool = ...,
         live_args: _abc.Iterable[_builtins.str] | None = ...,
+        applied: Global___AppliedObjectReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["applied", b"applied", "status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["absent", b"absent", "deployment_id", b"deployment_id", "live_args", b"live_args", "observe_unix_nanos", b"observe_unix_nanos", "replicas", b"replicas", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["absent", b"absent", "applied", b"applied", "deployment_id", b"deployment_id", "live_args", b"live_args", "observe_unix_nanos", b"observe_unix_nanos", "replicas", b"replicas", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeploymentObservation: _TypeAlias = DeploymentObservation  # noqa: Y015
+
+@_typing.final
+class AppliedObjectReport(_message.Message):
+    """A Kubernetes object as the agent read it back after applying it: metadata (name, namespace,
+    labels, annotations) and spec; status and server-set metadata left out.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_VERSION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    DIGEST_FIELD_NUMBER: _builtins.int
+    BODY_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    api_version: _builtins.str
+    kind: _builtins.str
+    namespace: _builtins.str
+    name: _builtins.str
+    digest: _builtins.str
+    """"sha256:<hex>" of the canonical JSON body (sorted keys, no spaces), also when truncated."""
+    body: _builtins.str
+    """Canonical JSON of the object; at most 256 KiB (the hub refuses more). Empty when truncated."""
+    truncated: _builtins.bool
+    def __init__(
+        self,
+        *,
+        api_version: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        digest: _builtins.str = ...,
+        body: _builtins.str = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "body", b"body", "digest", b"digest", "kind", b"kind", "name", b"name", "namespace", b"namespace", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppliedObjectReport: _TypeAlias = AppliedObjectReport  # noqa: Y015
 
 @_typing.final
 class DeploymentStatusReport(_message.Message):

@@ -98,9 +98,10 @@ def deployment() -> pb.Deployment:
             reason="ok",
             message="all good",
             ready_replicas=2,
-            desired_replicas=2,
+            desired_replicas=3,
             stale=True,
             observe_time=_time(1_700_000_200),
+            applied_replicas=2,
         ),
         live_digests={"svg_ab12": 2, "svg_0000": 1},
         degraded=True,
@@ -122,4 +123,15 @@ def deployment() -> pb.Deployment:
         topology_violations=[
             pb.TopologyViolation(replica_id="rep_1", name="pod-1", reason="spans 2 domains")
         ],
+        applied=pb.AppliedObject(
+            deployment_id="dep_1",
+            api_version="nvidia.com/v1alpha1",
+            kind="DynamoGraphDeployment",
+            namespace="wingsmith",
+            name="llama-70b",
+            digest="sha256:" + "0" * 64,
+            observe_time=_time(1_700_000_250),
+            truncated=True,
+            body='{"kind":"DynamoGraphDeployment"}',
+        ),
     )
