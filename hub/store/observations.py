@@ -146,9 +146,7 @@ def write_deployments(
     return fresh
 
 
-def _write_applied(
-    conn: Transaction, fresh: Sequence[tuple[str, DeploymentObservation]]
-) -> None:
+def _write_applied(conn: Transaction, fresh: Sequence[tuple[str, DeploymentObservation]]) -> None:
     """Each observation replaces the applied object the hub held (none: the row goes); an
     unchanged digest rewrites nothing, so the body is stored once per change, not per report."""
     conn.executemany(
