@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +25,7 @@ from hub.model import (
 )
 from hub.service import adoption, clusters, deployments, projects, sync, workloads
 from hub.service.context import ServiceContext
-from hub.store.db import Database
+from hub.store.port import open_store
 from wingsmith.v1 import resources_pb2 as pb
 
 H100 = "H100-80GB"
@@ -53,8 +52,9 @@ def spec(name: str, *, replicas: int, cluster: str = "east") -> workloads.Worklo
 
 
 @pytest.fixture
-def ctx(tmp_path: Path) -> ServiceContext:
-    return ServiceContext(db=Database(tmp_path / "hub.db"))
+def ctx(store_url: str) -> ServiceContext:
+    """On each backend (SQLite, PostgreSQL): the rules live partly in SQL."""
+    return ServiceContext(db=open_store(store_url))
 
 
 def report_devices(ctx: ServiceContext, cluster_id: str, count: int) -> None:
@@ -115,7 +115,7 @@ def test_a_cluster_no_agent_ever_connected_for_says_so_and_so_do_its_deployments
     ctx: ServiceContext,
 ) -> None:
     projects.create(ctx, name="search", quotas={H100: 64})
-    clusters.create(ctx, cluster_id="east", labels={})
+    _, token = clusters.create(ctx, cluster_id="east", labels={})
     workloads.create(ctx, spec("chat", replicas=1))
 
     cluster = convert.cluster(clusters.get(ctx, "east"))
@@ -127,7 +127,13 @@ def test_a_cluster_no_agent_ever_connected_for_says_so_and_so_do_its_deployments
 
     # An agent's stream opens, with no device reported yet: the message says what is known.
     session = AgentSession("s1", "agent-0", "", True, "1", connect_time=ctx.clock())
-    sync.open_session(ctx, cluster_id="east", session=session, read_only=False)
+    sync.open_session(
+        ctx,
+        cluster_id="east",
+        session=session,
+        read_only=False,
+        token_hash=clusters.token_hash(token),
+    )
     assert not convert.cluster(clusters.get(ctx, "east")).never_connected
     assert reason(ctx, "chat.east")[2] == "needs 4 H100-80GB; cluster east has 0 free"
 
@@ -183,7 +189,7 @@ def rejected_fleet(ctx: ServiceContext) -> str:
     """east: 8 devices; `first` (2 x 4) admitted, `second` (1 x 4) waiting for room; then the
     agent rejects `first`. Returns first's deployment id."""
     projects.create(ctx, name="search", quotas={H100: 64})
-    clusters.create(ctx, cluster_id="east", labels={})
+    _, token = clusters.create(ctx, cluster_id="east", labels={})
     report_devices(ctx, "east", 8)
     workloads.create(ctx, spec("first", replicas=2))
     workloads.create(ctx, spec("second", replicas=1))
@@ -194,6 +200,7 @@ def rejected_fleet(ctx: ServiceContext) -> str:
         cluster_id="east",
         deployment_id=first.deployment_id,
         rejection=Rejection(first.revision, 1, "DGD wingsmith/first exists and is not ours"),
+        token_hash=clusters.token_hash(token),
     )
     return first.deployment_id
 
