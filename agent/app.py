@@ -67,6 +67,9 @@ class AgentConfig:
     blocking_io: bool = False
     # The leader reports a node absent once its Node object has been gone this long.
     node_gone_grace_s: float = 30.0
+    # NVML name -> device class, where the built-in table is not what the operator wants
+    # (agent/devices/classes.py); also read off nodes' GPU labels for workers' node affinity.
+    class_overrides: Mapping[str, str] = field(default_factory=dict)
 
 
 class SimClock(Protocol):
@@ -262,6 +265,7 @@ class Agent:
         async with self._reconcile_lock:
             self.reconciles += 1
             live = await self._io(self.cluster.list_dgds)
+            nodes = await self._io(self.cluster.list_nodes)
             self.desired.settle(d.labels.get(port.LABEL_DEPLOYMENT_ID, "") for d in live)
             plan = reconcile.plan(
                 self.desired.deployments,
@@ -270,6 +274,8 @@ class Agent:
                 images=self.config.images,
                 released=self.desired.released,
                 removed=self.desired.removed,
+                nodes=nodes,
+                class_overrides=self.config.class_overrides,
             )
             if self.config.read_only:
                 for apply in plan.applies:

@@ -51,6 +51,7 @@ from agent.cluster.shape import (
     worker_args,
     workers,
 )
+from agent.devices.classes import NO_OVERRIDES
 from agent.model import DeploymentSpec
 from agent.render.dgd import RenderError, render_dgd
 
@@ -128,9 +129,13 @@ def plan(
     images: Mapping[str, str] | None = None,
     released: Set[str] = frozenset(),
     removed: Set[str] = frozenset(),
+    nodes: Sequence[port.Node] = (),
+    class_overrides: Mapping[str, str] = NO_OVERRIDES,
 ) -> Plan:
     """`released`: ids the hub no longer declares whose DGD stays; `removed`: ids the hub
-    deleted while they were managed (agent/desired.py keeps both)."""
+    deleted while they were managed (agent/desired.py keeps both); `nodes`: the cluster's,
+    whose GPU labels the rendered workers' node affinity matches (agent/render/placement.py)."""
+    target = _Target(namespace=namespace, images=images, nodes=nodes, overrides=class_overrides)
     applies, failures = [], []
     for spec in sorted(desired.values(), key=lambda s: s.deployment_id):
         current = dgd_of(spec, live)
@@ -146,7 +151,7 @@ def plan(
                     applies.append(Apply(spec.deployment_id, spec.generation, idle))
             continue
         try:
-            manifest = _manifest(spec, current, live, namespace=namespace, images=images)
+            manifest = _manifest(spec, current, live, target)
         except _Refused as e:
             failures.append(Failure(spec.deployment_id, spec.generation, str(e)))
             continue
@@ -211,14 +216,20 @@ class _Refused(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class _Target:
+    """What rendering needs of the cluster and the agent's configuration."""
+
+    namespace: str
+    images: Mapping[str, str] | None
+    nodes: Sequence[port.Node]
+    overrides: Mapping[str, str]
+
+
 def _manifest(
-    spec: DeploymentSpec,
-    current: port.Dgd | None,
-    live: Sequence[port.Dgd],
-    *,
-    namespace: str,
-    images: Mapping[str, str] | None,
+    spec: DeploymentSpec, current: port.Dgd | None, live: Sequence[port.Dgd], target: _Target
 ) -> dict[str, Any]:
+    namespace = target.namespace
     if spec.adopted:
         if current is None:
             raise _Refused(
@@ -237,17 +248,30 @@ def _manifest(
             " deployment's: adopt it (discovered) or rename the workload"
         )
     try:
-        return rendered(spec, namespace=namespace, images=images)
+        return rendered(
+            spec,
+            namespace=namespace,
+            images=target.images,
+            nodes=target.nodes,
+            class_overrides=target.overrides,
+        )
     except RenderError as e:
         raise _Refused(str(e)) from e
 
 
 def rendered(
-    spec: DeploymentSpec, *, namespace: str, images: Mapping[str, str] | None = None
+    spec: DeploymentSpec,
+    *,
+    namespace: str,
+    images: Mapping[str, str] | None = None,
+    nodes: Sequence[port.Node] = (),
+    class_overrides: Mapping[str, str] = NO_OVERRIDES,
 ) -> dict[str, Any]:
     """The manifest to apply: the renderer's output plus our bookkeeping annotations (on the
     DGD's metadata only, never on pod templates, so they cannot trigger a rollout)."""
-    manifest = render_dgd(spec, namespace=namespace, images=images)
+    manifest = render_dgd(
+        spec, namespace=namespace, images=images, nodes=nodes, class_overrides=class_overrides
+    )
     return _annotated(spec, manifest)
 
 

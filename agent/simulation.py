@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import grpc
 
@@ -65,6 +66,10 @@ def build_simulated_agent(
     backoff: Backoff | None = None,
 ) -> Agent:
     cluster = simulated_cluster(config, spec=spec, seed_path=seed_path)
+    # The simulated nodes' GPU labels carry the groups' product names; whatever the built-in
+    # class table would make of a made-up name, they are of the class the spec gave.
+    overrides = {group.product_name: group.device_class for group in cluster.spec.groups}
+    config = replace(config, class_overrides={**overrides, **config.class_overrides})
     return Agent(
         config,
         cluster=cluster,

@@ -14,8 +14,9 @@ something a list call returns changed.
 Every operation ends in `_settle`, which runs three steps until none makes progress:
   1. reconcile the graphs marked stale: scale each service's current generation to its
      replicas and retire old-generation pods that new ready pods replace;
-  2. schedule pending pods, oldest first, first fit (a pod that does not fit does not block
-     a later one that does);
+  2. schedule pending pods, oldest first, first fit among the nodes the pod's nodeSelector and
+     required node affinity admit (agent/cluster/node_selection.py); a pod that does not fit
+     does not block a later one that does, and waits with kube-scheduler's message;
   3. for graphs in a rollout, make room: retire old pods within maxUnavailable so that new
      pods that fit nowhere get their devices (agent/cluster/simulated_rollout.py).
 Then the status of every graph touched is recomputed.
@@ -28,7 +29,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import replace
 
-from agent.cluster.port import GPU_RESOURCE, Dgd, Pod
+from agent.cluster.port import Dgd, Pod
 from agent.cluster.simulated_hardware import Hardware, SimNode
 from agent.cluster.simulated_manifest import Graph, Template
 from agent.cluster.simulated_objects import (
@@ -281,9 +282,9 @@ class DynamoController:
             if self._surge_spent(annotations, pod.owner):
                 self._set_reason(pod, self._surge_reason(annotations, pod.owner))
                 continue
-            node = self.hw.first_fit(pod.template.gpu_request)
+            node = self.hw.first_fit(pod.template.gpu_request, pod.template.selection)
             if node is None:
-                self._set_reason(pod, self._unschedulable(pod.template.gpu_request))
+                self._set_reason(pod, self._unschedulable(pod.template))
             else:
                 self._bind(pod, node, now)
                 bound = True
@@ -325,11 +326,13 @@ class DynamoController:
                 budget -= 1 if victim.ready else 0
                 holders.pop(victim.key, None)
                 self._remove(victim)
-            node = self.hw.first_fit(pod.template.gpu_request)
+            node = self.hw.first_fit(pod.template.gpu_request, pod.template.selection)
             if node is None:
                 plan = plan_room(
                     pod.template.gpu_request,
-                    free_by_node={n.name: len(n.free()) for n in self.hw},
+                    free_by_node={
+                        n.name: len(n.free()) for n in self.hw.eligible(pod.template.selection)
+                    },
                     holders=[self._holder(p) for p in holders.values()],
                 )
                 if plan is None:
@@ -381,7 +384,8 @@ class DynamoController:
         return victim
 
     def _could_finish(self, waiting: list[SimPod], old: list[SimPod]) -> bool:
-        room = {n.name: len(n.free()) for n in self.hw}
+        selection = waiting[0].template.selection
+        room = {n.name: len(n.free()) for n in self.hw.eligible(selection)}
         for pod in old:
             if pod.node_name in room:
                 room[pod.node_name] += self.hw.allocatable_on(pod.node_name, pod.devices)
@@ -464,11 +468,9 @@ class DynamoController:
             pod.reason = reason
             self._changed(pod)
 
-    def _unschedulable(self, need: int) -> str:
-        nodes = len(self.hw)
-        if need == 0:
-            return f"Unschedulable: 0/{nodes} nodes are available"
-        return f"Unschedulable: 0/{nodes} nodes have {need} free {GPU_RESOURCE}"
+    def _unschedulable(self, template: Template) -> str:
+        # The PodScheduled condition's reason and message, as kube-scheduler writes them.
+        return "Unschedulable: " + self.hw.fit_error(template.gpu_request, template.selection)
 
     def _pod(self, namespace: str, name: str) -> SimPod:
         try:

@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Iterable, Iterator
 from types import MappingProxyType
 
-from agent.cluster.port import Node
+from agent.cluster.node_selection import ANYWHERE, NOT_MATCHED, NodeSelection, fit_error
+from agent.cluster.port import GPU_RESOURCE, Node
 from agent.cluster.simulated_spec import NodeGroup, SimSpec
 from agent.devices.model import Gpu
+from agent.devices.node_labels import gfd_labels
 
 _UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "simulated.wingsmith.dev")
 DRIVER_VERSION = "570.124.06"
@@ -102,18 +104,16 @@ class SimNode:
 
 
 def _node_labels(name: str, group: NodeGroup) -> dict[str, str]:
-    # The labels NVIDIA GPU feature discovery puts on a GPU node, plus a marker.
-    labels = {
+    # The labels NVIDIA GPU feature discovery puts on a GPU node, plus a marker: the
+    # scheduler matches workers' node affinity against them.
+    return {
         "kubernetes.io/hostname": name,
         "node.kubernetes.io/instance-type": "simulated",
         LABEL_SIMULATED: "true",
+        **gfd_labels(
+            product_name=group.product_name, memory_bytes=group.memory_bytes, count=group.gpus
+        ),
     }
-    if group.gpus:
-        labels["nvidia.com/gpu.present"] = "true"
-        labels["nvidia.com/gpu.product"] = group.product_name.replace(" ", "-")
-        labels["nvidia.com/gpu.count"] = str(group.gpus)
-        labels["nvidia.com/gpu.memory"] = str(group.memory_bytes // 2**20)
-    return labels
 
 
 class Hardware:
@@ -165,12 +165,31 @@ class Hardware:
     def node_of(self, device_uuid: str) -> str:
         return self._gpu_node[device_uuid]
 
-    def first_fit(self, need: int) -> SimNode | None:
-        """The first node with `need` allocatable devices (any node when need is 0)."""
-        for node in self.nodes.values():
+    def first_fit(self, need: int, selection: NodeSelection = ANYWHERE) -> SimNode | None:
+        """The first node `selection` admits with `need` allocatable devices (any such node
+        when need is 0)."""
+        for node in self.eligible(selection):
             if need == 0 or sum(1 for g in node.gpus if g.allocatable) >= need:
                 return node
         return None
+
+    def eligible(self, selection: NodeSelection) -> Iterator[SimNode]:
+        """The nodes a pod of this selection may run on, in scheduling order."""
+        return (n for n in self.nodes.values() if selection.matches(n.name, n.labels))
+
+    def fit_error(self, need: int, selection: NodeSelection) -> str:
+        """Why no node takes a pod, in kube-scheduler's words. A node is counted under the
+        first filter it fails, as the scheduler runs NodeAffinity before NodeResourcesFit."""
+        reasons: dict[str, int] = {}
+        for node in self.nodes.values():
+            if not selection.matches(node.name, node.labels):
+                reason = NOT_MATCHED
+            elif len(node.free()) < need:
+                reason = f"Insufficient {GPU_RESOURCE}"
+            else:
+                continue
+            reasons[reason] = reasons.get(reason, 0) + 1
+        return fit_error(len(self.nodes), reasons)
 
     def allocate(self, node: SimNode, *, need: int, holder: str) -> tuple[str, ...]:
         taken = node.free()[:need]

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from agent.cluster import node_selection
+from agent.cluster.node_selection import ANYWHERE, NodeSelection
 from agent.cluster.port import (
     DGD_GROUP,
     DGD_KIND,
@@ -62,6 +64,8 @@ class Template:
     argv: tuple[str, ...]
     labels: Mapping[str, str]
     is_worker: bool
+    # extraPodSpec's nodeSelector and required node affinity.
+    selection: NodeSelection = ANYWHERE
 
     @property
     def selector(self) -> str:
@@ -156,6 +160,7 @@ class _ServiceFields:
     argv: tuple[str, ...]
     labels: dict[str, str]
     dynamo_namespace: str
+    selection: NodeSelection
 
     @property
     def is_worker(self) -> bool:
@@ -183,6 +188,7 @@ class _ServiceFields:
             dynamo_namespace=_optional_str(
                 service.get("dynamoNamespace"), f"{where}.dynamoNamespace"
             ),
+            selection=_selection(service, where),
         )
 
 
@@ -218,6 +224,7 @@ def _template(
         argv=fields.argv,
         labels=MappingProxyType(labels),
         is_worker=fields.is_worker,
+        selection=fields.selection,
     )
 
 
@@ -240,6 +247,14 @@ def _hash(value: object) -> str:
 def _main_container(service: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     pod_spec = _mapping(service.get("extraPodSpec", {}), f"{where}.extraPodSpec")
     return _mapping(pod_spec.get("mainContainer", {}), f"{where}.extraPodSpec.mainContainer")
+
+
+def _selection(service: Mapping[str, Any], where: str) -> NodeSelection:
+    pod_spec = _mapping(service.get("extraPodSpec", {}), f"{where}.extraPodSpec")
+    try:
+        return node_selection.parse(pod_spec, f"{where}.extraPodSpec")
+    except node_selection.InvalidSelection as e:
+        raise InvalidManifest(e.field, e.problem) from None
 
 
 def _argv(container: Mapping[str, Any], where: str) -> tuple[str, ...]:

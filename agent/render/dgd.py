@@ -12,12 +12,14 @@ docs/rendering.md describes the result field by field.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agent.cluster import dgd_versions, port
+from agent.devices.classes import NO_OVERRIDES
 from agent.model import DeploymentSpec, Serving
-from agent.render import sglang, trtllm, validation, vllm
+from agent.render import placement, sglang, trtllm, validation, vllm
 from agent.render.engine import Engine, MainContainer, Role
 from agent.render.errors import RenderError, UnsupportedEngine
 
@@ -38,16 +40,26 @@ _ROUTER_MODES = {"round_robin": "round-robin", "kv": "kv"}
 
 
 def render_dgd(
-    spec: DeploymentSpec, *, namespace: str, images: Mapping[str, str] | None = None
+    spec: DeploymentSpec,
+    *,
+    namespace: str,
+    images: Mapping[str, str] | None = None,
+    nodes: Iterable[port.Node] = (),
+    class_overrides: Mapping[str, str] = NO_OVERRIDES,
 ) -> dict[str, Any]:
-    """The DGD for `spec` in `namespace`; `images` maps engine -> image (agent config)."""
+    """The DGD for `spec` in `namespace`; `images` maps engine -> image (agent config);
+    `nodes` are the cluster's nodes, whose GPU labels say which of them are of the
+    deployment's class (`class_overrides`: NVML name -> class, as for devices)."""
     validation.validate(spec, namespace=namespace)
     engine = _engine(spec.serving.engine)
     image = _image(spec.serving, images)
+    affinity = placement.node_affinity(spec.device_class, nodes, overrides=class_overrides)
     services = {FRONTEND: _frontend(spec, image=image)}
     for role, replicas in _roles(spec):
         name = engine.services.for_role(role)
-        services[name] = _worker(spec, engine=engine, role=role, replicas=replicas, image=image)
+        services[name] = _worker(
+            spec, engine=engine, role=role, replicas=replicas, image=image, affinity=affinity
+        )
     return {
         "apiVersion": API_VERSION,
         "kind": port.DGD_KIND,
@@ -110,7 +122,13 @@ def _frontend(spec: DeploymentSpec, *, image: str) -> dict[str, Any]:
 
 
 def _worker(
-    spec: DeploymentSpec, *, engine: Engine, role: Role, replicas: int, image: str
+    spec: DeploymentSpec,
+    *,
+    engine: Engine,
+    role: Role,
+    replicas: int,
+    image: str,
+    affinity: Mapping[str, Any],
 ) -> dict[str, Any]:
     service: dict[str, Any] = {"componentType": "worker"}
     if role != "aggregated":
@@ -122,7 +140,12 @@ def _worker(
         "replicas": replicas,
         **_pod_labels(spec),
         "resources": {"requests": {"gpu": gpus}, "limits": {"gpu": gpus}},
-        "extraPodSpec": {"mainContainer": _main_container(container, spec, image=image)},
+        "extraPodSpec": {
+            # Only nodes of the deployment's device class (placement.py): a fresh copy per
+            # service, as shared dicts would come out of a YAML dump as &anchors.
+            "affinity": copy.deepcopy(dict(affinity)),
+            "mainContainer": _main_container(container, spec, image=image),
+        },
     }
 
 

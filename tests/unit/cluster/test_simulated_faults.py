@@ -142,7 +142,12 @@ def test_pods_with_nowhere_to_go_after_a_node_leaves_wait(make_cluster: MakeClus
     cluster.remove_node("sim-a-node-1")
 
     waiting = [p for p in pods_of(cluster, "VllmWorker") if p.phase == "Pending"]
-    assert [p.reason for p in waiting] == ["Unschedulable: 0/1 nodes have 8 free nvidia.com/gpu"]
+    assert [p.reason for p in waiting] == [
+        (
+            "Unschedulable: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption:"
+            " 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        )
+    ]
     assert state(cluster) == "pending"
 
 

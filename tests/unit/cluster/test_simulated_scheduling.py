@@ -146,7 +146,10 @@ def test_a_pod_that_fits_no_node_waits_pending_with_the_schedulers_reason(
 
     (worker,) = pods_of(cluster, "VllmWorker")
     assert (worker.phase, worker.node_name, worker.ready) == ("Pending", "", False)
-    assert worker.reason == "Unschedulable: 0/2 nodes have 8 free nvidia.com/gpu"
+    assert worker.reason == (
+        "Unschedulable: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption:"
+        " 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
     assert status(cluster)["state"] == "pending"
     assert ready_condition(cluster)["status"] == "False"
     assert ready_condition(cluster)["reason"] == "InsufficientDevices"

@@ -38,7 +38,7 @@ def make_deployment(*, serving: Serving | None = None, **overrides: Any) -> Depl
         serving=serving,
         generation=3,
         serving_digest="svg_0123456789abcdef",
-        device_class="nvidia-h100-80gb",
+        device_class="H100-80GB",
         devices_per_replica=serving.devices_per_worker * serving.workers_per_replica,
         revision=17,
     )

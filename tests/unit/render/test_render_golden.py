@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.cluster.port import Node
+from agent.devices.node_labels import gfd_labels
 from agent.model import DeploymentSpec
 from agent.render import dgd
 from tests.fake_kube.dynamo import DynamoCrd, validate
@@ -20,6 +22,29 @@ from tests.unit.render.builders import make_deployment, make_kv_cache, make_serv
 
 GOLDEN = Path(__file__).parent / "golden"
 NAMESPACE = "serving"
+# A mixed cluster as GPU feature discovery labels it: workers must get node affinity for
+# the H100 nodes only (agent/render/placement.py).
+NODES = (
+    Node(
+        "h100-a",
+        labels=gfd_labels(
+            product_name="NVIDIA H100 80GB HBM3", memory_bytes=81559 * 2**20, count=8
+        ),
+    ),
+    Node(
+        "h100-b",
+        labels=gfd_labels(
+            product_name="NVIDIA H100 80GB HBM3", memory_bytes=81559 * 2**20, count=8
+        ),
+    ),
+    Node(
+        "a100-a",
+        labels=gfd_labels(
+            product_name="NVIDIA A100-SXM4-40GB", memory_bytes=40960 * 2**20, count=8
+        ),
+    ),
+    Node("cpu-a"),
+)
 
 CASES: dict[str, DeploymentSpec] = {
     "vllm-aggregated": make_deployment(serving=make_serving(engine="vllm")),
@@ -107,13 +132,13 @@ CASES: dict[str, DeploymentSpec] = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rendered_manifest_matches_its_golden_file(case: str) -> None:
-    rendered = to_yaml(dgd.render_dgd(CASES[case], namespace=NAMESPACE))
+    rendered = to_yaml(dgd.render_dgd(CASES[case], namespace=NAMESPACE, nodes=NODES))
     _compare(rendered, GOLDEN / f"{case}.yaml")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_rendered_v1beta1_manifest_matches_its_golden_file(case: str) -> None:
-    rendered = to_yaml(dgd.render_dgd_as("v1beta1", CASES[case], namespace=NAMESPACE))
+    rendered = to_yaml(dgd.render_dgd_as("v1beta1", CASES[case], namespace=NAMESPACE, nodes=NODES))
     _compare(rendered, GOLDEN / "v1beta1" / f"{case}.yaml")
 
 
@@ -123,8 +148,8 @@ def test_the_v1beta1_render_is_what_dynamos_conversion_makes_of_the_v1alpha1_one
 ) -> None:
     """Our conversion agrees with the operator's (as the emulator plays it, from the
     reference), and the operator's webhook accepts the result."""
-    alpha = dgd.render_dgd(CASES[case], namespace=NAMESPACE)
-    beta = dgd.render_dgd_as("v1beta1", CASES[case], namespace=NAMESPACE)
+    alpha = dgd.render_dgd(CASES[case], namespace=NAMESPACE, nodes=NODES)
+    beta = dgd.render_dgd_as("v1beta1", CASES[case], namespace=NAMESPACE, nodes=NODES)
     assert DynamoCrd(("v1alpha1", "v1beta1")).convert(alpha, "v1beta1")["spec"] == beta["spec"]
     validate(None, beta)
 
