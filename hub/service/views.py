@@ -90,8 +90,9 @@ class DeploymentView:
     def admission_reason(self) -> str:
         """The stored decision's reason, unless something stops the deployment now: the agent
         rejects its current generation (it reserves nothing meanwhile), or its admitted
-        replicas never run because its cluster's agent is read-only."""
-        if self.rejection is not None:
+        replicas never run because its cluster's agent is read-only. Disabled is disabled,
+        whatever an earlier rejection said (the phase is pending too: hub/phases.py)."""
+        if self._rejected:
             return REASON_REJECTED
         if self.idle_on_read_only:
             return REASON_CLUSTER_READ_ONLY
@@ -100,7 +101,7 @@ class DeploymentView:
     @property
     def admission_message(self) -> str:
         d = self.deployment
-        if self.rejection is not None:
+        if self._rejected and self.rejection is not None:
             return (
                 f"the agent of cluster {d.cluster_id} rejected generation"
                 f" {self.rejection.generation}: {self.rejection.error}; it reserves no device"
@@ -115,6 +116,10 @@ class DeploymentView:
                 " RBAC: docs/deploy.md, step 6) to run it"
             )
         return d.admission_message
+
+    @property
+    def _rejected(self) -> bool:
+        return self.rejection is not None and self.deployment.enabled
 
 
 @dataclass(frozen=True)

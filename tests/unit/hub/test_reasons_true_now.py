@@ -222,6 +222,14 @@ def test_a_rejected_deployment_releases_its_reservation_and_says_why(
     assert clusters.get(ctx, "east").capacity[H100].reserved == 4
 
 
+def test_a_rejected_deployment_once_disabled_says_disabled(ctx: ServiceContext) -> None:
+    rejected_fleet(ctx)
+    deployments.set_enabled(ctx, "first.east", enabled=False)
+    shown = convert.deployment(deployments.get(ctx, "first.east"))
+    assert shown.admission_reason == pb.ADMISSION_REASON_DISABLED
+    assert shown.admission_message == "deployment is disabled"
+
+
 def test_a_new_generation_of_a_rejected_deployment_is_new_demand_admitted_if_it_fits(
     ctx: ServiceContext,
 ) -> None:
