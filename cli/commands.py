@@ -22,13 +22,26 @@ AGENT_TOKEN_ENV = "WINGSMITH_AGENT_TOKEN"
 @dataclass(frozen=True)
 class Context:
     client: HubClient
-    # One of output.FORMATS.
+    # One of output.FORMATS, or "jsonpath=TEMPLATE".
     output: str
     out: TextIO
     err: TextIO
+    # --no-headers: tables without their header row.
+    headers: bool = True
+
+    @property
+    def human(self) -> bool:
+        return output.is_table(self.output)
 
     def show(self, data: Any, *, kind: kinds.Kind) -> None:
-        print(output.render(data, fmt=self.output, kind=kind.name), file=self.out)
+        text = output.render(
+            data,
+            fmt=self.output,
+            kind=kind.name,
+            name_field=kind.name_field,
+            headers=self.headers,
+        )
+        print(text, file=self.out)
 
     def note(self, message: str) -> None:
         print(message, file=self.err)
@@ -57,16 +70,30 @@ def get(
     if ref is not None:
         ctx.show(ctx.client.get(resource_path(kind, ref)), kind=kind)
         return
+    items = fetch(ctx, kind=kind, ref=None, filters=filters, show_all=show_all)
+    if not items and ctx.human:
+        ctx.note(f"no {kind.plural} found")
+        return
+    ctx.show(items, kind=kind)
+
+
+def fetch(
+    ctx: Context,
+    *,
+    kind: kinds.Kind,
+    ref: str | None,
+    filters: Mapping[str, str],
+    show_all: bool = False,
+) -> list[JsonObject]:
+    """What `get` shows, as a list: the one resource, or every one of the kind."""
+    if ref is not None:
+        return [ctx.client.get(resource_path(kind, ref))]
     params = {kinds.FILTER_PARAMS[name]: value for name, value in filters.items()}
     if show_all and kind.all_param:
         params[kind.all_param] = "true"
     if "workload" in filters:
         params["workload_id"] = _workload_id(ctx.client, filters["workload"])
-    items = ctx.client.list_all(kind.path, kind.plural, params)
-    if not items and ctx.output == "table":
-        ctx.note(f"no {kind.plural} found")
-        return
-    ctx.show(items, kind=kind)
+    return ctx.client.list_all(kind.path, kind.plural, params)
 
 
 def _workload_id(client: HubClient, ref: str) -> str:
@@ -94,14 +121,14 @@ def create(ctx: Context, *, documents: Sequence[manifests.Document]) -> None:
         for doc in manifests.in_creation_order(documents):
             answer = ctx.client.post(doc.kind.path, doc.body)
             created.append(answer)
-            if ctx.output == "table":
+            if ctx.human:
                 _report_created(ctx, doc, answer)
     except CliError:
         if created:
             ctx.note(f"{len(created)} of {len(documents)} documents were created before the error")
         raise
     finally:
-        if ctx.output != "table" and created:
+        if not ctx.human and created:
             _show_created(ctx, created)
 
 
@@ -170,9 +197,9 @@ def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str]) -> None:
     for ref in refs:
         ctx.client.delete(resource_path(kind, ref))
         deleted.append({"kind": kind.name, "ref": ref, "deleted": True})
-        if ctx.output == "table":
+        if ctx.human:
             print(f"{kind.name}/{ref} deleted", file=ctx.out)
-    if ctx.output != "table":
+    if not ctx.human:
         print(output.serialize(deleted, fmt=ctx.output), file=ctx.out)
 
 
@@ -233,7 +260,7 @@ def review_deployment(ctx: Context, *, ref: str) -> None:
     """What promoting would change. A table is the readable review; JSON and YAML are the
     hub's DeploymentReview unchanged."""
     answer = ctx.client.get(f"{resource_path(kinds.DEPLOYMENT, ref)}/review")
-    if ctx.output == "table":
+    if ctx.human:
         print(review.render(answer), file=ctx.out)
     else:
         print(output.serialize(answer, fmt=ctx.output), file=ctx.out)

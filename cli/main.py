@@ -22,7 +22,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from cli import commands, config, kinds, manifests, output
+import shtab
+
+from cli import commands, config, kinds, manifests, output, verbs
 from cli.client import HubClient
 from cli.errors import CliError, UsageError
 
@@ -78,6 +80,10 @@ def _run(argv: Sequence[str] | None) -> int:
     args = parser.parse_args(words)
     if args.command in LAUNCHERS:
         return launch(args.command, args.args)
+    if args.command == "completion":
+        # Needs no hub and no token: it only describes this parser.
+        print(shtab.complete(parser, shell=args.shell))
+        return 0
     sub: argparse.ArgumentParser = args.parser
     try:
         action: Action = args.prepare(args)
@@ -108,7 +114,11 @@ def _context(args: argparse.Namespace) -> commands.Context:
         flag=args.token, token_file=args.token_file, environ=os.environ, cwd=pathlib.Path.cwd()
     )
     return commands.Context(
-        client=HubClient(url, token), output=args.output or "table", out=sys.stdout, err=sys.stderr
+        client=HubClient(url, token),
+        output=args.output or "table",
+        out=sys.stdout,
+        err=sys.stderr,
+        headers=not getattr(args, "no_headers", False),
     )
 
 
@@ -132,7 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_options(client, default=argparse.SUPPRESS)
     for add in (
         _add_get,
+        _add_describe,
         _add_create,
+        _add_apply,
         _add_scale,
         _add_set_quota,
         _add_enable,
@@ -142,6 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
         _add_authority,
     ):
         add(sub, client)
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="Print a completion script: `source <(wingsmith completion bash)`, or for "
+        "zsh write it as _wingsmith on $fpath.",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"))
     return parser
 
 
@@ -171,8 +190,15 @@ def _add_client_options(parser: argparse.ArgumentParser, *, default: object) -> 
         "-o",
         "--output",
         default=default,
-        choices=output.FORMATS,
-        help="output format (default: table)",
+        type=_output_format,
+        metavar="FORMAT",
+        help=f"{'|'.join(output.FORMATS)}|jsonpath=TEMPLATE (default: table)",
+    )
+    group.add_argument(
+        "--no-headers",
+        action="store_true",
+        default=default if default is argparse.SUPPRESS else False,
+        help="tables without their header row",
     )
 
 
@@ -223,6 +249,26 @@ def _add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         action="store_true",
         help="for one deployment: the object its agent applied (its DynamoGraphDeployment)",
     )
+    parser.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="after the list, print each object again when it changes (polls the hub)",
+    )
+    parser.add_argument(
+        "--watch-interval",
+        type=_seconds,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often --watch asks the hub (default: 2)",
+    )
+    parser.add_argument(
+        "--watch-timeout",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="stop watching after this long (default: 0, until Ctrl-C)",
+    )
 
 
 def _get(args: argparse.Namespace) -> Action:
@@ -250,7 +296,71 @@ def _get(args: argparse.Namespace) -> Action:
                 "--applied shows one deployment's object: get deployment REF --applied"
             )
         return lambda ctx: commands.applied_object(ctx, ref=ref)
+    if args.watch:
+        interval, timeout = float(args.watch_interval), float(args.watch_timeout)
+        if interval <= 0:
+            raise UsageError("--watch-interval must be more than 0")
+
+        def watch(ctx: commands.Context) -> None:
+            verbs.watch(
+                ctx,
+                fetch=lambda: commands.fetch(
+                    ctx, kind=kind, ref=ref, filters=filters, show_all=show_all
+                ),
+                kind=kind,
+                interval_s=interval,
+                timeout_s=timeout,
+            )
+
+        return watch
     return lambda ctx: commands.get(ctx, kind=kind, ref=ref, filters=filters, show_all=show_all)
+
+
+def _add_describe(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="describe",
+        help_text="show one resource for people: its fields, conditions and related objects",
+        prepare=_describe,
+    )
+    choices = kinds.words(where="gettable")
+    parser.add_argument(
+        "kind", metavar="KIND", type=str.lower, choices=choices, help=_choices(choices)
+    )
+    parser.add_argument("ref", metavar="REF", help="id or name")
+
+
+def _describe(args: argparse.Namespace) -> Action:
+    if args.output and not output.is_table(args.output):
+        raise UsageError("describe prints a page for people; for data use get -o json|yaml")
+    kind, ref = kinds.lookup(args.kind), str(args.ref)
+    return lambda ctx: verbs.describe(ctx, kind=kind, ref=ref)
+
+
+def _add_apply(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="apply",
+        help_text="create or update projects, clusters and workloads from a YAML or JSON file "
+        "(running it again changes nothing)",
+        prepare=_apply,
+    )
+    parser.add_argument(
+        "-f", "--filename", required=True, metavar="FILE", help="the file, or - for stdin"
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what would be created or changed, writing nothing",
+    )
+
+
+def _apply(args: argparse.Namespace) -> Action:
+    documents = manifests.read(args.filename, stdin=sys.stdin)
+    dry_run = bool(args.dry_run)
+    return lambda ctx: verbs.apply(ctx, documents=documents, dry_run=dry_run)
 
 
 def _all_kinds() -> str:
@@ -357,12 +467,31 @@ def _add_delete(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     )
     choices = kinds.words(where="deletable")
     parser.add_argument(
-        "kind", metavar="KIND", type=str.lower, choices=choices, help=_choices(choices)
+        "kind", metavar="KIND", nargs="?", type=str.lower, choices=choices, help=_choices(choices)
     )
-    parser.add_argument("refs", metavar="REF", nargs="+")
+    parser.add_argument("refs", metavar="REF", nargs="*")
+    parser.add_argument(
+        "-f",
+        "--filename",
+        metavar="FILE",
+        help="delete what this file names (as `apply -f` reads it), instead of KIND REF...",
+    )
+    parser.add_argument(
+        "--ignore-not-found",
+        action="store_true",
+        help="with -f: an object already gone is not an error",
+    )
 
 
 def _delete(args: argparse.Namespace) -> Action:
+    if args.filename is not None:
+        if args.kind is not None:
+            raise UsageError("give either -f FILE or KIND REF..., not both")
+        documents = manifests.read(args.filename, stdin=sys.stdin)
+        ignore = bool(args.ignore_not_found)
+        return lambda ctx: verbs.delete_files(ctx, documents=documents, ignore_not_found=ignore)
+    if args.kind is None or not args.refs:
+        raise UsageError("name what to delete: KIND REF... or -f FILE")
     kind = kinds.lookup(args.kind)
     refs = [str(ref) for ref in args.refs]
     return lambda ctx: commands.delete(ctx, kind=kind, refs=refs)
@@ -520,6 +649,23 @@ def _quota(text: str) -> tuple[str, int]:
     if not sep or not device_class:
         raise argparse.ArgumentTypeError(f"expected CLASS=N (e.g. H100-80GB=16), got {text!r}")
     return device_class, _count(limit)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return value
+
+
+def _output_format(text: str) -> str:
+    try:
+        return output.parse_format(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _choices(words: Sequence[str]) -> str:

@@ -1,8 +1,10 @@
 """Rendering resources for people (tables) and for programs (JSON, YAML).
 
-Tables have one row per resource and columns chosen per kind (`COLUMNS`); JSON and YAML show
-the hub's own JSON unchanged, so scripts see exactly what the REST API returns (a list
-command prints a list of resources, every page already joined). Pure: strings in, string out.
+Tables have one row per resource and columns chosen per kind (`COLUMNS`, and `WIDE_COLUMNS`
+after them for `-o wide`); JSON and YAML show the hub's own JSON unchanged, so scripts see
+exactly what the REST API returns (a list command prints a list of resources, every page
+already joined); `-o name` prints `kind/name` lines and `-o jsonpath=...` kubectl's templates
+(cli/jsonpath.py). Pure: strings in, string out.
 
 Cells: a missing value (`null`, an empty string, a `status` the cluster has not reported yet)
 is "-"; booleans are "true"/"false" as in the JSON.
@@ -19,7 +21,12 @@ from typing import Any
 
 import yaml
 
-FORMATS = ("table", "json", "yaml")
+from cli import jsonpath
+
+# -o values; `jsonpath=TEMPLATE` (kubectl's syntax) is the one that takes an argument.
+FORMATS = ("table", "wide", "json", "yaml", "name")
+JSONPATH_PREFIX = "jsonpath="
+TABLE_FORMATS = ("table", "wide")
 MISSING = "-"
 
 JsonObject = dict[str, Any]
@@ -28,28 +35,66 @@ Cell = Callable[[JsonObject], str]
 _FRACTION = re.compile(r"\.\d+(?=Z$|[+-]\d\d:\d\d$)")
 
 
-def render(data: Any, *, fmt: str, kind: str) -> str:
+def parse_format(text: str) -> str:
+    """An -o value, checked (ValueError says what is accepted); a jsonpath template is
+    compiled once here, so a bad one is a usage error before the hub is asked."""
+    if text.startswith(JSONPATH_PREFIX):
+        jsonpath.compile_template(text.removeprefix(JSONPATH_PREFIX))
+        return text
+    if text not in FORMATS:
+        accepted = ", ".join((*FORMATS, "jsonpath=TEMPLATE"))
+        raise ValueError(f"unknown output format {text!r}; expected one of: {accepted}")
+    return text
+
+
+def is_table(fmt: str) -> bool:
+    """A format for people: commands add their notes ("no workloads found", "... created")."""
+    return fmt in TABLE_FORMATS
+
+
+def render(
+    data: Any, *, fmt: str, kind: str, name_field: str = "name", headers: bool = True
+) -> str:
     """`data` is one resource or a list of them, of `kind` (a key of COLUMNS)."""
-    if fmt != "table":
-        return serialize(data, fmt=fmt)
     items = data if isinstance(data, list) else [data]
-    return table(kind, items)
+    if fmt in TABLE_FORMATS:
+        return table(kind, items, wide=fmt == "wide", headers=headers)
+    if fmt == "name":
+        return "\n".join(f"{kind}/{text(item.get(name_field))}" for item in items)
+    return serialize(data, fmt=fmt)
 
 
 def serialize(data: Any, *, fmt: str) -> str:
-    """JSON or YAML of any JSON value, keys in the hub's order."""
+    """JSON, YAML or a jsonpath template's text of any JSON value, keys in the hub's order.
+
+    A list meets a jsonpath template as kubectl's does, as {"items": [...]}."""
     if fmt == "json":
         return json.dumps(data, indent=2, ensure_ascii=False)
     if fmt == "yaml":
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip("\n")
+    if fmt.startswith(JSONPATH_PREFIX):
+        subject = {"kind": "List", "items": data} if isinstance(data, list) else data
+        return jsonpath.render(fmt.removeprefix(JSONPATH_PREFIX), subject)
+    if fmt in ("table", "wide", "name"):
+        # Not a resource (a deletion's record, a review): its JSON is the honest table.
+        return json.dumps(data, indent=2, ensure_ascii=False)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def table(kind: str, items: Sequence[JsonObject]) -> str:
-    columns = COLUMNS[kind]
-    rows = [[header for header, _ in columns]]
+def table(
+    kind: str, items: Sequence[JsonObject], *, wide: bool = False, headers: bool = True
+) -> str:
+    rows = table_rows(kind, items, wide=wide, headers=headers)
+    return format_rows(rows) if rows else ""
+
+
+def table_rows(
+    kind: str, items: Sequence[JsonObject], *, wide: bool = False, headers: bool = True
+) -> list[list[str]]:
+    columns = COLUMNS[kind] + (WIDE_COLUMNS.get(kind, ()) if wide else ())
+    rows = [[header for header, _ in columns]] if headers else []
     rows += [[cell(item) for _, cell in columns] for item in items]
-    return format_rows(rows)
+    return rows
 
 
 def applied_object(answer: JsonObject) -> str:
@@ -69,9 +114,15 @@ def applied_object(answer: JsonObject) -> str:
     return "\n".join([*lines, serialize(document, fmt="yaml")])
 
 
-def format_rows(rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns two spaces apart, no trailing blanks (kubectl's look)."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+def column_widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+
+def format_rows(rows: Sequence[Sequence[str]], *, min_widths: Sequence[int] = ()) -> str:
+    """Left-aligned columns two spaces apart, no trailing blanks (kubectl's look);
+    `min_widths` keeps later rows in the columns of a table printed before (--watch)."""
+    widths = column_widths(rows)
+    widths = [max(w, m) for w, m in zip(widths, [*min_widths, *([0] * len(widths))], strict=False)]
     lines = ("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows)
     return "\n".join(line.rstrip() for line in lines)
 
@@ -286,5 +337,62 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("READY/DESIRED", _discovered_ready),
         ("DEVICE-CLASS", field("device_class")),
         ("WORKLOAD", field("workload_id")),
+    ),
+}
+
+
+def _labels(item: JsonObject) -> str:
+    labels = item.get("labels") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or MISSING
+
+
+def _leader(item: JsonObject) -> str:
+    leaders = [a for a in item.get("agents") or [] if a.get("leader")]
+    return text(leaders[0].get("node_name") or leaders[0].get("instance")) if leaders else MISSING
+
+
+def _sync(item: JsonObject) -> str:
+    sync = item.get("sync")
+    if not isinstance(sync, dict):
+        return MISSING
+    if sync.get("rejected_error"):
+        return f"rejected (generation {text(sync.get('rejected_generation'))})"
+    return "applied" if sync.get("applied") else "pending"
+
+
+# `-o wide`: these columns follow COLUMNS' (kubectl's wide adds, never reorders).
+WIDE_COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
+    "workload": (
+        ("ID", field("workload_id")),
+        ("ENGINE", field("serving", "engine")),
+        ("VERSION", field("serving", "engine_version")),
+        ("MODEL", field("serving", "model")),
+    ),
+    "deployment": (
+        ("ID", field("deployment_id")),
+        ("DEVICES/REPLICA", field("devices_per_replica")),
+        ("SYNC", _sync),
+        ("MESSAGE", field("admission_message")),
+    ),
+    "cluster": (
+        ("LEADER", _leader),
+        ("AGENT", field("agent_version")),
+        ("LABELS", _labels),
+    ),
+    "project": (("CREATED", lambda item: timestamp(item.get("create_time"))),),
+    "replica": (
+        ("ID", field("replica_id")),
+        ("CLUSTER", field("cluster_id")),
+        ("VERSION", field("engine_version")),
+        ("DEVICE-IDS", _device_ids),
+    ),
+    "allocation": (
+        ("DEPLOYMENT", field("deployment_id")),
+        ("CLUSTER", field("cluster_id")),
+    ),
+    "discovered": (
+        ("ID", field("discovered_id")),
+        ("FIRST-SEEN", lambda item: timestamp(item.get("first_seen"))),
+        ("LAST-SEEN", lambda item: timestamp(item.get("last_seen"))),
     ),
 }

@@ -18,7 +18,9 @@ from tests.unit.cli import builders
 
 CLIENT_COMMANDS = (
     "get",
+    "describe",
     "create",
+    "apply",
     "scale",
     "set-quota",
     "enable",
@@ -69,7 +71,7 @@ def test_every_client_command_takes_the_connection_and_output_options(
 ) -> None:
     assert exit_code(*command.split(), "--help") == 0
     out = capsys.readouterr().out
-    for option in ("--hub-url", "--token", "--token-file", "-o {table,json,yaml}"):
+    for option in ("--hub-url", "--token", "--token-file", "-o FORMAT", "--no-headers"):
         assert option in out
 
 
@@ -112,7 +114,13 @@ def test_the_output_option_goes_before_or_after_the_command(
         ("enable", "workload", "llama"),
         ("disable", "deployment"),
         ("delete", "deployment", "llama.east"),
-        ("delete", "workload"),
+        ("get", "clusters", "-o", "jsonpath={.items[*]"),
+        ("get", "clusters", "-o", "jsonpath={range .items[*]}{.cluster_id}"),
+        ("get", "clusters", "--watch-interval", "soon"),
+        ("describe", "allocation", "rep_1"),
+        ("describe", "workload"),
+        ("apply",),
+        ("completion", "fish"),
         ("delete", "discovered", "east.ml.x"),
         ("discovered",),
         ("discovered", "track"),
@@ -143,6 +151,10 @@ def test_usage_errors_exit_2(argv: tuple[str, ...], capsys: pytest.CaptureFixtur
         (("get", "workloads", "--all"), "--all applies to discovered only, not to workloads"),
         (("get", "discovered", "east.ml.x", "--all"), "filters apply to lists"),
         (("get", "discovered", "--project", "a"), "--project does not filter discovered"),
+        (("delete", "workload"), "name what to delete: KIND REF... or -f FILE"),
+        (("delete", "workload", "x", "-f", "f.yaml"), "either -f FILE or KIND REF..., not both"),
+        (("describe", "workload", "x", "-o", "json"), "describe prints a page for people"),
+        (("get", "workloads", "--watch", "--watch-interval", "0"), "--watch-interval must be"),
     ],
 )
 def test_argument_checks_come_before_the_token_and_exit_2(

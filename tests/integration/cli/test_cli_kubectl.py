@@ -1,0 +1,268 @@
+"""The kubectl habits: `apply -f`, `delete -f`, `describe`, `-o wide|name|jsonpath=...`,
+`--no-headers`, `get --watch` and shell completion, against a real hub (and, where replicas
+and allocations matter, a real simulated agent). docs/cli.md quotes these tests' commands.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from cli import main as cli_main
+from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until
+from tests.integration.cli import manifests
+from tests.integration.cli.conftest import Result, Runner, RunningHub
+
+
+def rows(table: str) -> list[list[str]]:
+    return [[cell.strip() for cell in line.split("  ") if cell] for line in table.splitlines()]
+
+
+# -- apply -f / delete -f ---------------------------------------------------------------------
+
+
+def test_apply_creates_then_changes_nothing_then_configures_what_differs(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    path = manifests.write(tmp_path, manifests.FLEET)
+    first = cli.ok("apply", "-f", path)
+    assert first.splitlines()[:3] == [
+        "project/team-a created",
+        "cluster/east created",
+        "",
+    ]
+    assert "workload/llama created" in first and "WINGSMITH_AGENT_TOKEN=wsa_" in first
+
+    assert cli.ok("apply", "-f", path).splitlines() == [
+        "project/team-a unchanged",
+        "cluster/east unchanged",
+        "workload/llama unchanged",
+    ]
+
+    changed = manifests.FLEET.replace("replicas: 2", "replicas: 3").replace(
+        "H100-80GB: 16", "H100-80GB: 24"
+    )
+    changed_path = manifests.write(tmp_path, changed, name="changed.yaml")
+    assert cli.ok("apply", "-f", changed_path, "--dry-run").splitlines() == [
+        "project/team-a configured (quotas) (dry run)",
+        "cluster/east unchanged (dry run)",
+        "workload/llama configured (replicas) (dry run)",
+    ]
+    client = cli.hub.client()
+    assert client.get("/v1/workloads/llama")["replicas"] == 2, "a dry run writes nothing"
+
+    assert cli.ok("apply", "-f", changed_path).splitlines() == [
+        "project/team-a configured (quotas)",
+        "cluster/east unchanged",
+        "workload/llama configured (replicas)",
+    ]
+    assert client.get("/v1/workloads/llama")["replicas"] == 3
+    assert client.get("/v1/projects/team-a")["quotas"] == {"H100-80GB": 24}
+    assert "unchanged" in cli.ok("apply", "-f", changed_path).splitlines()[2]
+
+
+def test_apply_refuses_to_change_what_the_api_cannot_and_says_how(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    cli.ok("apply", "-f", manifests.write(tmp_path, manifests.FLEET))
+    moved = manifests.FLEET.replace("project: team-a", "project: team-b")
+    result = cli("apply", "-f", manifests.write(tmp_path, moved, name="moved.yaml"))
+    assert result.code == 1
+    assert result.err.startswith(
+        'error: workload/llama: project cannot be changed (the hub has "team-a"'
+    )
+    assert "delete it and apply again" in result.err
+
+
+def test_apply_reads_stdin_and_prints_the_objects_as_json(
+    cli: Runner, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(manifests.PROJECT))
+    out = cli.ok("apply", "-f", "-", "-o", "json")
+    (project,) = json.loads(out)
+    assert project["name"] == "team-a" and project["quotas"] == {"H100-80GB": 16}
+
+
+def test_delete_f_deletes_in_reverse_order_and_a_second_time_is_not_found(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    path = manifests.write(tmp_path, manifests.FLEET)
+    cli.ok("apply", "-f", path)
+    assert cli.ok("delete", "-f", path).splitlines() == [
+        "workload/llama deleted",
+        "cluster/east deleted",
+        "project/team-a deleted",
+    ]
+    again = cli("delete", "-f", path)
+    assert again.code == 1
+    assert again.err == "error: 404 NOT_FOUND: workload 'llama' not found\n"
+    assert cli("delete", "-f", path, "--ignore-not-found") == Result(0, "", "")
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fleet(cli: Runner, tmp_path: pathlib.Path) -> None:
+    cli.ok("apply", "-f", manifests.write(tmp_path, manifests.FLEET))
+
+
+@pytest.mark.usefixtures("fleet")
+def test_output_name_wide_no_headers_and_jsonpath(cli: Runner) -> None:
+    assert cli.ok("get", "workloads", "-o", "name") == "workload/llama\n"
+    assert cli.ok("get", "clusters", "-o", "name") == "cluster/east\n"
+
+    wide = rows(cli.ok("get", "workloads", "-o", "wide"))
+    assert wide[0] == [
+        "NAME",
+        "PROJECT",
+        "PHASE",
+        "READY/DESIRED",
+        "DEVICE-CLASS",
+        "DEPLOYMENTS",
+        "ID",
+        "ENGINE",
+        "VERSION",
+        "MODEL",
+    ]
+    assert wide[1][-3:] == ["vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct"]
+
+    plain = cli.ok("get", "workloads", "--no-headers")
+    assert plain.startswith("llama  team-a")
+    assert len(plain.splitlines()) == 1
+
+    names = cli.ok("get", "workloads", "-o", "jsonpath={.items[*].name}")
+    assert names == "llama\n"
+    template = 'jsonpath={range .items[*]}{.name}{"\\t"}{.replicas}{"\\n"}{end}'
+    assert cli.ok("get", "workloads", "-o", template) == "llama\t2\n\n"
+    one = cli.ok("get", "project", "team-a", "-o", "jsonpath={.quotas['H100-80GB']}")
+    assert one == "16\n"
+
+
+# -- describe ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def live(hub: Hub, agents: Callable[..., SimAgent], capsys: pytest.CaptureFixture[str]) -> Runner:
+    """A Runner against the harness hub, with one simulated cluster serving a workload."""
+    runner = Runner(hub=_running(hub), capsys=capsys)
+    agents(cluster_id="east", token=hub.register_cluster("east"))
+    hub.create_project("team-a", H100_80GB=16)
+    body = json.loads(json.dumps(WORKLOAD_BODY))
+    hub.post("/v1/workloads", body)
+    wait_until(
+        lambda: (
+            (hub.get("/v1/deployments/llama.east").get("status") or {}).get("ready_replicas") == 2
+        ),
+        what="two replicas ready",
+    )
+    return runner
+
+
+WORKLOAD_BODY = {
+    "name": "llama",
+    "project": "team-a",
+    "replicas": 2,
+    "device_class": "H100-80GB",
+    "serving": {
+        "engine": "vllm",
+        "engine_version": "0.12.0",
+        "model": "meta-llama/Llama-3.1-8B-Instruct",
+        "tensor_parallel": 2,
+    },
+    "placement": {"clusters": ["east"]},
+}
+
+
+def _running(hub: Hub) -> RunningHub:
+    return RunningHub(f"http://127.0.0.1:{hub.http_port}", ADMIN_TOKEN, pathlib.Path(hub.db_path))
+
+
+def test_describe_a_deployment_shows_fields_conditions_replicas_and_allocations(
+    live: Runner, hub: Hub
+) -> None:
+    page = live.ok("describe", "deployment", "llama.east")
+    lines = page.splitlines()
+    assert lines[0].startswith("Deployment ID:") and lines[0].split()[-1].startswith("dep_")
+    assert "Admission Phase:" in page and "running" in page
+    conditions = lines.index("Conditions:")
+    assert rows(lines[conditions + 1])[0] == ["TYPE", "STATUS", "REASON", "MESSAGE"]
+    ready = next(line for line in lines[conditions:] if line.strip().startswith("Ready"))
+    assert rows(ready.strip())[0][:2] == ["Ready", "True"] and "2/2 ready" in ready
+    replicas = lines.index("Replicas:")
+    listed = hub.get(
+        "/v1/replicas?deployment_id=" + hub.get("/v1/deployments/llama.east")["deployment_id"]
+    )
+    names = {r["name"] for r in listed["replicas"]}
+    table = rows("\n".join(line[2:] for line in lines[replicas + 1 : replicas + 4]))
+    assert table[0][0] == "NAME" and {row[0] for row in table[1:]} == names
+    allocations = lines.index("Allocations:")
+    assert lines[allocations + 1].split()[0] == "REPLICA"
+    assert lines[-1].startswith("Events: <none>")
+
+
+def test_describe_a_workload_lists_its_deployments_and_a_missing_one_is_1(live: Runner) -> None:
+    page = live.ok("describe", "workload", "llama")
+    lines = page.splitlines()
+    assert lines[0].startswith("Workload ID:")
+    serving = lines.index("Serving:")
+    assert any(line.strip().startswith("Engine:") and "vllm" in line for line in lines[serving:])
+    deployments = lines.index("Deployments:")
+    assert rows(lines[deployments + 2].strip())[0][:2] == ["llama.east", "east"]
+
+    missing = live("describe", "workload", "nope")
+    assert (missing.code, missing.out) == (1, "")
+    assert missing.err == "error: 404 NOT_FOUND: workload 'nope' not found\n"
+
+
+# -- get --watch ------------------------------------------------------------------------------
+
+
+def test_get_watch_prints_the_list_then_the_row_of_what_changed(cli: Runner, fleet: None) -> None:
+    def scale_soon() -> None:
+        time.sleep(0.6)
+        cli.hub.client().patch("/v1/workloads/llama", {"replicas": 5})
+
+    changer = threading.Thread(target=scale_soon)
+    changer.start()
+    out = cli.ok("get", "workloads", "--watch", "--watch-interval", "0.2", "--watch-timeout", "2.5")
+    changer.join()
+    table = rows(out)
+    assert table[0][:4] == ["NAME", "PROJECT", "PHASE", "READY/DESIRED"]
+    assert table[1][0] == "llama" and table[1][3].endswith("/2")
+    changed = [row for row in table[2:] if row[0] == "llama"]
+    assert changed and changed[-1][3].endswith("/5"), out
+    assert all(row[0] != "NAME" for row in table[1:]), "the header is printed once"
+
+
+# -- completion -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_scripts_name_every_command_and_parse(
+    shell: str, capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    assert cli_main.main(["completion", shell]) == 0  # needs no hub and no token
+    script = capsys.readouterr().out
+    for word in ("describe", "apply", "get", "discovered", "completion"):
+        assert word in script
+    path = tmp_path / f"wingsmith.{shell}"
+    path.write_text(script)
+    if shell == "bash":
+        checked = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+        # Completing `wingsmith des` in a real bash offers `describe`.
+        probe = (
+            f"source {path}; COMP_WORDS=(wingsmith des); COMP_CWORD=1; "
+            "_shtab_wingsmith; echo ${COMPREPLY[@]}"
+        )
+        completed = subprocess.run(["bash", "-c", probe], capture_output=True, text=True)
+        assert "describe" in completed.stdout.split(), completed.stderr
