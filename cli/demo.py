@@ -505,6 +505,8 @@ def how_to_poke(hub: HubServer) -> str:
     return f"""
 The demo is running. Poke it (admin token: {token}):
 
+  Dashboard: http://{http}/ui/        (log in with the admin token above)
+
   curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/workloads
   curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/deployments/llama-70b.east
   curl -s -X PATCH -H 'Authorization: Bearer {token}' \\

@@ -52,6 +52,7 @@ from hub.sync.pump import DesiredPump
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
 from hub.tls import TlsConfig, check_exposure, http_context, server_credentials
+from hub.ui.dashboard import Dashboard
 from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger("wingsmith.hub")
@@ -254,6 +255,16 @@ class HubServer:
         self._grpc = server
 
     async def _start_http(self, dispatch: control.Dispatch) -> None:
+        dashboard = Dashboard(
+            service=control_pb2.DESCRIPTOR.services_by_name["ControlService"],
+            dispatch=dispatch,
+            admin_token=self.admin_token,
+            secure_cookies=self.config.tls is not None,
+        )
+
+        async def to_dashboard(_: web.Request) -> web.Response:
+            raise web.HTTPMovedPermanently("/ui/")
+
         async def metrics(_: web.Request) -> web.Response:
             # In a thread: some gauges read the store (phases: a view of every deployment).
             body = await asyncio.to_thread(generate_latest, self.metrics.registry)
@@ -276,7 +287,9 @@ class HubServer:
                 web.get("/metrics", metrics),
                 web.get("/healthz", healthz),
                 web.get(openapi.OPENAPI_PATH, openapi_document),
+                web.get("/ui", to_dashboard),
             ],
+            mounts={"/ui": dashboard.app()},
         )
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()

@@ -32,6 +32,7 @@ import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 from aiohttp import web
@@ -684,13 +685,17 @@ def build_rest_app(
     services: Sequence[ServiceDescriptor],
     dispatch: Dispatch,
     extra_routes: Iterable[web.AbstractRouteDef] = (),
+    mounts: Mapping[str, web.Application] = MappingProxyType({}),
 ) -> web.Application:
     """An aiohttp app serving every HTTP rule of `services`; `extra_routes` (/metrics,
-    /healthz) are matched first. Raises ValueError for a rule it cannot serve."""
+    /healthz) are matched first, then the sub-applications of `mounts` (prefix -> app).
+    Raises ValueError for a rule it cannot serve."""
     matcher = _Matcher(route for service in services for route in _routes_of(service))
     gateway = _Gateway(matcher, dispatch)
     app = web.Application()
     app.add_routes(extra_routes)
+    for prefix, sub_app in mounts.items():
+        app.add_subapp(prefix, sub_app)  # before the catch-all below, so matched first
     # [\s\S], not '.': a decoded path may hold a newline, and it is still ours to answer.
     app.router.add_route("*", "/{tail:[\\s\\S]*}", gateway.handle)
     return app

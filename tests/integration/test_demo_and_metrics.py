@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -139,6 +142,16 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
             break
     poke = "".join(shown).split("The demo is running.")[1]
     assert "grpcurl -plaintext" in poke and "curl -s" in poke and "wingsmith get" in poke
+    # The dashboard's address, and it shows the demo's fleet once logged in.
+    dashboard = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+/ui/)", poke)
+    token = re.search(r"admin token: (\S+)\)", poke)
+    assert dashboard and token, poke
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPCookieProcessor()
+    )
+    login = urllib.parse.urlencode({"token": token.group(1), "next": "/ui/workloads"}).encode()
+    with opener.open(dashboard.group(1) + "login", data=login, timeout=10) as page:
+        assert "llama-70b" in page.read().decode()
     process.send_signal(signal.SIGINT)
     rest, _ = process.communicate(timeout=30)
     assert process.returncode == 0

@@ -1,0 +1,1 @@
+"""The dashboard served by the hub at /ui/ (hub/ui/dashboard.py)."""

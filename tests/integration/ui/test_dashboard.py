@@ -1,0 +1,223 @@
+"""The dashboard in a real browser: a hub, simulated agents, headless Chromium.
+
+Each page is loaded after logging in with the admin token, and what it shows is checked
+against the REST API; a page updates itself (htmx) without a reload; track, ignore and
+promote are clicked on the Discovered page and the state change is read back from the API.
+Screenshots of every page are saved under the test's tmp_path (their names in docs).
+"""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+from collections.abc import Callable
+
+import yaml
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
+from tests.integration.test_rejects_and_paging import FOREIGN_DGD
+
+
+def base(hub: Hub) -> str:
+    return f"http://127.0.0.1:{hub.http_port}/ui"
+
+
+def login(browser: webdriver.Chrome, hub: Hub, page: str = "fleet") -> None:
+    browser.get(f"{base(hub)}/{page}")
+    assert "/ui/login" in browser.current_url, "no page without logging in"
+    browser.find_element(By.ID, "token").send_keys(ADMIN_TOKEN)
+    browser.find_element(By.ID, "login").click()
+    wait_until(lambda: browser.current_url.endswith(f"/ui/{page}"), what=f"on {page}")
+
+
+def text_of(browser: webdriver.Chrome, css: str) -> str:
+    return str(browser.find_element(By.CSS_SELECTOR, css).text)
+
+
+def shot(browser: webdriver.Chrome, tmp_path: pathlib.Path, name: str) -> None:
+    path = tmp_path / f"{name}.png"
+    assert browser.save_screenshot(str(path)) and path.stat().st_size > 1000
+
+
+def csp_violations(browser: webdriver.Chrome) -> list[str]:
+    return [
+        str(entry["message"])
+        for entry in browser.get_log("browser")
+        if "Content Security Policy" in str(entry["message"])
+    ]
+
+
+def seed_file(tmp_path: pathlib.Path, *names: str) -> str:
+    documents = []
+    for name in names:
+        dgd = copy.deepcopy(FOREIGN_DGD)
+        dgd["metadata"]["name"] = name
+        documents.append(dgd)
+    path = tmp_path / "seed.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    return str(path)
+
+
+def test_every_page_shows_what_the_api_says_and_updates_itself(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    agents(cluster_id="east", token=hub.register_cluster("east", region="us-east"))
+    hub.register_cluster("west")  # registered, never connected
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("llama", replicas=2, tp=2, clusters=("east",)))
+    wait_until(
+        lambda: (hub.get("/v1/deployments/llama.east")["status"] or {}).get("ready_replicas") == 2,
+        what="llama running",
+    )
+
+    browser.get(f"{base(hub)}/fleet")
+    browser.find_element(By.ID, "token").send_keys("not-the-token-at-all")
+    browser.find_element(By.ID, "login").click()
+    assert text_of(browser, "#error") == "wrong admin token"
+    shot(browser, tmp_path, "login-refused")
+    login(browser, hub)
+
+    # Fleet: each cluster's state and its GPUs per class, as the API has them.
+    east = hub.get("/v1/clusters/east")
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-cluster="east"]')
+    assert row.find_element(By.CSS_SELECTOR, ".state").text == "connected"
+    for name, devices in east["devices"].items():
+        counts = row.find_element(By.CSS_SELECTOR, f'[data-class="{name}"] .counts').text
+        expected = (
+            f"{devices['allocated']}/{devices['reserved']}/{devices['free']}/"
+            f"{devices['unusable']} of {devices['total']}"
+        )
+        assert counts == expected
+        assert row.find_elements(By.CSS_SELECTOR, f'[data-class="{name}"] rect.seg-allocated')
+    west = browser.find_element(By.CSS_SELECTOR, 'tr[data-cluster="west"]')
+    assert west.find_element(By.CSS_SELECTOR, ".state").text == "never connected"
+    shot(browser, tmp_path, "fleet")
+
+    # Workloads: phase, ready/desired, the deployment with its phase and a digest bar.
+    browser.get(f"{base(hub)}/workloads")
+    api = hub.get("/v1/workloads/llama")
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-workload="llama"]')
+    assert row.find_element(By.CSS_SELECTOR, "td.ready").text == f"{api['ready_replicas']}/2"
+    assert row.find_element(By.CSS_SELECTOR, ".phase-cell").text.startswith(api["phase"])
+    item = row.find_element(By.CSS_SELECTOR, 'li[data-deployment="llama.east"]')
+    assert "running" in item.text
+    assert item.find_elements(By.CSS_SELECTOR, "svg rect.seg-target")
+    shot(browser, tmp_path, "workloads")
+
+    # It updates itself: scaled through the API, the row changes without a reload.
+    browser.execute_script("window.wingsmithMarker = 'same page';")
+    hub.patch("/v1/workloads/llama", {"replicas": 3})
+    wait_until(
+        lambda: browser.find_element(
+            By.CSS_SELECTOR, 'tr[data-workload="llama"] td.ready'
+        ).text.endswith("/3"),
+        timeout=15,
+        what="the workloads page refreshed itself",
+    )
+    assert browser.execute_script("return window.wingsmithMarker") == "same page"
+
+    # A deployment: its replicas with their nodes and devices, its allocations.
+    browser.find_element(By.CSS_SELECTOR, 'li[data-deployment="llama.east"] a').click()
+    wait_until(lambda: "/ui/deployments/llama.east" in browser.current_url, what="deployment")
+    deployment = hub.get("/v1/deployments/llama.east")
+    replicas = hub.get(f"/v1/replicas?deployment_id={deployment['deployment_id']}")["replicas"]
+    wait_until(
+        lambda: (
+            {
+                r.get_attribute("data-replica")
+                for r in browser.find_elements(By.CSS_SELECTOR, "#replicas tr[data-replica]")
+            }
+            >= {r["name"] for r in replicas}
+        ),
+        what="every replica listed",
+    )
+    for replica in replicas:
+        cells = browser.find_element(By.CSS_SELECTOR, f'tr[data-replica="{replica["name"]}"]')
+        assert cells.find_element(By.CSS_SELECTOR, ".node").text == replica["node_id"]
+        assert cells.find_element(By.CSS_SELECTOR, ".devices").text == ", ".join(
+            replica["device_ids"]
+        )
+    assert "managed" in text_of(browser, "#authority")
+    # The object the agent applied, as the agent reported it (the page fills it in itself).
+    wait_until(
+        lambda: (
+            browser.find_elements(By.ID, "applied")
+            and "kind: DynamoGraphDeployment" in text_of(browser, "#applied")
+        ),
+        timeout=15,
+        what="the applied object",
+    )
+    applied = hub.get("/v1/deployments/llama.east/applied")
+    assert applied["digest"] in text_of(browser, "#applied-meta")
+    shot(browser, tmp_path, "deployment")
+
+    # Projects: used and reserved against the quota, per class.
+    browser.get(f"{base(hub)}/projects")
+    usage = hub.get("/v1/projects/search")["usage"]["H100-80GB"]
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-project="search"][data-class="H100-80GB"]')
+    assert row.find_element(By.CSS_SELECTOR, ".used").text == str(usage["used"])
+    assert row.find_element(By.CSS_SELECTOR, ".reserved").text == str(usage["reserved"])
+    assert row.find_element(By.CSS_SELECTOR, ".quota").text == "16"
+    shot(browser, tmp_path, "projects")
+
+    assert csp_violations(browser) == [], "every script and style comes from /ui/static"
+
+
+def test_track_ignore_and_promote_from_the_discovered_page(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    agents(cluster_id="east", token=token, seed_path=seed_file(tmp_path, "chat", "legacy"))
+    wait_until(lambda: len(hub.get("/v1/discovered")["discovered"]) == 2, what="both found")
+    login(browser, hub, "discovered")
+
+    def click(name: str, css: str) -> None:
+        row = f'tr[data-discovered="{name}"]'
+        browser.find_element(By.CSS_SELECTOR, f"{row} {css}").click()
+
+    def state(ref: str) -> str:
+        return str(hub.get(f"/v1/discovered/{ref}")["state"])
+
+    click("east.wingsmith.chat", "button.track")
+    wait_until(lambda: state("east.wingsmith.chat") == "tracked", what="tracked")
+    wait_until(
+        lambda: text_of(browser, 'tr[data-discovered="east.wingsmith.chat"] .state') == "tracked",
+        what="the page shows it tracked",
+    )
+    click("east.wingsmith.legacy", "button.ignore")
+    wait_until(lambda: state("east.wingsmith.legacy") == "ignored", what="ignored")
+    shot(browser, tmp_path, "discovered")
+
+    # Promote asks for the project, then shows the deployment with imported vs declared.
+    click("east.wingsmith.chat", "a.promote")
+    wait_until(lambda: browser.find_elements(By.ID, "promote-form"), what="the promote form")
+    Select(browser.find_element(By.ID, "project")).select_by_value("search")
+    shot(browser, tmp_path, "promote-discovered")
+    browser.find_element(By.ID, "promote").click()
+    wait_until(lambda: "/ui/deployments/" in browser.current_url, what="the new deployment")
+    promoted = hub.get("/v1/discovered/east.wingsmith.chat")
+    assert promoted["workload_id"], "the API shows the promotion"
+    workload = hub.get(f"/v1/workloads/{promoted['workload_id']}")
+    assert workload["project"] == "search"
+    assert "observed" in text_of(browser, "#authority")
+    assert browser.find_elements(By.ID, "review"), "imported vs declared is shown"
+    shot(browser, tmp_path, "deployment-observed")
+
+    # Review (once the cluster reported it: live values to compare), then promote to
+    # managed, accepting the differences when there are any.
+    name = workload["deployments"][0]["name"]
+    wait_until(lambda: hub.get(f"/v1/deployments/{name}")["status"], what="reported")
+    browser.find_element(By.ID, "review-promote").click()
+    wait_until(lambda: browser.find_elements(By.ID, "authority-form"), what="the review page")
+    shot(browser, tmp_path, "review")
+    if browser.find_elements(By.ID, "accept"):
+        browser.find_element(By.ID, "accept").click()
+    assert "not reported" not in text_of(browser, "#review")
+    browser.find_element(By.ID, "promote").click()
+    wait_until(lambda: hub.get(f"/v1/deployments/{name}")["authority"] == "managed", what="managed")
+    wait_until(lambda: "managed" in text_of(browser, "#authority"), what="the page says managed")
+    assert csp_violations(browser) == []
