@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import copy
 import pathlib
+import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import yaml
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
 from tests.integration.test_rejects_and_paging import FOREIGN_DGD
+
+T = TypeVar("T")
 
 
 def base(hub: Hub) -> str:
@@ -33,8 +38,22 @@ def login(browser: webdriver.Chrome, hub: Hub, page: str = "fleet") -> None:
     wait_until(lambda: browser.current_url.endswith(f"/ui/{page}"), what=f"on {page}")
 
 
+def settled(read: Callable[[], T]) -> T:
+    """`read()`, again when htmx swapped the page's live block in between (a stale element)."""
+    for _ in range(50):
+        try:
+            return read()
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return read()
+
+
 def text_of(browser: webdriver.Chrome, css: str) -> str:
-    return str(browser.find_element(By.CSS_SELECTOR, css).text)
+    return settled(lambda: str(browser.find_element(By.CSS_SELECTOR, css).text))
+
+
+def present(browser: webdriver.Chrome, css: str) -> bool:
+    return settled(lambda: bool(browser.find_elements(By.CSS_SELECTOR, css)))
 
 
 def shot(browser: webdriver.Chrome, tmp_path: pathlib.Path, name: str) -> None:
@@ -82,69 +101,57 @@ def test_every_page_shows_what_the_api_says_and_updates_itself(
 
     # Fleet: each cluster's state and its GPUs per class, as the API has them.
     east = hub.get("/v1/clusters/east")
-    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-cluster="east"]')
-    assert row.find_element(By.CSS_SELECTOR, ".state").text == "connected"
+    row = 'tr[data-cluster="east"]'
+    assert text_of(browser, f"{row} .state") == "connected"
     for name, devices in east["devices"].items():
-        counts = row.find_element(By.CSS_SELECTOR, f'[data-class="{name}"] .counts').text
+        counts = text_of(browser, f'{row} [data-class="{name}"] .counts')
         expected = (
             f"{devices['allocated']}/{devices['reserved']}/{devices['free']}/"
             f"{devices['unusable']} of {devices['total']}"
         )
         assert counts == expected
-        assert row.find_elements(By.CSS_SELECTOR, f'[data-class="{name}"] rect.seg-allocated')
-    west = browser.find_element(By.CSS_SELECTOR, 'tr[data-cluster="west"]')
-    assert west.find_element(By.CSS_SELECTOR, ".state").text == "never connected"
+        assert present(browser, f'{row} [data-class="{name}"] rect.seg-allocated')
+    assert text_of(browser, 'tr[data-cluster="west"] .state') == "never connected"
     shot(browser, tmp_path, "fleet")
 
     # Workloads: phase, ready/desired, the deployment with its phase and a digest bar.
     browser.get(f"{base(hub)}/workloads")
     api = hub.get("/v1/workloads/llama")
-    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-workload="llama"]')
-    assert row.find_element(By.CSS_SELECTOR, "td.ready").text == f"{api['ready_replicas']}/2"
-    assert row.find_element(By.CSS_SELECTOR, ".phase-cell").text.startswith(api["phase"])
-    item = row.find_element(By.CSS_SELECTOR, 'li[data-deployment="llama.east"]')
-    assert "running" in item.text
-    assert item.find_elements(By.CSS_SELECTOR, "svg rect.seg-target")
+    row = 'tr[data-workload="llama"]'
+    assert text_of(browser, f"{row} td.ready") == f"{api['ready_replicas']}/2"
+    assert text_of(browser, f"{row} .phase-cell").startswith(api["phase"])
+    item = f'{row} li[data-deployment="llama.east"]'
+    assert "running" in text_of(browser, item)
+    assert present(browser, f"{item} svg rect.seg-target")
     shot(browser, tmp_path, "workloads")
 
     # It updates itself: scaled through the API, the row changes without a reload.
     browser.execute_script("window.wingsmithMarker = 'same page';")
     hub.patch("/v1/workloads/llama", {"replicas": 3})
     wait_until(
-        lambda: browser.find_element(
-            By.CSS_SELECTOR, 'tr[data-workload="llama"] td.ready'
-        ).text.endswith("/3"),
+        lambda: text_of(browser, 'tr[data-workload="llama"] td.ready').endswith("/3"),
         timeout=15,
         what="the workloads page refreshed itself",
     )
     assert browser.execute_script("return window.wingsmithMarker") == "same page"
 
     # A deployment: its replicas with their nodes and devices, its allocations.
-    browser.find_element(By.CSS_SELECTOR, 'li[data-deployment="llama.east"] a').click()
+    settled(
+        lambda: browser.find_element(By.CSS_SELECTOR, 'li[data-deployment="llama.east"] a').click()
+    )
     wait_until(lambda: "/ui/deployments/llama.east" in browser.current_url, what="deployment")
     deployment = hub.get("/v1/deployments/llama.east")
     replicas = hub.get(f"/v1/replicas?deployment_id={deployment['deployment_id']}")["replicas"]
-    wait_until(
-        lambda: (
-            {
-                r.get_attribute("data-replica")
-                for r in browser.find_elements(By.CSS_SELECTOR, "#replicas tr[data-replica]")
-            }
-            >= {r["name"] for r in replicas}
-        ),
-        what="every replica listed",
-    )
     for replica in replicas:
-        cells = browser.find_element(By.CSS_SELECTOR, f'tr[data-replica="{replica["name"]}"]')
-        assert cells.find_element(By.CSS_SELECTOR, ".node").text == replica["node_id"]
-        assert cells.find_element(By.CSS_SELECTOR, ".devices").text == ", ".join(
-            replica["device_ids"]
-        )
+        row = f'#replicas tr[data-replica="{replica["name"]}"]'
+        wait_until(lambda row=row: present(browser, row), what=f"replica {replica['name']}")
+        assert text_of(browser, f"{row} .node") == replica["node_id"]
+        assert text_of(browser, f"{row} .devices") == ", ".join(replica["device_ids"])
     assert "managed" in text_of(browser, "#authority")
     # The object the agent applied, as the agent reported it (the page fills it in itself).
     wait_until(
         lambda: (
-            browser.find_elements(By.ID, "applied")
+            present(browser, "#applied")
             and "kind: DynamoGraphDeployment" in text_of(browser, "#applied")
         ),
         timeout=15,
@@ -157,10 +164,10 @@ def test_every_page_shows_what_the_api_says_and_updates_itself(
     # Projects: used and reserved against the quota, per class.
     browser.get(f"{base(hub)}/projects")
     usage = hub.get("/v1/projects/search")["usage"]["H100-80GB"]
-    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-project="search"][data-class="H100-80GB"]')
-    assert row.find_element(By.CSS_SELECTOR, ".used").text == str(usage["used"])
-    assert row.find_element(By.CSS_SELECTOR, ".reserved").text == str(usage["reserved"])
-    assert row.find_element(By.CSS_SELECTOR, ".quota").text == "16"
+    row = 'tr[data-project="search"][data-class="H100-80GB"]'
+    assert text_of(browser, f"{row} .used") == str(usage["used"])
+    assert text_of(browser, f"{row} .reserved") == str(usage["reserved"])
+    assert text_of(browser, f"{row} .quota") == "16"
     shot(browser, tmp_path, "projects")
 
     assert csp_violations(browser) == [], "every script and style comes from /ui/static"
@@ -177,7 +184,7 @@ def test_track_ignore_and_promote_from_the_discovered_page(
 
     def click(name: str, css: str) -> None:
         row = f'tr[data-discovered="{name}"]'
-        browser.find_element(By.CSS_SELECTOR, f"{row} {css}").click()
+        settled(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} {css}").click())
 
     def state(ref: str) -> str:
         return str(hub.get(f"/v1/discovered/{ref}")["state"])
@@ -204,14 +211,14 @@ def test_track_ignore_and_promote_from_the_discovered_page(
     workload = hub.get(f"/v1/workloads/{promoted['workload_id']}")
     assert workload["project"] == "search"
     assert "observed" in text_of(browser, "#authority")
-    assert browser.find_elements(By.ID, "review"), "imported vs declared is shown"
+    assert present(browser, "#review"), "imported vs declared is shown"
     shot(browser, tmp_path, "deployment-observed")
 
     # Review (once the cluster reported it: live values to compare), then promote to
     # managed, accepting the differences when there are any.
     name = workload["deployments"][0]["name"]
     wait_until(lambda: hub.get(f"/v1/deployments/{name}")["status"], what="reported")
-    browser.find_element(By.ID, "review-promote").click()
+    settled(lambda: browser.find_element(By.ID, "review-promote").click())
     wait_until(lambda: browser.find_elements(By.ID, "authority-form"), what="the review page")
     shot(browser, tmp_path, "review")
     if browser.find_elements(By.ID, "accept"):
