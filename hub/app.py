@@ -16,6 +16,7 @@ import logging
 import os
 import pathlib
 import re
+import secrets
 import signal
 import sys
 import time
@@ -43,7 +44,13 @@ from hub.metrics import HubMetrics
 from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
 from hub.service import sync as sync_service
-from hub.service.context import ServiceContext, Settings
+from hub.service.context import (
+    DESIRED_CHANNEL,
+    SUPERSEDE_CHANNEL,
+    TERM_CHANNEL,
+    ServiceContext,
+    Settings,
+)
 from hub.store import port as store_port
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
@@ -102,6 +109,8 @@ class HubServer:
         self._grpc: grpc.aio.Server | None = None
         self._http: web.AppRunner | None = None
         self._db: store_port.Store | None = None
+        self._listening: store_port.Listening | None = None
+        self._sync: SyncServicer | None = None
         self._liveness: LivenessRecorder | None = None
         self._writer: ThreadPoolExecutor | None = None
         self.ingest: IngestQueue | None = None
@@ -142,7 +151,8 @@ class HubServer:
         fanout = Fanout(asyncio.get_running_loop())
         ctx = ServiceContext(db=db, settings=config.settings, publisher=fanout, hooks=self.metrics)
         self.ctx = ctx
-        sync_service.reset_sessions(ctx)
+        ctx.hub_id = "hub_" + secrets.token_hex(6)
+        sync_service.start_hub(ctx)
         # last_seen may lag by a flush: keep that well inside the grace period.
         flush_s = min(config.liveness_flush_s, config.settings.stale_after_s / 4)
         self._liveness = LivenessRecorder(
@@ -184,7 +194,9 @@ class HubServer:
             asyncio.create_task(staleness.run(), name="staleness"),
             asyncio.create_task(self.ingest.run(), name="ingest"),
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
+            asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),
         ]
+        self._listening = self._listen(db, fanout)
         log.info(
             "hub %s up: grpc %s:%d, http %s:%d, db %s (schema v%d)",
             __version__,
@@ -219,21 +231,19 @@ class HubServer:
                 ),
             ]
         )
-        sync_pb2_grpc.add_ClusterSyncServicer_to_server(
-            SyncServicer(
-                ctx=ctx,
-                fanout=fanout,
-                ingest=self.ingest,
-                liveness=self._liveness,
-                handshakes=TokenBucket(
-                    rate_per_s=self.config.handshakes_per_s, burst=self.config.handshake_burst
-                ),
-                metrics=self.metrics,
-                require_client_identity=bool(self.config.tls and self.config.tls.client_ca_file),
-                writer=self._writer,
+        self._sync = SyncServicer(
+            ctx=ctx,
+            fanout=fanout,
+            ingest=self.ingest,
+            liveness=self._liveness,
+            handshakes=TokenBucket(
+                rate_per_s=self.config.handshakes_per_s, burst=self.config.handshake_burst
             ),
-            server,
+            metrics=self.metrics,
+            require_client_identity=bool(self.config.tls and self.config.tls.client_ca_file),
+            writer=self._writer,
         )
+        sync_pb2_grpc.add_ClusterSyncServicer_to_server(self._sync, server)
         control_service = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
         server.add_generic_rpc_handlers([grpc_control.generic_handler(control_service, dispatch)])
         health_servicer = health.aio.HealthServicer()
@@ -308,7 +318,49 @@ class HubServer:
                 sync_service.prune_tombstones(ctx)
             await asyncio.sleep(3600)
 
+    def _listen(self, db: store_port.Store, fanout: Fanout) -> store_port.Listening:
+        """Hear what other hubs on the store committed: changed desired state, streams they
+        superseded, leader terms they persisted (docs/architecture.md "Several hubs")."""
+        loop = asyncio.get_running_loop()
+
+        def on_notify(channel: str, payload: str) -> None:
+            if channel == DESIRED_CHANNEL:
+                fanout.desired_changed(payload.split(","))
+            elif channel == SUPERSEDE_CHANNEL:
+                loop.call_soon_threadsafe(fanout.supersede_sessions, payload.split(","))
+            elif channel == TERM_CHANNEL and self._sync is not None:
+                cluster_id, _, term = payload.partition(" ")
+                loop.call_soon_threadsafe(
+                    self._sync.leadership.newer_term_elsewhere, cluster_id, int(term)
+                )
+
+        def on_reconnect() -> None:
+            # Notifications may have been lost while the connection was down: every stream
+            # here reads its delta again (a delta by revision: nothing is sent twice).
+            fanout.desired_changed(fanout.cluster_ids())
+
+        return db.listen(
+            [DESIRED_CHANNEL, SUPERSEDE_CHANNEL, TERM_CHANNEL], on_notify, on_reconnect
+        )
+
+    async def _heartbeat(self, ctx: ServiceContext, fanout: Fanout) -> None:
+        while True:
+            await asyncio.sleep(ctx.settings.hub_heartbeat_s)
+            try:
+                alive = await asyncio.to_thread(sync_service.hub_heartbeat, ctx)
+            except Exception as e:  # the database may be down for a while; beat again later
+                log.warning("hub heartbeat failed: %s", e)
+                continue
+            if not alive:
+                log.warning("this hub had been declared dead: closing its streams")
+                for cluster_id in fanout.cluster_ids():
+                    for listener in fanout.listeners(cluster_id):
+                        listener.supersede()
+
     async def stop(self, grace_s: float = 1.0) -> None:
+        if self._listening is not None:
+            await asyncio.to_thread(self._listening.close)
+            self._listening = None
         if self._grpc is not None:
             await self._grpc.stop(grace_s)
         if self._http is not None:
@@ -327,6 +379,9 @@ class HubServer:
         if self._liveness is not None:
             with contextlib.suppress(Exception):
                 self._liveness.flush()
+        if self.ctx is not None and self._db is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(sync_service.stop_hub, self.ctx)
         if self._db is not None:
             self._db.close()
 

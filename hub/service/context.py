@@ -52,6 +52,28 @@ class _NoHooks:
 # How long a write waits for its fan-out before going on (see `transaction`).
 SETTLE_S = 2.0
 
+# Notification channels between hubs sharing a store (docs/architecture.md "Several hubs"):
+# payloads are comma-separated cluster ids / session ids, and "cluster_id term".
+DESIRED_CHANNEL = "wingsmith_desired"
+SUPERSEDE_CHANNEL = "wingsmith_supersede"
+TERM_CHANNEL = "wingsmith_term"
+# PostgreSQL refuses payloads of 8,000 bytes or more.
+_PAYLOAD_LIMIT = 7000
+
+
+def payloads(items: Iterable[str]) -> Iterator[str]:
+    """Comma-joined chunks of `items`, each under the notification payload limit."""
+    chunk: list[str] = []
+    size = 0
+    for item in items:
+        if chunk and size + len(item) + 1 > _PAYLOAD_LIMIT:
+            yield ",".join(chunk)
+            chunk, size = [], 0
+        chunk.append(item)
+        size += len(item) + 1
+    if chunk:
+        yield ",".join(chunk)
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -63,6 +85,10 @@ class Settings:
     tombstone_retention_s: float = 7 * 24 * 3600.0
     # Observations claiming a time further in the future than this are malformed.
     max_clock_skew_s: float = 300.0
+    # Hubs sharing a store beat a heartbeat this often; one silent for `hub_dead_after_s` is
+    # dead: its streams are forgotten (their agents reconnect to another hub meanwhile).
+    hub_heartbeat_s: float = 2.0
+    hub_dead_after_s: float = 10.0
 
 
 @dataclass
@@ -74,6 +100,8 @@ class ServiceContext:
     hooks: Hooks = field(default_factory=_NoHooks)
     # What ingest last wrote per node (hub/store/observations.py NodeHashes).
     node_hashes: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    # This hub process, among the hubs sharing the store (its streams' rows name it).
+    hub_id: str = ""
 
 
 @dataclass
@@ -91,6 +119,10 @@ def transaction(ctx: ServiceContext) -> Iterator[Tx]:
     with ctx.db.write() as conn:
         tx = Tx(conn=conn, now=ctx.clock())
         yield tx
+        if tx.touched and ctx.db.shared:
+            # Delivered at commit to every hub, which hands it to the streams it holds.
+            for payload in payloads(sorted(tx.touched)):
+                conn.notify(DESIRED_CHANNEL, payload)
     if tx.touched:
         ctx.publisher.desired_changed(sorted(tx.touched))
         # Agents first: the caller goes on (building its response: a view of every deployment

@@ -15,6 +15,7 @@ Called by hub/sync/session.py, which owns the protocol; this module owns the rul
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,8 +28,18 @@ from hub.model import (
     Rejection,
 )
 from hub.service import admit
-from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.service.context import (
+    SUPERSEDE_CHANNEL,
+    TERM_CHANNEL,
+    ServiceContext,
+    Tx,
+    payloads,
+    snapshot,
+    transaction,
+)
 from hub.store import accounting, clusters, deployments, discovered, faults, observations
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -132,17 +143,29 @@ def open_session(
     session: AgentSession,
     read_only: bool,
     token_hash: str,
+    slot: str = "",
 ) -> int:
-    """Record an open stream; returns the cluster's newest leader term. Unauthenticated if
-    the token it was opened with is no longer the cluster's (rotated, or the cluster deleted
-    since the token was checked)."""
+    """Record an open stream held by this hub; returns the cluster's newest leader term.
+    Unauthenticated if the token it was opened with is no longer the cluster's (rotated, or the
+    cluster deleted since the token was checked). A stream of the same slot held by another hub
+    is superseded: that hub is told to close it."""
     with transaction(ctx) as tx:
         if clusters.token_hashes(tx.conn, [cluster_id]).get(cluster_id) != token_hash:
             raise errors.Unauthenticated(
                 f"the token of cluster {cluster_id} was rotated or the cluster deleted"
             )
         first_heard = accounting.unheard_clusters(tx.conn, [cluster_id])
-        clusters.open_session(tx.conn, session, cluster_id=cluster_id, read_only=read_only)
+        superseded = clusters.open_session(
+            tx.conn,
+            session,
+            cluster_id=cluster_id,
+            read_only=read_only,
+            hub_id=ctx.hub_id,
+            slot=slot,
+        )
+        if superseded and ctx.db.shared:
+            for payload in payloads(session_id for session_id, _ in superseded):
+                tx.conn.notify(SUPERSEDE_CHANNEL, payload)
         if first_heard:
             admit.run(ctx, tx, cluster_ids=first_heard)
         return clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=0)
@@ -154,9 +177,14 @@ def close_session(ctx: ServiceContext, *, session_id: str) -> None:
 
 
 def raise_leader_term(ctx: ServiceContext, *, cluster_id: str, term: int) -> int:
-    """Persist a claimed term (terms never go back); returns the newest."""
+    """Persist a claimed term (terms never go back); returns the newest. Other hubs hear of a
+    newer term, and fence a leader of an older one they hold."""
     with transaction(ctx) as tx:
-        return clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=term)
+        before = clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=0)
+        newest = clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=term)
+        if newest > before and ctx.db.shared:
+            tx.conn.notify(TERM_CHANNEL, f"{cluster_id} {newest}")
+        return newest
 
 
 def set_leader(ctx: ServiceContext, *, cluster_id: str, session_id: str | None) -> None:
@@ -421,14 +449,47 @@ def _write_batches(
     return IngestResult(len(fresh), nodes_written, records, frozenset(changed))
 
 
-def reset_sessions(ctx: ServiceContext) -> None:
-    """At hub start no stream is open yet: clear what a previous process left marked."""
+def start_hub(ctx: ServiceContext) -> None:
+    """At hub start: register this hub. On a store of its own (SQLite) no stream is open yet:
+    clear what a previous process left. On a shared one, only the streams of dead hubs go."""
     with transaction(ctx) as tx:
-        clusters.clear_sessions(tx.conn)
+        if not ctx.db.shared:
+            clusters.clear_sessions(tx.conn)
+        clusters.register_hub(tx.conn, hub_id=ctx.hub_id, now=tx.now)
+        clusters.sweep_dead_hubs(tx.conn, beat_before=tx.now - ctx.settings.hub_dead_after_s)
+
+
+def reset_sessions(ctx: ServiceContext) -> None:
+    """At hub start (kept for callers of one hub): see start_hub."""
+    start_hub(ctx)
+
+
+def hub_heartbeat(ctx: ServiceContext) -> bool:
+    """Beat this hub's heartbeat, and (one hub at a time) forget dead hubs' streams. False
+    when this hub had been declared dead (a long pause): it registered again, and its open
+    streams must be closed so their agents reconnect and their rows are written anew."""
+    with transaction(ctx) as tx:
+        alive = clusters.beat(tx.conn, hub_id=ctx.hub_id, now=tx.now)
+        if not alive:
+            clusters.register_hub(tx.conn, hub_id=ctx.hub_id, now=tx.now)
+        if ctx.db.shared and tx.conn.try_serialize("sweep-dead-hubs"):
+            dead = clusters.sweep_dead_hubs(
+                tx.conn, beat_before=tx.now - ctx.settings.hub_dead_after_s
+            )
+            if dead:
+                log.warning("hubs %s stopped beating: their streams are forgotten", dead)
+        return alive
+
+
+def stop_hub(ctx: ServiceContext) -> None:
+    with transaction(ctx) as tx:
+        clusters.remove_hub(tx.conn, ctx.hub_id)
 
 
 def prune_tombstones(ctx: ServiceContext) -> int:
     with transaction(ctx) as tx:
+        if not tx.conn.try_serialize("prune-tombstones"):
+            return 0  # another hub is at it
         return clusters.prune_tombstones(
             tx.conn, older_than=tx.now - ctx.settings.tombstone_retention_s
         )

@@ -140,15 +140,33 @@ def bump_revision(conn: Transaction, cluster_id: str) -> int:
 
 
 def open_session(
-    conn: Transaction, session: AgentSession, *, cluster_id: str, read_only: bool
-) -> None:
+    conn: Transaction,
+    session: AgentSession,
+    *,
+    cluster_id: str,
+    read_only: bool,
+    hub_id: str = "",
+    slot: str = "",
+) -> list[tuple[str, str]]:
+    """Record an open stream held by `hub_id` in `slot`. Returns the (session id, hub id) of
+    the streams of that slot on other hubs: this one supersedes them (their rows are gone)."""
+    superseded = [
+        (str(r["session_id"]), str(r["hub_id"]))
+        for r in conn.execute(
+            "SELECT session_id, hub_id FROM agent_sessions"
+            " WHERE cluster_id = ? AND slot = ? AND hub_id != ? AND session_id != ?",
+            (cluster_id, slot, hub_id, session.session_id),
+        )
+    ]
+    for session_id, _ in superseded:
+        conn.execute("DELETE FROM agent_sessions WHERE session_id = ?", (session_id,))
     conn.execute(
         "INSERT INTO agent_sessions (session_id, cluster_id, instance, node_name,"
-        " leader, agent_version, connect_time) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        " leader, agent_version, connect_time, hub_id, slot) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (session_id) DO UPDATE SET cluster_id = excluded.cluster_id,"
         " instance = excluded.instance, node_name = excluded.node_name,"
         " leader = excluded.leader, agent_version = excluded.agent_version,"
-        " connect_time = excluded.connect_time",
+        " connect_time = excluded.connect_time, hub_id = excluded.hub_id, slot = excluded.slot",
         (
             session.session_id,
             cluster_id,
@@ -157,12 +175,15 @@ def open_session(
             int(session.leader),
             session.agent_version,
             session.connect_time,
+            hub_id,
+            slot,
         ),
     )
     conn.execute(
         "UPDATE clusters SET agent_version = ?, read_only = ?, last_seen = ? WHERE cluster_id = ?",
         (session.agent_version, int(read_only), session.connect_time, cluster_id),
     )
+    return superseded
 
 
 def close_session(conn: Transaction, session_id: str) -> None:
@@ -189,8 +210,48 @@ def raise_leader_term(conn: Transaction, *, cluster_id: str, term: int) -> int:
 
 
 def clear_sessions(conn: Transaction) -> None:
-    """At hub start: no stream is open yet (one hub per database; docs/stream.md)."""
+    """At the start of the only hub on a database: no stream is open yet (docs/stream.md)."""
     conn.execute("DELETE FROM agent_sessions")
+
+
+def register_hub(conn: Transaction, *, hub_id: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO hubs (hub_id, started, heartbeat) VALUES (?, ?, ?)"
+        " ON CONFLICT (hub_id) DO UPDATE SET heartbeat = excluded.heartbeat",
+        (hub_id, now, now),
+    )
+
+
+def beat(conn: Transaction, *, hub_id: str, now: float) -> bool:
+    """The hub's heartbeat; False when its row is gone (another hub declared it dead)."""
+    row = conn.execute(
+        "UPDATE hubs SET heartbeat = ? WHERE hub_id = ? RETURNING hub_id", (now, hub_id)
+    ).fetchone()
+    return row is not None
+
+
+def remove_hub(conn: Transaction, hub_id: str) -> None:
+    """A hub stopping cleanly: its streams are closed, its row goes."""
+    conn.execute("DELETE FROM agent_sessions WHERE hub_id = ?", (hub_id,))
+    conn.execute("DELETE FROM hubs WHERE hub_id = ?", (hub_id,))
+
+
+def sweep_dead_hubs(conn: Transaction, *, beat_before: float) -> list[str]:
+    """Forget hubs silent since `beat_before`, and the streams they held (their agents have
+    reconnected elsewhere, or will: a stream on a dead hub is not open). Also drops stream rows
+    of no live hub (a hub that died before registering, or a database of an older version)."""
+    dead = [
+        str(r["hub_id"])
+        for r in conn.execute("SELECT hub_id FROM hubs WHERE heartbeat < ?", (beat_before,))
+    ]
+    for hub_id in dead:
+        conn.execute("DELETE FROM hubs WHERE hub_id = ?", (hub_id,))
+    conn.execute("DELETE FROM agent_sessions WHERE hub_id NOT IN (SELECT hub_id FROM hubs)")
+    return dead
+
+
+def live_hubs(conn: Transaction) -> list[str]:
+    return [str(r["hub_id"]) for r in conn.execute("SELECT hub_id FROM hubs ORDER BY hub_id")]
 
 
 def sessions(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, tuple[AgentSession, ...]]:

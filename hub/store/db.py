@@ -29,7 +29,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from hub import errors
@@ -69,11 +69,19 @@ class SqliteTransaction:
         # BEGIN IMMEDIATE already holds the database's one write lock.
         return None
 
+    def try_serialize(self, key: str) -> bool:
+        return True
+
+    def notify(self, channel: str, payload: str) -> None:
+        # One hub per SQLite file: it publishes its own changes in memory.
+        return None
+
 
 class Database:
     """The SQLite store (port.Store)."""
 
     dialect = port.SQLITE
+    shared = False
 
     def __init__(
         self, path: str | pathlib.Path, *, synchronous: str = "NORMAL", busy_timeout_s: float = 5.0
@@ -108,6 +116,14 @@ class Database:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+
+    def listen(
+        self,
+        channels: Sequence[str],
+        on_notify: port.OnNotify,
+        on_reconnect: Callable[[], None],
+    ) -> port.Listening:
+        return port.NotListening()
 
     def close(self) -> None:
         with self._lock, self._readers_lock:

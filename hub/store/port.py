@@ -17,7 +17,7 @@ Migrations are written once too (hub/store/migrations), with SQLite's type names
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -91,6 +91,24 @@ class Transaction(Protocol):
         SQLite is already serialized (BEGIN IMMEDIATE), so there it costs nothing."""
         ...
 
+    def try_serialize(self, key: str) -> bool:
+        """Take the lock named `key` until this transaction ends if it is free; False when
+        another transaction (of another hub) holds it: singleton work skips its turn."""
+        ...
+
+    def notify(self, channel: str, payload: str) -> None:
+        """Tell every hub listening on `channel` (Store.listen), once this transaction commits
+        (never if it rolls back). Nothing to tell on a store only one hub opens."""
+        ...
+
+
+class Listening(Protocol):
+    def close(self) -> None: ...
+
+
+# (channel, payload) of one notification
+OnNotify = Callable[[str, str], None]
+
 
 class Store(Protocol):
     """A database: migrations applied when opened; transactions opened by the service layer."""
@@ -98,6 +116,8 @@ class Store(Protocol):
     url: str
     epoch: str
     schema_version: int
+    # Several hubs may open it at once (PostgreSQL); SQLite is one hub's.
+    shared: bool
 
     @property
     def dialect(self) -> Dialect: ...
@@ -110,7 +130,22 @@ class Store(Protocol):
         """A consistent snapshot for reading; never waits for a writer."""
         ...
 
+    def listen(
+        self, channels: Sequence[str], on_notify: OnNotify, on_reconnect: Callable[[], None]
+    ) -> Listening:
+        """Call `on_notify` (from a thread of the store's) for every notification committed on
+        `channels` by any hub, this one included; `on_reconnect` after the listening connection
+        was (re)established, when notifications may have been lost meanwhile."""
+        ...
+
     def close(self) -> None: ...
+
+
+class NotListening:
+    """The Listening of a store no other hub shares: there is nothing to hear."""
+
+    def close(self) -> None:
+        return None
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -143,6 +144,14 @@ class PostgresTransaction:
     def serialize(self, key: str) -> None:
         self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
 
+    def try_serialize(self, key: str) -> bool:
+        row = self._conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (key,))
+        found = row.fetchone()
+        return bool(found[0]) if found else False
+
+    def notify(self, channel: str, payload: str) -> None:
+        self._conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.adapters.register_loader("numeric", _IntegralNumericLoader)
@@ -154,6 +163,7 @@ class PostgresStore:
     """The PostgreSQL store (port.Store)."""
 
     dialect = port.POSTGRES
+    shared = True
 
     def __init__(self, url: str, *, pool_size: int = 8, connect_timeout_s: float = 10.0) -> None:
         self.url = url
@@ -180,6 +190,14 @@ class PostgresStore:
 
     def close(self) -> None:
         self._pool.close()
+
+    def listen(
+        self,
+        channels: Sequence[str],
+        on_notify: port.OnNotify,
+        on_reconnect: Callable[[], None],
+    ) -> port.Listening:
+        return _Listener(self.url, channels, on_notify, on_reconnect)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[PostgresTransaction]:
@@ -224,6 +242,60 @@ class PostgresStore:
             )
             row = tx.execute("SELECT value FROM meta WHERE key = 'store_epoch'").fetchone()
             return str(row["value"])
+
+
+class _Listener:
+    """LISTEN on a connection of its own, in a thread; reconnects with a pause when the
+    connection drops (and says so: notifications may have been lost meanwhile)."""
+
+    RETRY_S = 1.0
+    # How often the thread looks up from waiting, to notice close().
+    POLL_S = 0.5
+
+    def __init__(
+        self,
+        url: str,
+        channels: Sequence[str],
+        on_notify: port.OnNotify,
+        on_reconnect: Callable[[], None],
+    ) -> None:
+        self._url = url
+        self._channels = list(channels)
+        self._on_notify = on_notify
+        self._on_reconnect = on_reconnect
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="store-listen", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
+                    for channel in self._channels:
+                        conn.execute(f'LISTEN "{channel}"')
+                    self._safely(self._on_reconnect)
+                    while not self._stopped.is_set():
+                        for note in conn.notifies(timeout=self.POLL_S):
+                            self._deliver(note.channel, note.payload)
+            except psycopg.Error as e:
+                if self._stopped.is_set():
+                    return
+                log.warning("store listener lost its connection (%s); reconnecting", e)
+                self._stopped.wait(self.RETRY_S)
+
+    def _deliver(self, channel: str, payload: str) -> None:
+        self._safely(lambda: self._on_notify(channel, payload))
+
+    @staticmethod
+    def _safely(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except Exception:  # a callback's bug must not end the listening
+            log.exception("store notification callback failed")
 
 
 def _run(conn: psycopg.Connection[Any], statement: str) -> None:

@@ -8,7 +8,9 @@ cluster is read in a few statements rather than one per stream.
 
 A cluster may have several streams (a DaemonSet: one per node); each sits in a *slot*: a
 pod's name, or one shared slot for the agent of a whole cluster. A newer stream in an occupied
-slot supersedes the older one, which is told to close.
+slot supersedes the older one, which is told to close. With several hubs on one store, the
+hub holding the older stream hears of the newer one through the store (`supersede_sessions`),
+and of changes committed on other hubs (`desired_changed`, from the store's notifications).
 
 Callable from any thread: the hub's loop owns the dirty set and its events, other threads
 (control calls and ingest run in worker threads) hand over with call_soon_threadsafe.
@@ -80,6 +82,25 @@ class Fanout:
                 del slots[slot]
                 if not slots:
                     self._listeners.pop(cluster_id, None)
+
+    def supersede_sessions(self, session_ids: Iterable[str]) -> None:
+        """Close the streams with these session ids: newer ones took their slots on another
+        hub. Unknown ids are ignored (that stream has closed already). Call on the loop."""
+        wanted = set(session_ids)
+        with self._lock:
+            found = [
+                listener
+                for slots in self._listeners.values()
+                for listener in slots.values()
+                if getattr(listener, "session_id", None) in wanted
+            ]
+        for listener in found:
+            listener.supersede()
+
+    def cluster_ids(self) -> list[str]:
+        """Clusters with a stream on this hub."""
+        with self._lock:
+            return list(self._listeners)
 
     def connected(self) -> int:
         with self._lock:

@@ -143,6 +143,15 @@ class Leadership:
             self._mark(cluster_id, None)
             self._grant_next(cluster_id)
 
+    def newer_term_elsewhere(self, cluster_id: str, term: int) -> None:
+        """Another hub persisted `term` for the cluster: a leader of an older term held here is
+        fenced (its Lease was taken by a pod whose stream is on that hub)."""
+        current = self._leaders.get(cluster_id)
+        if current is None or current.term >= term:
+            return
+        current.session.fence(term, f"superseded by a newer leader on another hub (term {term})")
+        del self._leaders[cluster_id]
+
     def leads(self, cluster_id: str, session: Fenceable) -> bool:
         current = self._leaders.get(cluster_id)
         return current is not None and current.session is session

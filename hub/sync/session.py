@@ -189,7 +189,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         self._metrics = metrics
         # Mutual TLS: the client certificate must name the token's cluster.
         self._require_client_identity = require_client_identity
-        self._leadership = Leadership(
+        self.leadership = self._leadership = Leadership(
             persist=lambda cluster_id, term: sync_service.raise_leader_term(
                 ctx, cluster_id=cluster_id, term=term
             ),
@@ -231,6 +231,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                         ),
                         read_only=hello.read_only,
                         token_hash=token_hash,
+                        slot=session.slot,
                     )
                 )
             except errors.Unauthenticated as e:
