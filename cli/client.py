@@ -5,6 +5,12 @@ objects; any error answer becomes `ApiError(status, code, message)` read from th
 `{"error": {"code", "status", "message"}}` body (docs/rest.md), and no answer at all becomes
 `HubUnreachable`. It knows paths and JSON, never resource semantics: `cli.commands` does.
 
+Behind a load balancer, a hub may stop or restart under a call: idempotent calls (GET; PATCH,
+which sets fields to given values) are retried on no answer or on 503 UNAVAILABLE, a few times
+over about ten seconds; POST and DELETE only when the connection was refused (it reached no
+hub, so nothing was applied; a repeated create or delete would answer ALREADY_EXISTS or
+NOT_FOUND for what the first did).
+
 Proxies from the environment are honoured, except for loopback hubs: a proxy cannot reach our
 127.0.0.1, and a stray $http_proxy must not break the laptop quick start.
 """
@@ -13,13 +19,14 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from cli.errors import ApiError, HubUnreachable
+from cli.errors import ApiError, CliError, HubUnreachable
 
 JsonObject = dict[str, Any]
 
@@ -33,11 +40,28 @@ _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 __all__ = ["ApiError", "HubClient", "HubUnreachable", "JsonObject", "error_from_body"]
 
 
+# Methods whose repetition changes nothing more than one call did.
+IDEMPOTENT = frozenset({"GET", "PATCH", "PUT"})
+# Pauses before each retry (seconds): about ten seconds in all, what a hub's restart behind a
+# balancer takes to be noticed and routed around.
+RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0, 3.0, 4.0)
+
+
 class HubClient:
-    def __init__(self, base_url: str, token: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry_pauses_s: tuple[float, ...] = RETRY_PAUSES_S,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._token = token
         self._timeout_s = timeout_s
+        self._retry_pauses_s = retry_pauses_s
+        # Calls that needed a retry (a hub went away under them), for tests and tools.
+        self.retried = 0
         host = urllib.parse.urlsplit(self.base_url).hostname or ""
         handlers = [urllib.request.ProxyHandler({})] if host in _LOOPBACK else []
         self._opener = urllib.request.build_opener(*handlers)
@@ -90,9 +114,17 @@ class HubClient:
         if body is not None:
             data = json.dumps(body).encode()
             headers["content-type"] = "application/json"
-        request = urllib.request.Request(url, data=data, headers=headers, method=method)
-        status, raw = self._send(request)
-        return _parse_success(status, raw)
+        for pause in (*self._retry_pauses_s, None):
+            request = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                status, raw = self._send(request)
+                return _parse_success(status, raw)
+            except (HubUnreachable, ApiError) as e:
+                if pause is None or not _retryable(method, e):
+                    raise
+                self.retried += 1
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # the last pause is None: the loop raised
 
     def _send(self, request: urllib.request.Request) -> tuple[int, bytes]:
         try:
@@ -108,6 +140,16 @@ class HubClient:
         except OSError as e:
             # Resets and early disconnects surface here, after the connection was made.
             raise HubUnreachable(self.base_url, _describe(e)) from e
+
+
+def _retryable(method: str, error: CliError) -> bool:
+    """Whether `error` says the call may succeed on another try, without doing twice what a
+    first try did."""
+    if isinstance(error, ApiError):
+        return method in IDEMPOTENT and (error.status == 503 or error.code == "UNAVAILABLE")
+    if isinstance(error, HubUnreachable):
+        return method in IDEMPOTENT or error.reason == "connection refused"
+    return False
 
 
 def error_from_body(status: int, raw: bytes, *, reason: str = "") -> ApiError:

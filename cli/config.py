@@ -78,3 +78,23 @@ def _nonempty(token: str, what: str) -> str:
     if not token:
         raise UsageError(f"the admin token from {what} is empty")
     return token
+
+
+ENV_RETRY_S = "WINGSMITH_RETRY_S"
+DEFAULT_RETRY_S = 10.0
+
+
+def retry_pauses(environ: Mapping[str, str]) -> tuple[float, ...]:
+    """Pauses between retries of a call a hub could not answer (cli/client.py), within
+    $WINGSMITH_RETRY_S seconds in all (default 10; 0: never retry)."""
+    raw = environ.get(ENV_RETRY_S, "").strip()
+    try:
+        budget = float(raw) if raw else DEFAULT_RETRY_S
+    except ValueError:
+        raise UsageError(f"${ENV_RETRY_S} must be a number of seconds, got {raw!r}") from None
+    pauses: list[float] = []
+    for pause in (0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0):
+        if sum(pauses) + pause > budget:
+            break
+        pauses.append(pause)
+    return tuple(pauses)

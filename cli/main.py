@@ -114,7 +114,7 @@ def _context(args: argparse.Namespace) -> commands.Context:
         flag=args.token, token_file=args.token_file, environ=os.environ, cwd=pathlib.Path.cwd()
     )
     return commands.Context(
-        client=HubClient(url, token),
+        client=HubClient(url, token, retry_pauses_s=config.retry_pauses(os.environ)),
         output=args.output or "table",
         out=sys.stdout,
         err=sys.stderr,

@@ -28,7 +28,10 @@ def test_scaling_an_unknown_workload_is_not_found(cli: Runner) -> None:
     assert (result.code, result.err) == (1, "error: 404 NOT_FOUND: workload 'nope' not found\n")
 
 
-def test_connection_refused_says_which_url_and_asks_whether_the_hub_runs(cli: Runner) -> None:
+def test_connection_refused_says_which_url_and_asks_whether_the_hub_runs(
+    cli: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WINGSMITH_RETRY_S", "0.3")  # retried once (0.2 s), then reported
     url = f"http://127.0.0.1:{_closed_port()}"
     result = cli("get", "clusters", url=url)
     assert result.code == 1
