@@ -105,7 +105,9 @@ def check_plaintext(target: str, security: ChannelSecurity) -> None:
 
 def open_channel(target: str, security: ChannelSecurity | None = None) -> grpc.aio.Channel:
     security = security or ChannelSecurity()
-    options: list[tuple[str, int | str]] = list(KEEPALIVE)
+    # A connection of its own: channels to one target in one process would otherwise share
+    # one (gRPC's global subchannel pool), and so one hub behind a load balancer.
+    options: list[tuple[str, int | str]] = [*KEEPALIVE, ("grpc.use_local_subchannel_pool", 1)]
     if not security.tls:
         if security.cert_file or security.key_file:
             raise ValueError("a client certificate needs --hub-ca (mutual TLS is TLS)")
