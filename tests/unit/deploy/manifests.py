@@ -3,8 +3,8 @@
 - `documents()` loads every YAML file under deploy/ (multi-document); `objects()` keeps the
   Kubernetes objects (not the Kustomization files).
 - `build(directory)` renders a kustomization the way `kubectl kustomize` does, for the small
-  subset we use: `resources` (files and directories) and inline JSON6902 `patches` with a
-  target. Anything else raises, so a new kustomize feature in deploy/ fails loudly here until
+  subset we use: `resources` (files and directories), inline JSON6902 `patches` with a
+  target, and inline strategic-merge patches that delete an object (`$patch: delete`). Anything else raises, so a new kustomize feature in deploy/ fails loudly here until
   this learns it. When kubectl is installed, a test checks that both agree.
 - `check_schema(obj)` deserializes an object into the official client's model and serializes
   it back. The models reject a wrong type or a missing required field; the round trip catches
@@ -110,6 +110,16 @@ def referenced_files(directory: Path) -> set[Path]:
 
 
 def _patch(objs: list[dict[str, Any]], patch: Mapping[str, Any], *, where: Path) -> None:
+    if set(patch) == {"patch"}:
+        body = yaml.safe_load(patch["patch"])
+        if not isinstance(body, dict) or body.get("$patch") != "delete":
+            raise NotImplementedError(f"{where}: only strategic-merge patches that delete")
+        doomed = {k: v for k, v in body.items() if k != "$patch"}
+        hits = [o for o in objs if ident(o) == ident(doomed)]
+        if not hits:
+            raise ValueError(f"{where}: delete patch {ident(doomed)} matches nothing")
+        objs[:] = [o for o in objs if ident(o) != ident(doomed)]
+        return
     if set(patch) != {"target", "patch"}:
         raise NotImplementedError(f"{where}: only inline JSON6902 patches with a target")
     ops = yaml.safe_load(patch["patch"])

@@ -19,6 +19,7 @@ BUILDS = {
     "hub": DEPLOY / "hub",
     "agent": DEPLOY / "agent",
     "agent read-only": DEPLOY / "agent" / "read-only",
+    "hub on postgres": DEPLOY / "hub-postgres",
 }
 # Filled in per cluster, so kept out of every kustomization (docs/deploy.md).
 TEMPLATES = {DEPLOY / "hub" / "secrets.template.yaml", DEPLOY / "agent" / "config.template.yaml"}

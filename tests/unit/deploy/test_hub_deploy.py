@@ -158,3 +158,24 @@ def test_the_hub_parser_takes_these_args(capsys: pytest.CaptureFixture[str]) -> 
         pytest.fail(f"wingsmith hub refuses the manifest's args: {capsys.readouterr().err}")
     assert (args.tls_cert, args.tls_key) == (f"{TLS}/tls.crt", f"{TLS}/tls.key")
     assert (args.max_connection_age, args.max_connection_age_grace) == ("30m", "5m")
+
+
+def test_the_postgres_variant_runs_three_hubs_rolled_with_the_url_from_a_secret() -> None:
+    build = manifests.build(manifests.DEPLOY / "hub-postgres")
+    deployment = one(build, "Deployment", "wingsmith-hub")
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    hub = manifests.container(deployment, "hub")
+    db = hub["args"][hub["args"].index("--db") + 1]
+    assert db == "$(WINGSMITH_DATABASE_URL)"
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in hub["env"]}
+    assert env["WINGSMITH_DATABASE_URL"] == {"name": "wingsmith-hub-database", "key": "url"}
+    assert "WINGSMITH_ADMIN_TOKEN" in env, "every hub shares the admin token"
+    assert not [o for o in build if o["kind"] == "PersistentVolumeClaim"], "no local data"
+    assert DATA not in _mounts(hub)
+    # The flags parse with a PostgreSQL URL where Kubernetes puts it.
+    from hub import app
+
+    args = [a if a != db else "postgresql://u@db/wingsmith" for a in hub["args"][1:]]
+    parsed = app.parse_args(args)
+    assert parsed.db == "postgresql://u@db/wingsmith"
