@@ -316,11 +316,13 @@ def running_hub(
     *,
     tls: TlsConfig | None = None,
     ca_file: str | None = None,
+    backend: str | None = None,
 ) -> Iterator[tuple[LoopThread, Hub]]:
+    """A hub on a new store: `backend` ("sqlite", "postgres"), else $WINGSMITH_TEST_STORE's."""
     loop = LoopThread()
     hub = Hub(
         loop=loop,
-        db_path=stores.default_store_url(tmp_path),
+        db_path=stores.store_url(tmp_path, backend or stores.default_backend()),
         settings=settings,
         tls=tls,
         ca_file=ca_file,

@@ -27,6 +27,8 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
+from hub.store import port
+
 # Tables whose row counts a backup reports, so an operator sees at a glance what it holds.
 COUNTED_TABLES = ("projects", "clusters", "workloads", "deployments")
 
@@ -56,6 +58,11 @@ def backup_database(
 ) -> BackupResult:
     """Copy the Wingsmith database at `source` to `target` while a hub may be serving it."""
     started = time.monotonic()
+    if port.is_postgres(str(source)):
+        raise BackupError(
+            "this copies a SQLite file; back up a PostgreSQL store with its own tools"
+            " (pg_dump, your provider's snapshots, CloudNativePG backups)"
+        )
     source_path, target_path = pathlib.Path(source), pathlib.Path(target)
     if not source_path.is_file():
         raise BackupError(f"no database file at {source_path} (pass the hub's --db)")

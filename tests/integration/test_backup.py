@@ -54,7 +54,8 @@ def _epoch(db_path: Path) -> str:
 
 def test_backup_under_write_load_restores_to_a_serving_hub(tmp_path: Path) -> None:
     backup_path = tmp_path / "backup.db"
-    with running_hub(tmp_path) as (loop, hub):
+    # `wingsmith hub backup` copies a SQLite file (PostgreSQL has its own tools).
+    with running_hub(tmp_path, backend="sqlite") as (loop, hub):
         token = hub.register_cluster("east")
         hub.create_project("search", H100_80GB=10_000)
         agent = start_agent(loop, hub, cluster_id="east", token=token)
@@ -131,7 +132,7 @@ def test_backup_refuses_what_it_cannot_do_cleanly(tmp_path: Path) -> None:
     assert not (tmp_path / "b.db").exists()
     assert not list(tmp_path.glob(".b.db.partial-*"))
 
-    with running_hub(tmp_path) as (_, hub):
+    with running_hub(tmp_path, backend="sqlite") as (_, hub):
         existing = tmp_path / "existing.db"
         existing.write_bytes(b"keep me")
         kept = _wingsmith("hub", "backup", str(existing), "--db", hub.db_path)
@@ -141,3 +142,9 @@ def test_backup_refuses_what_it_cannot_do_cleanly(tmp_path: Path) -> None:
         replaced = _wingsmith("hub", "backup", str(existing), "--db", hub.db_path, "--overwrite")
         assert replaced.returncode == 0, replaced.stderr
         assert existing.read_bytes()[:16] == b"SQLite format 3\x00"
+
+
+def test_backup_of_a_postgresql_store_points_at_its_own_tools(tmp_path: Path) -> None:
+    done = _wingsmith("hub", "backup", str(tmp_path / "b.db"), "--db", "postgresql://u@h/db")
+    assert done.returncode != 0
+    assert "pg_dump" in done.stderr and "Traceback" not in done.stderr

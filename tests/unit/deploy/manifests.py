@@ -4,7 +4,8 @@
   Kubernetes objects (not the Kustomization files).
 - `build(directory)` renders a kustomization the way `kubectl kustomize` does, for the small
   subset we use: `resources` (files and directories), inline JSON6902 `patches` with a
-  target, and inline strategic-merge patches that delete an object (`$patch: delete`). Anything else raises, so a new kustomize feature in deploy/ fails loudly here until
+  target, and inline strategic-merge patches that delete an object (`$patch: delete`).
+  Anything else raises, so a new kustomize feature in deploy/ fails loudly here until
   this learns it. When kubectl is installed, a test checks that both agree.
 - `check_schema(obj)` deserializes an object into the official client's model and serializes
   it back. The models reject a wrong type or a missing required field; the round trip catches
