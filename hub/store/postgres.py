@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 # database would do).
 WRITE_LOCK = 0x57494E4753_0001  # every write transaction
 MIGRATE_LOCK = 0x57494E4753_0002  # schema migrations at start
+# The listening connection's name in pg_stat_activity.
+LISTENER_NAME = "wingsmith-listen"
 
 
 class PgRow:
@@ -274,7 +276,9 @@ class _Listener:
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
-                with psycopg.connect(self._url, autocommit=True, connect_timeout=5) as conn:
+                with psycopg.connect(
+                    self._url, autocommit=True, connect_timeout=5, application_name=LISTENER_NAME
+                ) as conn:
                     for channel in self._channels:
                         conn.execute(f'LISTEN "{channel}"')
                     self._safely(self._on_reconnect)
