@@ -46,6 +46,8 @@ T = TypeVar("T")
 # How often the simulated cluster's clock looks for changes made from outside the agent (fault
 # injection by tests and tools) when no timer is due: its own writes wake it at once.
 SIM_IDLE_POLL_S = 5.0
+# How soon a DGD deleted to be recreated is looked at again (until the old one is gone).
+RECREATE_RETRY_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,10 @@ class Agent:
         self._on_grant = on_grant
         self._on_fence = on_fence
         self.departed = DepartedNodes(own_node=config.node_name, grace_s=config.node_gone_grace_s)
+        # Deployments whose DGD was deleted to be created again -> why (shown on them).
+        self.recreating: dict[str, str] = {}
+        # The DGD version last reported in a ClusterInfo on this stream ("": not yet).
+        self._sent_dgd_version = ""
         self.client = StreamClient(
             channel=channel,
             token=config.token,
@@ -174,6 +180,7 @@ class Agent:
     def _on_connected(self, welcome: sync_pb2.Welcome) -> None:
         # Resend only what the hub does not hold as last sent (docs/stream.md).
         self.observer.resume(convert.held_observations(welcome))
+        self._sent_dgd_version = ""
         self._changed.set()
 
     def _resync(self) -> None:
@@ -228,6 +235,7 @@ class Agent:
             sync_pb2.AgentMessage(leadership=sync_pb2.Leadership(leading=leading, term=term))
         )
         if leading and not was_leading:
+            self._sent_dgd_version = ""
             self._changed.set()
             asyncio.get_running_loop().create_task(self.reconcile())
         if was_leading and not leading:
@@ -276,6 +284,7 @@ class Agent:
                 removed=self.desired.removed,
                 nodes=nodes,
                 class_overrides=self.config.class_overrides,
+                dgd_version=self.cluster.dgd_version,
             )
             if self.config.read_only:
                 for apply in plan.applies:
@@ -288,6 +297,7 @@ class Agent:
                 try:
                     await self._io(self.cluster.apply_dgd, apply.manifest)
                     self.applied += 1
+                    self.recreating.pop(apply.deployment_id, None)
                 except port.ClusterError as e:
                     log.warning("applying deployment %s failed: %s", apply.deployment_id, e)
                     if not e.retryable and not apply.letting_go:
@@ -300,6 +310,16 @@ class Agent:
                     self.deleted += 1
                 except port.ClusterError as e:
                     log.warning("deleting %s/%s failed: %s", delete.namespace, delete.name, e)
+                if delete.recreate:
+                    log.info("deployment %s: %s", delete.deployment_id, delete.recreate)
+                    self.recreating[delete.deployment_id] = delete.recreate
+            # Only what the hub still declares can be waiting to be created again.
+            for deployment_id in [d for d in self.recreating if d not in self.desired.deployments]:
+                del self.recreating[deployment_id]
+            if any(d.recreate for d in plan.deletes):
+                # Create it again as soon as the old one is gone (not at the next resync).
+                loop = asyncio.get_running_loop()
+                loop.call_later(RECREATE_RETRY_S, lambda: loop.create_task(self.reconcile()))
             if not plan.empty:
                 self._changed.set()
                 self._sim_wake.set()
@@ -330,9 +350,25 @@ class Agent:
             # Coalesce bursts of cluster changes into one batch per interval.
             await asyncio.sleep(self.config.observe_min_interval_s)
 
+    def _send_cluster_info(self) -> None:
+        """The reconciling agent tells the hub which DGD version it writes, once per stream
+        and leadership, and again when discovery finds it changed (docs/kubernetes.md)."""
+        if not self.leading:
+            return
+        version = self.cluster.dgd_version
+        if not version or version == self._sent_dgd_version:
+            return
+        info = sync_pb2.ClusterInfo(dgd_version=version)
+        if self.client.send(sync_pb2.AgentMessage(cluster_info=info)):
+            self._sent_dgd_version = version
+
     async def _send_observations(self) -> None:
+        self._send_cluster_info()
         observations = await self._io(
-            self.observer.collect, self.desired.deployments, cluster_level=self.leading
+            self.observer.collect,
+            self.desired.deployments,
+            cluster_level=self.leading,
+            recreating=dict(self.recreating),
         )
         departed = self._departed_nodes()
         if departed:

@@ -2,7 +2,9 @@
 
 The top of the agent's layers: it picks the cluster backend (the simulated cluster with
 --simulate, a real one with --kubernetes) and the channel's security, and hands over to
-agent.app. `wingsmith agent devices` is the node diagnostic (agent/devices/diagnose.py).
+agent.app. `wingsmith agent devices` is the node diagnostic (agent/devices/diagnose.py);
+`wingsmith agent dgd-versions` says which DynamoGraphDeployment versions the API server serves
+and which one the agent would write (docs/kubernetes.md).
 """
 
 from __future__ import annotations
@@ -10,12 +12,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
 
 from agent.app import AgentConfig
+from agent.cluster import dgd_versions
+from agent.cluster.kube import KubernetesCluster
+from agent.cluster.kube_config import load_api_client
+from agent.cluster.port import ClusterError
 from agent.cluster.simulated import SimSpec, load_seed_file
 from agent.cluster.simulated_manifest import parse_manifest
 from agent.cluster.simulated_spec import KEYS as SIM_KEYS
@@ -173,11 +180,49 @@ def _check_tls(args: argparse.Namespace) -> None:
         raise UsageError("--hub", str(PlaintextRefused(target_host(args.hub))))
 
 
+def dgd_versions_main(argv: Sequence[str]) -> int:
+    """`wingsmith agent dgd-versions [--kubeconfig PATH] [--context NAME]`: API discovery of
+    the DGD versions, printed as JSON; it only reads. Exit status: 0 a version the agent can
+    write is served; 1 none is, or the API server could not be asked; 2 a usage error."""
+    parser = argparse.ArgumentParser(
+        prog="wingsmith agent dgd-versions",
+        description="Which DynamoGraphDeployment versions the API server serves, and which one"
+        " the agent writes (in-cluster configuration unless --kubeconfig or --context).",
+    )
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--context", default=None)
+    args = parser.parse_args(list(argv))
+    try:
+        client = load_api_client(kubeconfig=args.kubeconfig, context=args.context)
+    except ClusterError as e:
+        print(json.dumps({"error": str(e)}, indent=2))
+        return 1
+    try:
+        cluster = KubernetesCluster(client, read_only=True)
+        chosen = cluster.discover_dgd_versions()
+    except ClusterError as e:
+        print(json.dumps({"error": str(e)}, indent=2))
+        return 1
+    finally:
+        client.close()  # type: ignore[no-untyped-call]
+    report = {
+        "served": list(cluster.served_dgd_versions),
+        "known": list(dgd_versions.KNOWN_VERSIONS),
+        "writes": chosen or "none",
+    }
+    if not chosen:
+        report["problem"] = dgd_versions.no_version_message(cluster.served_dgd_versions)
+    print(json.dumps(report, indent=2))
+    return 0 if chosen else 1
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     words = sys.argv[1:] if argv is None else list(argv)
     if words[:1] == ["devices"]:
         # The node diagnostic (agent/devices/diagnose.py) parses its own options.
         raise SystemExit(diagnose.main(words[1:]))
+    if words[:1] == ["dgd-versions"]:
+        raise SystemExit(dgd_versions_main(words[1:]))
     args = parse_args(argv)
     try:
         token = check_args(args)

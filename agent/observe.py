@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from agent import discover
@@ -49,6 +49,8 @@ from agent.reconcile import ANNOTATION_ADOPTED, ANNOTATION_GENERATION, dgd_of
 from agent.render.dgd import RenderError, render_dgd
 
 T = TypeVar("T")
+# A deployment's status reason while its DGD is deleted to be created again (v1beta1).
+REASON_RECREATING = "Recreating"
 
 # The largest applied-object body the agent sends (the hub refuses more): a DGD is a few KiB.
 MAX_APPLIED_BYTES = 256 * 1024
@@ -178,17 +180,23 @@ class Observer:
         self._complete_due = True
 
     def collect(
-        self, desired: Mapping[str, DeploymentSpec], *, cluster_level: bool = True
+        self,
+        desired: Mapping[str, DeploymentSpec],
+        *,
+        cluster_level: bool = True,
+        recreating: Mapping[str, str] | None = None,
     ) -> Observations:
         """What changed since the last collection (everything after a reset). Only the leader
-        reports cluster-level state (deployments, discovered); every agent its nodes."""
+        reports cluster-level state (deployments, discovered); every agent its nodes.
+        `recreating`: deployments whose DGD is being deleted to be created again -> why (their
+        status says so, reason `Recreating`)."""
         nodes = {n.node_id: n for n in (self._node(source) for source in self._nodes())}
         changed_nodes = tuple(_changed(self._sent_nodes, nodes, gone=_absent_node))
         if not cluster_level:
             return Observations((), changed_nodes)
         dgds = self._cluster.list_dgds()
         workers = workers_by_graph(self._cluster.list_pods())
-        deployments = self._deployments(desired, dgds, workers)
+        deployments = self._deployments(desired, dgds, workers, recreating or {})
         adopted = {(s.dgd_namespace, s.dgd_name) for s in desired.values() if s.dgd_name}
         found = {
             f"{d.namespace}/{d.name}": discover.describe(
@@ -218,16 +226,25 @@ class Observer:
         desired: Mapping[str, DeploymentSpec],
         dgds: Sequence[port.Dgd],
         workers: Mapping[tuple[str, str], list[port.Pod]],
+        recreating: Mapping[str, str],
     ) -> dict[str, DeploymentObservation]:
         result = {}
         for deployment_id, spec in desired.items():
             dgd = dgd_of(spec, dgds)
+            why = recreating.get(deployment_id, "")
             if dgd is None:
+                if why:
+                    # Between the delete and the create: say so rather than "absent".
+                    status = StatusObservation("pending", REASON_RECREATING, why, 0, 0, 0)
+                    result[deployment_id] = DeploymentObservation(deployment_id, status, ())
                 continue
             pods = workers.get((dgd.namespace, dgd.name), [])
+            status = _status(spec, dgd, pods)
+            if why:
+                status = replace(status, reason=REASON_RECREATING, message=why)
             result[deployment_id] = DeploymentObservation(
                 deployment_id=deployment_id,
-                status=_status(spec, dgd, pods),
+                status=status,
                 replicas=tuple(discover.pod_report(p) for p in pods),
                 live_args=self._live_args(spec, dgd, pods),
                 applied=applied_object(dgd),

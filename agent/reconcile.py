@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.cluster import port
+from agent.cluster import dgd_versions, port
 from agent.cluster.shape import (
     Unrewritable,
     is_worker,
@@ -81,6 +81,8 @@ class Delete:
     namespace: str
     name: str
     deployment_id: str
+    # Set when the DGD is deleted to be created again: why it cannot change in place.
+    recreate: str = ""
 
 
 @dataclass(frozen=True)
@@ -131,12 +133,17 @@ def plan(
     removed: Set[str] = frozenset(),
     nodes: Sequence[port.Node] = (),
     class_overrides: Mapping[str, str] = NO_OVERRIDES,
+    dgd_version: str = "",
 ) -> Plan:
     """`released`: ids the hub no longer declares whose DGD stays; `removed`: ids the hub
     deleted while they were managed (agent/desired.py keeps both); `nodes`: the cluster's,
-    whose GPU labels the rendered workers' node affinity matches (agent/render/placement.py)."""
+    whose GPU labels the rendered workers' node affinity matches (agent/render/placement.py).
+    `dgd_version`: what the cluster backend writes (ClusterPort.dgd_version): under v1beta1 a
+    change the operator's webhook forbids in place is a delete now and a create once the DGD
+    is gone; where no version is served, every deployment to apply fails with the reason."""
     target = _Target(namespace=namespace, images=images, nodes=nodes, overrides=class_overrides)
     applies, failures = [], []
+    recreates: list[Delete] = []
     for spec in sorted(desired.values(), key=lambda s: s.deployment_id):
         current = dgd_of(spec, live)
         if spec.authority != "managed":
@@ -156,12 +163,24 @@ def plan(
             failures.append(Failure(spec.deployment_id, spec.generation, str(e)))
             continue
         if (
-            current is None
-            or current.annotations.get(ANNOTATION_SPEC_HASH)
-            != (manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH])
+            current is not None
+            and current.annotations.get(ANNOTATION_SPEC_HASH)
+            == (manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH])
         ):
-            applies.append(Apply(spec.deployment_id, spec.generation, manifest))
-    deletes = []
+            continue
+        if dgd_version == port.DGD_VERSION_NONE:
+            failures.append(
+                Failure(spec.deployment_id, spec.generation, dgd_versions.no_version_message([]))
+            )
+            continue
+        reason = _recreate_reason(spec, current, manifest, dgd_version=dgd_version)
+        if reason and current is not None:
+            recreates.append(
+                Delete(current.namespace, current.name, spec.deployment_id, recreate=reason)
+            )
+            continue
+        applies.append(Apply(spec.deployment_id, spec.generation, manifest))
+    deletes = list(recreates)
     for dgd in sorted(live, key=lambda d: (d.namespace, d.name)):
         deployment_id = dgd.labels.get(port.LABEL_DEPLOYMENT_ID, "")
         if not deployment_id:
@@ -197,6 +216,23 @@ def _idle_adopted(spec: DeploymentSpec, current: port.Dgd) -> dict[str, Any] | N
     ):
         return None
     return manifest
+
+
+def _recreate_reason(
+    spec: DeploymentSpec,
+    current: port.Dgd | None,
+    manifest: Mapping[str, Any],
+    *,
+    dgd_version: str,
+) -> str:
+    """Why our DGD must be deleted and created again rather than changed ("" if it need not):
+    v1beta1's webhook refuses a new component set, a type or backendFramework change."""
+    if current is None or spec.adopted or dgd_version != dgd_versions.V1BETA1:
+        return ""
+    if ours(current) != spec.deployment_id:
+        return ""
+    reason = dgd_versions.recreate_reason(current.spec, manifest.get("spec", {}))
+    return f"recreating the DynamoGraphDeployment: {reason}" if reason else ""
 
 
 def _forget(dgd: port.Dgd, deployment_id: str, *, released: Set[str], removed: Set[str]) -> bool:

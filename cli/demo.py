@@ -85,7 +85,12 @@ LEGACY_DGD: dict[str, object] = {
 }
 CLUSTERS = (
     DemoCluster("east", {"region": "us-east", "tier": "prod"}, "nodes=2,gpus=8,class=H100-80GB"),
-    DemoCluster("west", {"region": "us-west", "tier": "prod"}, "nodes=1,gpus=8,class=H100-80GB"),
+    # A newer Dynamo (1.5 on) than the other two: the agent writes v1beta1 DGDs there.
+    DemoCluster(
+        "west",
+        {"region": "us-west", "tier": "prod"},
+        "nodes=1,gpus=8,class=H100-80GB,dynamo=v1beta1",
+    ),
     DemoCluster(
         "lab", {"region": "us-east", "tier": "dev"}, "nodes=1,gpus=4,class=A100-40GB", (LEGACY_DGD,)
     ),

@@ -307,6 +307,7 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("LAST-SEEN", lambda item: timestamp(item.get("last_seen"))),
         ("NODES", _count("nodes")),
         ("DEVICES", _cluster_devices),
+        ("DGD", field("dgd_version")),
     ),
     "project": (
         ("NAME", field("name")),

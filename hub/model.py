@@ -123,6 +123,8 @@ class Cluster:
     read_only: bool = False
     agents: tuple[AgentSession, ...] = ()
     leader_term: int = 0
+    # The DGD API version its agent writes; "none": none served; "": not reported yet.
+    dgd_version: str = ""
 
     @property
     def connected(self) -> bool:

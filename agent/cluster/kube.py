@@ -41,6 +41,7 @@ from agent.cluster.port import (
     DGD_GROUP,
     DGD_KIND,
     DGD_PLURAL,
+    DGD_VERSION_NONE,
     DYNAMO_GRAPH,
     MANAGED_BY,
     ClusterError,
@@ -261,8 +262,11 @@ class KubernetesCluster:
 
     @property
     def dgd_version(self) -> str:
-        """The DGD version this adapter reads and writes ("" while none is served)."""
-        return self._dgd_version
+        """The DGD version this adapter reads and writes; "none" when the API server serves
+        none it can write; "" until discovery answered."""
+        if not self._discovered:
+            return ""
+        return self._dgd_version or DGD_VERSION_NONE
 
     @property
     def served_dgd_versions(self) -> tuple[str, ...]:

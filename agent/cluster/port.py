@@ -33,6 +33,8 @@ DYNAMO_SELECTOR = "nvidia.com/selector"
 DYNAMO_WORKER_HASH = "nvidia.com/dynamo-worker-hash"
 
 DGD_GROUP = "nvidia.com"
+# The version of the agent's internal form of a DGD (agent/cluster/dgd_versions.py); what the
+# API server is written in is each backend's `dgd_version`.
 DGD_VERSION = "v1alpha1"
 DGD_PLURAL = "dynamographdeployments"
 DGD_KIND = "DynamoGraphDeployment"
@@ -95,8 +97,19 @@ class ReadOnlyViolation(ClusterError):
         super().__init__(f"read-only mode: refused {operation}", retryable=False)
 
 
+# ClusterPort.dgd_version when the API server serves no DGD version the agent can write.
+DGD_VERSION_NONE = "none"
+
+
 class ClusterPort(Protocol):
     def revision(self) -> int: ...
+
+    @property
+    def dgd_version(self) -> str:
+        """The DGD API version the backend writes ("v1beta1" or "v1alpha1"; manifests cross
+        the port in the internal form either way: agent/cluster/dgd_versions.py);
+        DGD_VERSION_NONE when the API server serves neither; "" while not known yet."""
+        ...
 
     def list_dgds(self) -> list[Dgd]: ...
 

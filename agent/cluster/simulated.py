@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from agent.cluster import dgd_versions
 from agent.cluster.port import GPU_RESOURCE, ClusterError, Dgd, Node, Pod, ReadOnlyViolation
 from agent.cluster.simulated_dynamo import DynamoController
 from agent.cluster.simulated_hardware import DRIVER_VERSION, Hardware
@@ -89,9 +90,16 @@ class SimulatedCluster:
         with self._lock:
             return self._cached("nodes", lambda: [node.view() for node in self._hw])
 
+    @property
+    def dgd_version(self) -> str:
+        """The DGD version its Dynamo serves (`dynamo=` in the spec)."""
+        return self.spec.dynamo
+
     def apply_dgd(self, manifest: Mapping[str, Any]) -> None:
         with self._lock:
             self._refuse_if_read_only("apply_dgd")
+            if self.spec.dynamo == dgd_versions.V1BETA1:
+                manifest = self._through_v1beta1(manifest)
             try:
                 graph = parse_manifest(manifest)
             except InvalidManifest as e:
@@ -194,6 +202,26 @@ class SimulatedCluster:
             return tuple(g.uuid for g in node.gpus if g.healthy) if node else ()
 
     # -- internals --------------------------------------------------------------------------
+
+    def _through_v1beta1(self, manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The manifest as a Dynamo storing v1beta1 keeps it (written as v1beta1, read back),
+        refused as its webhook refuses an in-place change v1beta1 forbids."""
+        meta = manifest.get("metadata") or {}
+        live = next(
+            (
+                d
+                for d in self._ctl.graph_views()
+                if (d.namespace, d.name) == (meta.get("namespace"), meta.get("name"))
+            ),
+            None,
+        )
+        if live is not None:
+            reason = dgd_versions.recreate_reason(live.spec, manifest.get("spec") or {})
+            if reason:
+                raise ClusterError(
+                    f"admission webhook denied the request: {reason}", retryable=False
+                )
+        return dgd_versions.to_internal(dgd_versions.to_served(manifest, dgd_versions.V1BETA1))
 
     def _refuse_if_read_only(self, operation: str) -> None:
         if self.read_only:

@@ -14,6 +14,9 @@ Grammar: groups separated by ";", each a comma-separated list of key=value:
 - `nvlink`      NVLink domains per node (default 0: none reported). GPU i is in domain
                 i mod nvlink, so nvlink=1 puts a node's GPUs in one domain and nvlink=2
                 interleaves two (a first-fit pod of 4 GPUs then spans both: a topology test)
+- `dynamo`      the DGD API version the simulated Dynamo serves and the agent writes:
+                v1alpha1 (default: a Dynamo before 1.3) or v1beta1 (1.5 on: its webhook's
+                immutability rules apply); one value for the whole cluster, like ready_after
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ CATALOG: dict[str, tuple[str, int]] = {
     "A10G-24GB": ("NVIDIA A10G", 24 * GIB),
 }
 
-KEYS = ("nodes", "gpus", "class", "memory", "name_prefix", "ready_after", "nvlink")
+KEYS = ("nodes", "gpus", "class", "memory", "name_prefix", "ready_after", "nvlink", "dynamo")
+DYNAMO_VERSIONS = ("v1alpha1", "v1beta1")
 _CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _CLASS_MEMORY_RE = re.compile(r"-(\d+)GB$")
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
@@ -78,6 +82,7 @@ class NodeGroup:
 class SimSpec:
     groups: tuple[NodeGroup, ...] = (NodeGroup(),)
     ready_after: float = 0.0
+    dynamo: str = "v1alpha1"
 
     @classmethod
     def parse(cls, text: str) -> SimSpec:
@@ -98,9 +103,22 @@ def parse(text: str) -> SimSpec:
         raise ValueError(f"empty simulated cluster spec; expected e.g. {DEFAULT_SPEC!r}")
     groups: list[NodeGroup] = []
     ready_after: float | None = None
+    dynamo: str | None = None
     for number, group_text in enumerate(text.split(";"), start=1):
         where = f"group {number} ({group_text.strip()!r})"
         fields = _split_group(group_text, where)
+        if "dynamo" in fields:
+            version = fields.pop("dynamo")
+            if version not in DYNAMO_VERSIONS:
+                raise ValueError(
+                    f"{where}: dynamo={version!r}: expected one of {', '.join(DYNAMO_VERSIONS)}"
+                )
+            if dynamo is not None and version != dynamo:
+                raise ValueError(
+                    f"{where}: dynamo={version} conflicts with dynamo={dynamo} given earlier;"
+                    " it applies to the whole cluster, give it once"
+                )
+            dynamo = version
         if "ready_after" in fields:
             value = _parse_duration(fields.pop("ready_after"), where)
             if ready_after is not None and value != ready_after:
@@ -110,7 +128,9 @@ def parse(text: str) -> SimSpec:
                 )
             ready_after = value
         groups.append(_group(fields, where))
-    return SimSpec(groups=tuple(groups), ready_after=ready_after or 0.0)
+    return SimSpec(
+        groups=tuple(groups), ready_after=ready_after or 0.0, dynamo=dynamo or "v1alpha1"
+    )
 
 
 def _split_group(group_text: str, where: str) -> dict[str, str]:

@@ -73,6 +73,7 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
         ],
         leader_term=c.leader_term,
         never_connected=view.never_connected,
+        dgd_version=c.dgd_version,
     )
 
 

@@ -187,6 +187,12 @@ def raise_leader_term(ctx: ServiceContext, *, cluster_id: str, term: int) -> int
         return newest
 
 
+def set_dgd_version(ctx: ServiceContext, *, cluster_id: str, dgd_version: str) -> None:
+    """What the cluster's reconciling agent reported it writes (ClusterInfo)."""
+    with transaction(ctx) as tx:
+        clusters.set_dgd_version(tx.conn, cluster_id=cluster_id, dgd_version=dgd_version)
+
+
 def set_leader(ctx: ServiceContext, *, cluster_id: str, session_id: str | None) -> None:
     with transaction(ctx) as tx:
         clusters.set_leader(tx.conn, cluster_id=cluster_id, session_id=session_id)

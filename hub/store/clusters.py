@@ -186,6 +186,12 @@ def open_session(
     return superseded
 
 
+def set_dgd_version(conn: Transaction, *, cluster_id: str, dgd_version: str) -> None:
+    conn.execute(
+        "UPDATE clusters SET dgd_version = ? WHERE cluster_id = ?", (dgd_version, cluster_id)
+    )
+
+
 def close_session(conn: Transaction, session_id: str) -> None:
     conn.execute("DELETE FROM agent_sessions WHERE session_id = ?", (session_id,))
 
@@ -360,6 +366,7 @@ def _cluster(row: Row, agents: tuple[AgentSession, ...]) -> Cluster:
         read_only=bool(row["read_only"]),
         agents=agents,
         leader_term=row["leader_term"],
+        dgd_version=row["dgd_version"],
     )
 
 

@@ -37,6 +37,8 @@ DIGEST = re.compile(r"^svg_[0-9a-f]{16}$")
 DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 PRINTABLE = re.compile(r"^[\x20-\x7e]*$")
 # A pod name, or host:pid for an agent outside Kubernetes.
+# A Kubernetes API version ("v1beta1", "v1alpha1", "v1"), or "none".
+DGD_VERSION = re.compile(r"^(none|v[0-9]+((alpha|beta)[0-9]+)?)$")
 AGENT_INSTANCE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$")
 ROLES = ("", "worker", "prefill", "decode")
 MAX_PER_BATCH = 10_000
@@ -89,6 +91,18 @@ class Checker:
             if key in seen:
                 raise errors.InvalidArgument(path, f"duplicate {what} {key!r}")
             seen.add(key)
+
+
+def cluster_info(message: sync_pb2.ClusterInfo) -> str:
+    """The reported DGD version (v1beta1, v1alpha1, ... or none), checked."""
+    check = Checker(now_ns=0, max_skew_ns=0)
+    return check.pattern(
+        message.dgd_version,
+        DGD_VERSION,
+        "cluster_info.dgd_version",
+        what="DGD API version (v1beta1, v1alpha1 or none)",
+        limit=32,
+    )
 
 
 def hello(message: sync_pb2.Hello) -> sync_pb2.Hello:

@@ -480,6 +480,13 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 sync_service.Report(session.cluster_id, session.token_hash, batch), session
             )
             return
+        if kind == "cluster_info":
+            self._require_leader(session, "cluster info")
+            dgd_version = convert.cluster_info(message.cluster_info)
+            sync_service.set_dgd_version(
+                self._ctx, cluster_id=session.cluster_id, dgd_version=dgd_version
+            )
+            return
         if kind == "ack":
             revision = message.ack.revision
             if not 0 <= revision <= session.sent_revision:

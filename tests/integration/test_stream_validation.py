@@ -135,3 +135,32 @@ def test_an_older_reject_arriving_late_never_replaces_a_newer_one(hub: Hub) -> N
     stream.receive_kind("problem")
     assert hub.get("/v1/deployments/chat.east")["sync"]["rejected_error"] == "the newer one"
     stream.close()
+
+
+@pytest.mark.parametrize("dgd_version", ["v1beta1; DROP", "beta", "", "v" + "1" * 40])
+def test_cluster_info_with_a_bad_dgd_version_gets_a_problem_and_is_not_stored(
+    hub: Hub, dgd_version: str
+) -> None:
+    token = hub.register_cluster("east")
+    stream = RawStream(hub.grpc_target, token)
+    stream.hello("east")  # a whole-cluster agent: it may report cluster info
+    stream.receive_kind("welcome")
+    stream.send(cluster_info=sync_pb2.ClusterInfo(dgd_version=dgd_version))
+    problem = stream.receive_kind("problem").problem
+    assert problem.code == "INVALID_ARGUMENT" and "cluster_info.dgd_version" in problem.message
+    assert hub.get("/v1/clusters/east")["dgd_version"] == ""
+    stream.send(cluster_info=sync_pb2.ClusterInfo(dgd_version="v1beta1"))
+    wait_until(lambda: hub.get("/v1/clusters/east")["dgd_version"] == "v1beta1")
+    stream.close()
+
+
+def test_cluster_info_from_a_node_agent_that_does_not_lead_is_refused(hub: Hub) -> None:
+    token = hub.register_cluster("east")
+    stream = RawStream(hub.grpc_target, token)
+    stream.hello("east", node_name="n1")  # a DaemonSet pod without the Lease
+    stream.receive_kind("welcome")
+    stream.send(cluster_info=sync_pb2.ClusterInfo(dgd_version="none"))
+    problem = stream.receive_kind("problem").problem
+    assert problem.code == "FAILED_PRECONDITION" and "leader" in problem.message
+    assert hub.get("/v1/clusters/east")["dgd_version"] == ""
+    stream.close()

@@ -441,6 +441,7 @@ class Cluster(_message.Message):
     AGENTS_FIELD_NUMBER: _builtins.int
     LEADER_TERM_FIELD_NUMBER: _builtins.int
     NEVER_CONNECTED_FIELD_NUMBER: _builtins.int
+    DGD_VERSION_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     """Unique, a DNS-1123 label."""
     connected: _builtins.bool
@@ -458,6 +459,11 @@ class Cluster(_message.Message):
     """Output only: no agent of this cluster has ever connected. It has reported nothing (no
     nodes, no devices: not "0 free" but unknown) and nothing placed there can run until one
     does; its deployments' admission_message says so. Never stale: it never went quiet.
+    """
+    dgd_version: _builtins.str
+    """Output only: the DynamoGraphDeployment API version its agent writes ("v1beta1" or
+    "v1alpha1"), "none" when its API server serves neither (its deployments cannot run: no
+    Dynamo operator, or one too new for the agent), empty until its agent reported one.
     """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
@@ -497,10 +503,11 @@ class Cluster(_message.Message):
         agents: _abc.Iterable[Global___AgentSession] | None = ...,
         leader_term: _builtins.int = ...,
         never_connected: _builtins.bool = ...,
+        dgd_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "dgd_version", b"dgd_version", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -44,6 +44,7 @@ class AgentMessage(_message.Message):
     OBSERVATIONS_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     LEADERSHIP_FIELD_NUMBER: _builtins.int
+    CLUSTER_INFO_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def hello(self) -> Global___Hello:
         """Must be the first message, and only the first."""
@@ -58,6 +59,12 @@ class AgentMessage(_message.Message):
     def heartbeat(self) -> Global___Heartbeat: ...
     @_builtins.property
     def leadership(self) -> Global___Leadership: ...
+    @_builtins.property
+    def cluster_info(self) -> Global___ClusterInfo:
+        """From the agent that reconciles the cluster (its leader, or the whole-cluster agent):
+        after connecting, on coming to lead, and whenever it changes.
+        """
+
     def __init__(
         self,
         *,
@@ -67,16 +74,42 @@ class AgentMessage(_message.Message):
         observations: Global___ObservationBatch | None = ...,
         heartbeat: Global___Heartbeat | None = ...,
         leadership: Global___Leadership | None = ...,
+        cluster_info: Global___ClusterInfo | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "leadership", b"leadership", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "cluster_info", b"cluster_info", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "leadership", b"leadership", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "leadership", b"leadership", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack", b"ack", "cluster_info", b"cluster_info", "heartbeat", b"heartbeat", "hello", b"hello", "kind", b"kind", "leadership", b"leadership", "observations", b"observations", "reject", b"reject"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "ack", "reject", "observations", "heartbeat", "leadership"]  # noqa: Y015
+    _WhichOneofReturnType_kind: _TypeAlias = _typing.Literal["hello", "ack", "reject", "observations", "heartbeat", "leadership", "cluster_info"]  # noqa: Y015
     _WhichOneofArgType_kind: _TypeAlias = _typing.Literal["kind", b"kind"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_kind) -> _WhichOneofReturnType_kind | None: ...
 
 Global___AgentMessage: _TypeAlias = AgentMessage  # noqa: Y015
+
+@_typing.final
+class ClusterInfo(_message.Message):
+    """What the reconciling agent found out about its cluster's API server (docs/kubernetes.md)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DGD_VERSION_FIELD_NUMBER: _builtins.int
+    dgd_version: _builtins.str
+    """The DynamoGraphDeployment API version it writes: "v1beta1" or "v1alpha1" (the newest one
+    it knows that the API server serves); "none" when the server serves neither (no Dynamo
+    operator, or none this agent can write: its deployments are rejected with the reason).
+    """
+    def __init__(
+        self,
+        *,
+        dgd_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dgd_version", b"dgd_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClusterInfo: _TypeAlias = ClusterInfo  # noqa: Y015
 
 @_typing.final
 class Leadership(_message.Message):

@@ -9,16 +9,19 @@ operator's webhook rules on v1beta1 objects.
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
 
 from agent.cluster import dgd_versions
+from agent.main import main as agent_main
 from agent.cluster.port import ClusterError
 from agent.reconcile import rendered
 from tests.fake_kube import KubeEmulator
 from tests.unit.cluster.builders import aggregated
 from tests.unit.kube import builders
-from tests.unit.kube.conftest import Connect, StartEmulator, eventually
+from tests.unit.kube.conftest import Connect, StartEmulator, eventually, write_kubeconfig
 from tests.unit.render.builders import make_deployment, make_serving
 
 BOTH = ("v1alpha1", "v1beta1")
@@ -191,7 +194,7 @@ def test_a_server_serving_no_dgd_version_syncs_and_refuses_writes_with_a_clear_r
 ) -> None:
     emulator = start_emulator(dynamo=())
     cluster = connect(emulator)
-    assert cluster.dgd_version == ""
+    assert cluster.dgd_version == "none"
     assert cluster.list_dgds() == []
     with pytest.raises(ClusterError, match="serves no DynamoGraphDeployment version"):
         cluster.apply_dgd(manifest())
@@ -240,3 +243,30 @@ def test_the_operator_webhook_refuses_a_component_set_change_in_v1beta1(
     cluster.apply_dgd(rendered(make_deployment(), namespace="default"))
     with pytest.raises(ClusterError, match="component topology is immutable"):
         cluster.apply_dgd(disaggregated_render())
+
+
+# -- the diagnostic ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("served", "writes", "status"),
+    [(BOTH, "v1beta1", 0), (("v1alpha1",), "v1alpha1", 0), ((), "none", 1)],
+)
+def test_the_dgd_versions_diagnostic_prints_what_is_served_and_what_the_agent_writes(
+    start_emulator: StartEmulator,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    served: tuple[str, ...],
+    writes: str,
+    status: int,
+) -> None:
+    emulator = start_emulator(dynamo=served)
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server=emulator.url)
+    with pytest.raises(SystemExit) as exited:
+        agent_main(["dgd-versions", "--kubeconfig", str(kubeconfig)])
+    assert exited.value.code == status
+    report = json.loads(capsys.readouterr().out)
+    assert report["writes"] == writes
+    assert sorted(report["served"]) == sorted(served)
+    assert ("problem" in report) == (writes == "none")
+    assert emulator.mutating_requests() == []
