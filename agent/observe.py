@@ -51,6 +51,8 @@ from agent.render.dgd import RenderError, render_dgd
 T = TypeVar("T")
 # A deployment's status reason while its DGD is deleted to be created again (v1beta1).
 REASON_RECREATING = "Recreating"
+# Dynamo's own Ready reason while a graph updates; ours too, when "successful" is premature.
+REASON_UPDATING = "updating"
 
 # The largest applied-object body the agent sends (the hub refuses more): a DGD is a few KiB.
 MAX_APPLIED_BYTES = 256 * 1024
@@ -377,16 +379,71 @@ def live_replicas(spec: DeploymentSpec, dgd: port.Dgd) -> int:
     return pods // max(1, spec.workers_of(role_of(main, services[main])))
 
 
-def _status(spec: DeploymentSpec, dgd: port.Dgd, workers: Sequence[port.Pod]) -> StatusObservation:
-    status = dgd.status or {}
+def rollout_state(dgd: port.Dgd) -> tuple[str, str, str]:
+    """(state, reason, message) of a DGD, not trusting "successful" until it is true.
+
+    Dynamo reported `successful` mid-rollout before it gated readiness on observed
+    generations (issue #3567, fixed by PR #9499), and older operators still do. So a DGD
+    counts as successful only when its status says so *and* the operator has observed its
+    latest spec (`status.observedGeneration` >= `metadata.generation`, where reported), no
+    managed rolling update is Pending or InProgress (`status.rollingUpdate.phase`), and every
+    component has all its replicas updated and available (`status.services`, v1beta1's
+    `components`). Otherwise it is `initializing` with reason `updating` and what is missing.
+    """
+    status: Mapping[str, Any] = dgd.status or {}
     ready_condition: Mapping[str, Any] = next(
-        (c for c in status.get("conditions", ()) if c.get("type") == "Ready"), {}
+        (
+            c
+            for c in status.get("conditions", ()) or ()
+            if isinstance(c, Mapping) and c.get("type") == "Ready"
+        ),
+        {},
     )
+    state = str(status.get("state", ""))
+    reason = str(ready_condition.get("reason", ""))
+    message = str(ready_condition.get("message", ""))
+    if state != "successful":
+        return state, reason, message
+    missing = _not_yet(dgd, status)
+    if missing:
+        return "initializing", REASON_UPDATING, "; ".join(missing)
+    return state, reason, message
+
+
+def _not_yet(dgd: port.Dgd, status: Mapping[str, Any]) -> list[str]:
+    missing = []
+    observed = status.get("observedGeneration")
+    if isinstance(observed, int) and observed < dgd.generation:
+        missing.append(f"the operator has observed generation {observed} of {dgd.generation}")
+    rolling = status.get("rollingUpdate")
+    if isinstance(rolling, Mapping) and rolling.get("phase") in ("Pending", "InProgress"):
+        updated = rolling.get("updatedServices") or []
+        missing.append(
+            f"rolling update {rolling['phase']}"
+            + (f" (updated: {', '.join(map(str, updated))})" if updated else "")
+        )
+    components = status.get("services")
+    if isinstance(components, Mapping):
+        for name, component in sorted(components.items()):
+            if not isinstance(component, Mapping):
+                continue
+            replicas = component.get("replicas")
+            if not isinstance(replicas, int):
+                continue
+            for field, word in (("updatedReplicas", "updated"), ("availableReplicas", "available")):
+                value = component.get(field)
+                if isinstance(value, int) and value < replicas:
+                    missing.append(f"{name}: {value}/{replicas} {word}")
+    return missing
+
+
+def _status(spec: DeploymentSpec, dgd: port.Dgd, workers: Sequence[port.Pod]) -> StatusObservation:
     generation = str(dgd.annotations.get(ANNOTATION_GENERATION, "0"))
+    state, reason, message = rollout_state(dgd)
     return StatusObservation(
-        phase=str(status.get("state", "")),
-        reason=str(ready_condition.get("reason", "")),
-        message=str(ready_condition.get("message", ""))[:2048],
+        phase=state,
+        reason=reason,
+        message=message[:2048],
         ready_replicas=ready_replicas(spec, workers),
         desired_replicas=live_replicas(spec, dgd),
         applied_generation=int(generation) if generation.isdigit() else 0,

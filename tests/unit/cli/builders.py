@@ -71,6 +71,7 @@ def cluster(**overrides: Any) -> JsonObject:
             "H100-80GB": {"total": 16, "free": 12},
             "A100-40GB": {"total": 8, "free": 0},
         },
+        "dgd_version": "v1beta1",
     }
     return {**base, **overrides}
 

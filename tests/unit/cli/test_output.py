@@ -38,7 +38,7 @@ def test_every_kind_has_a_table() -> None:
             "NAME CLUSTER PHASE REASON READY/DESIRED ADMITTED ROLLOUT GENERATION DIGEST AUTHORITY"
             " DRIFT ENABLED STALE",
         ),
-        ("cluster", "CLUSTER MODE CONNECTED STALE LAST-SEEN NODES DEVICES"),
+        ("cluster", "CLUSTER MODE CONNECTED STALE LAST-SEEN NODES DEVICES DGD"),
         ("replica", "NAME DEPLOYMENT NODE READY DEVICES DIGEST"),
         ("allocation", "REPLICA POD NODE DEVICES PROJECT"),
         ("discovered", "NAME STATE GONE ENGINE VERSION READY/DESIRED DEVICE-CLASS WORKLOAD"),
@@ -95,18 +95,18 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
             "cluster",
             builders.cluster(),
             ["east", "managing", "true", "false", "2026-01-31T12:00:05Z", "2",
-             "A100-40GB 0/8 free, H100-80GB 12/16 free"],
+             "A100-40GB 0/8 free, H100-80GB 12/16 free", "v1beta1"],
         ),
         (
             "cluster",
             builders.cluster(read_only=True),
             ["east", "read-only", "true", "false", "2026-01-31T12:00:05Z", "2",
-             "A100-40GB 0/8 free, H100-80GB 12/16 free"],
+             "A100-40GB 0/8 free, H100-80GB 12/16 free", "v1beta1"],
         ),
         (
             "cluster",
             builders.cluster(connected=False, last_seen="2026-01-31T12:00:05Z", devices={}),
-            ["east", "managing", "false", "false", "2026-01-31T12:00:05Z", "2", "-"],
+            ["east", "managing", "false", "false", "2026-01-31T12:00:05Z", "2", "-", "v1beta1"],
         ),
         (
             # Never heard from: neither "false" for stale nor "0/0 free" (nothing was reported).
@@ -117,8 +117,9 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
                 last_seen=None,
                 nodes=[],
                 devices={"H100-80GB": {"total": 0, "free": 0}},
+                dgd_version="",
             ),
-            ["east", "-", "never", "-", "-", "0", "-"],
+            ["east", "-", "never", "-", "-", "0", "-", "-"],
         ),
         (
             "project",
