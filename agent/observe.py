@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from agent import discover
-from agent.cluster import port
+from agent.cluster import dgd_versions, port
 from agent.cluster.shape import is_worker, live_flags, main_worker, role_of, worker_args
 from agent.devices import verify
 from agent.devices.model import DeviceInventory, Gpu
@@ -249,7 +249,7 @@ class Observer:
                 status=status,
                 replicas=tuple(discover.pod_report(p) for p in pods),
                 live_args=self._live_args(spec, dgd, pods),
-                applied=applied_object(dgd),
+                applied=applied_object(dgd, version=self._cluster.dgd_version),
             )
         return result
 
@@ -309,20 +309,26 @@ class Observer:
         )
 
 
-def applied_object(dgd: port.Dgd) -> AppliedObject:
-    """The DGD as an object someone could apply again: no status, no server-set metadata."""
+def applied_object(dgd: port.Dgd, *, version: str = port.DGD_VERSION) -> AppliedObject:
+    """The DGD as an object someone could apply again: no status, no server-set metadata; in
+    the version the cluster is written in (`version`: v1beta1 or v1alpha1, the internal form's
+    version for anything else)."""
     metadata: dict[str, Any] = {"name": dgd.name, "namespace": dgd.namespace}
     if dgd.labels:
         metadata["labels"] = dict(dgd.labels)
     if dgd.annotations:
         metadata["annotations"] = dict(dgd.annotations)
+    obj: dict[str, Any] = {
+        "apiVersion": DGD_API_VERSION,
+        "kind": port.DGD_KIND,
+        "metadata": metadata,
+        "spec": dgd.spec,
+    }
+    if version == dgd_versions.V1BETA1:
+        obj = dgd_versions.to_served(obj, version)
+    api_version = str(obj["apiVersion"])
     body = json.dumps(
-        {
-            "apiVersion": DGD_API_VERSION,
-            "kind": port.DGD_KIND,
-            "metadata": metadata,
-            "spec": dgd.spec,
-        },
+        obj,
         sort_keys=True,
         separators=(",", ":"),
         ensure_ascii=False,
@@ -331,7 +337,7 @@ def applied_object(dgd: port.Dgd) -> AppliedObject:
     encoded = body.encode()
     truncated = len(encoded) > MAX_APPLIED_BYTES
     return AppliedObject(
-        api_version=DGD_API_VERSION,
+        api_version=api_version,
         kind=port.DGD_KIND,
         namespace=dgd.namespace,
         name=dgd.name,

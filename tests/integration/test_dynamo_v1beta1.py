@@ -100,6 +100,12 @@ def test_against_v1beta1_the_agent_creates_scales_rolls_and_deletes_without_warn
         [main] = worker["podTemplate"]["spec"]["containers"]
         assert main["name"] == "main" and main["resources"]["limits"]["nvidia.com/gpu"] == "1"
 
+        # What the hub shows as applied is the object as the cluster holds it: v1beta1.
+        applied = wait_until(
+            lambda: hub.get("/v1/deployments/chat.east").get("applied", {}).get("api_version"),
+            what="the applied object reported",
+        )
+        assert applied == "nvidia.com/v1beta1"
         hub.patch("/v1/workloads/chat", {"replicas": 2})
         wait_until(
             lambda: _components(_dgd(emulator, "v1beta1"))["VllmDecodeWorker"]["replicas"] == 2,
