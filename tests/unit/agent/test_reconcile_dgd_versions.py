@@ -81,7 +81,9 @@ def test_a_cluster_serving_no_dgd_version_fails_what_it_would_apply_with_the_rea
 
 
 class _Cluster:
-    """The two reads the observer makes of a cluster, over fixed values."""
+    """The reads the observer makes of a cluster, over fixed values."""
+
+    dgd_version = "v1beta1"
 
     def __init__(self, dgds: Sequence[port.Dgd]) -> None:
         self._dgds = list(dgds)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from agent.cluster import dgd_versions
-from agent.main import main as agent_main
 from agent.cluster.port import ClusterError
+from agent.main import main as agent_main
 from agent.reconcile import rendered
 from tests.fake_kube import KubeEmulator
 from tests.unit.cluster.builders import aggregated
