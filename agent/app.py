@@ -285,12 +285,15 @@ class Agent:
                 nodes=nodes,
                 class_overrides=self.config.class_overrides,
                 dgd_version=self.cluster.dgd_version,
+                adapters=await self._io(self.cluster.list_scaling_adapters),
             )
             if self.config.read_only:
                 for apply in plan.applies:
                     log.info("read-only: would apply deployment %s", apply.deployment_id)
                 for delete in plan.deletes:
                     log.info("read-only: would delete %s/%s", delete.namespace, delete.name)
+                for scale in plan.scales:
+                    log.info("read-only: would scale %s/%s", scale.namespace, scale.name)
                 return plan
             failures = list(plan.failures)
             for apply in plan.applies:
@@ -303,6 +306,19 @@ class Agent:
                     if not e.retryable and not apply.letting_go:
                         failures.append(
                             reconcile.Failure(apply.deployment_id, apply.generation, str(e))
+                        )
+            for scale in plan.scales:
+                try:
+                    await self._io(
+                        self.cluster.scale_adapter, scale.namespace, scale.name, scale.replicas
+                    )
+                except port.ClusterError as e:
+                    log.warning("scaling %s/%s failed: %s", scale.namespace, scale.name, e)
+                    if not e.retryable:
+                        failures.append(
+                            reconcile.Failure(
+                                scale.deployment_id, scale.generation, f"scaling adapter: {e}"
+                            )
                         )
             for delete in plan.deletes:
                 try:
@@ -323,7 +339,7 @@ class Agent:
             if not plan.empty:
                 self._changed.set()
                 self._sim_wake.set()
-            return reconcile.Plan(plan.applies, plan.deletes, tuple(failures))
+            return reconcile.Plan(plan.applies, plan.deletes, tuple(failures), plan.scales)
 
     async def _resync_loop(self) -> None:
         while True:

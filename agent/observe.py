@@ -45,7 +45,13 @@ from agent.devices.model import DeviceInventory, Gpu
 from agent.discover import DiscoveredObservation, PodReport
 from agent.kubelet.model import PodResourcesSource
 from agent.model import DeploymentSpec
-from agent.reconcile import ANNOTATION_ADOPTED, ANNOTATION_GENERATION, dgd_of
+from agent.reconcile import (
+    ANNOTATION_ADOPTED,
+    ANNOTATION_GENERATION,
+    adapter_of,
+    dgd_of,
+    scaled_by_adapter,
+)
 from agent.render.dgd import RenderError, render_dgd
 
 T = TypeVar("T")
@@ -76,6 +82,8 @@ class StatusObservation:
     ready_replicas: int
     desired_replicas: int
     applied_generation: int
+    # "" | "adapter" | "autoscaler:<field manager>" (sync.proto DeploymentStatusReport).
+    replicas_owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -198,7 +206,8 @@ class Observer:
             return Observations((), changed_nodes)
         dgds = self._cluster.list_dgds()
         workers = workers_by_graph(self._cluster.list_pods())
-        deployments = self._deployments(desired, dgds, workers, recreating or {})
+        adapters = self._cluster.list_scaling_adapters()
+        deployments = self._deployments(desired, dgds, workers, recreating or {}, adapters)
         adopted = {(s.dgd_namespace, s.dgd_name) for s in desired.values() if s.dgd_name}
         found = {
             f"{d.namespace}/{d.name}": discover.describe(
@@ -229,6 +238,7 @@ class Observer:
         dgds: Sequence[port.Dgd],
         workers: Mapping[tuple[str, str], list[port.Pod]],
         recreating: Mapping[str, str],
+        adapters: Sequence[port.ScalingAdapter] = (),
     ) -> dict[str, DeploymentObservation]:
         result = {}
         for deployment_id, spec in desired.items():
@@ -241,7 +251,7 @@ class Observer:
                     result[deployment_id] = DeploymentObservation(deployment_id, status, ())
                 continue
             pods = workers.get((dgd.namespace, dgd.name), [])
-            status = _status(spec, dgd, pods)
+            status = replace(_status(spec, dgd, pods), replicas_owner=replicas_owner(dgd, adapters))
             if why:
                 status = replace(status, reason=REASON_RECREATING, message=why)
             result[deployment_id] = DeploymentObservation(
@@ -383,6 +393,21 @@ def live_replicas(spec: DeploymentSpec, dgd: port.Dgd) -> int:
         return 0
     pods = int(services[main].get("replicas", 0) or 0)
     return pods // max(1, spec.workers_of(role_of(main, services[main])))
+
+
+def replicas_owner(dgd: port.Dgd, adapters: Sequence[port.ScalingAdapter]) -> str:
+    """Who sets the DGD's worker replicas: "autoscaler:<manager>" when an autoscaler drives
+    a worker's scaling adapter, "adapter" when the agent sets them through adapters, else ""."""
+    services: Mapping[str, Any] = dgd.spec.get("services", {})
+    owner = ""
+    for name in sorted(services):
+        if not is_worker(services[name]) or not scaled_by_adapter(services[name]):
+            continue
+        adapter = adapter_of(dgd, name, adapters)
+        if adapter is not None and adapter.autoscaler:
+            return f"autoscaler:{adapter.autoscaler}"
+        owner = "adapter"
+    return owner
 
 
 def rollout_state(dgd: port.Dgd) -> tuple[str, str, str]:

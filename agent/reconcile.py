@@ -93,14 +93,27 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Scale:
+    """Set a scaling adapter's replicas (its /scale subresource): how replicas change for a
+    DGD component that opted into the adapter and no autoscaler drives."""
+
+    namespace: str
+    name: str
+    replicas: int
+    deployment_id: str
+    generation: int = 0
+
+
+@dataclass(frozen=True)
 class Plan:
     applies: tuple[Apply, ...] = ()
     deletes: tuple[Delete, ...] = ()
     failures: tuple[Failure, ...] = ()
+    scales: tuple[Scale, ...] = ()
 
     @property
     def empty(self) -> bool:
-        return not (self.applies or self.deletes)
+        return not (self.applies or self.deletes or self.scales)
 
 
 def ours(dgd: port.Dgd) -> str:
@@ -134,16 +147,21 @@ def plan(
     nodes: Sequence[port.Node] = (),
     class_overrides: Mapping[str, str] = NO_OVERRIDES,
     dgd_version: str = "",
+    adapters: Sequence[port.ScalingAdapter] = (),
 ) -> Plan:
     """`released`: ids the hub no longer declares whose DGD stays; `removed`: ids the hub
     deleted while they were managed (agent/desired.py keeps both); `nodes`: the cluster's,
     whose GPU labels the rendered workers' node affinity matches (agent/render/placement.py).
     `dgd_version`: what the cluster backend writes (ClusterPort.dgd_version): under v1beta1 a
     change the operator's webhook forbids in place is a delete now and a create once the DGD
-    is gone; where no version is served, every deployment to apply fails with the reason."""
+    is gone; where no version is served, every deployment to apply fails with the reason.
+    `adapters`: the cluster's scaling adapters: a component that opted into one keeps its live
+    replicas in what is applied (the operator's webhook refuses any other), and its replicas
+    change through the adapter, unless an autoscaler drives it (then not at all)."""
     target = _Target(namespace=namespace, images=images, nodes=nodes, overrides=class_overrides)
     applies, failures = [], []
     recreates: list[Delete] = []
+    scales: list[Scale] = []
     for spec in sorted(desired.values(), key=lambda s: s.deployment_id):
         current = dgd_of(spec, live)
         if spec.authority != "managed":
@@ -155,6 +173,7 @@ def plan(
                 # Not deleted: the adopted DGD could never be made again (docs/adoption.md).
                 idle = _idle_adopted(spec, current)
                 if idle is not None:
+                    scales.extend(_through_adapters(spec, current, idle, adapters))
                     applies.append(Apply(spec.deployment_id, spec.generation, idle))
             continue
         try:
@@ -162,6 +181,8 @@ def plan(
         except _Refused as e:
             failures.append(Failure(spec.deployment_id, spec.generation, str(e)))
             continue
+        if current is not None:
+            scales.extend(_through_adapters(spec, current, manifest, adapters))
         if (
             current is not None
             and current.annotations.get(ANNOTATION_SPEC_HASH)
@@ -195,7 +216,7 @@ def plan(
             applies.append(Apply(deployment_id, 0, forgotten(dgd), letting_go=True))
         elif ours(dgd):
             deletes.append(Delete(dgd.namespace, dgd.name, deployment_id))
-    return Plan(tuple(applies), tuple(deletes), tuple(failures))
+    return Plan(tuple(applies), tuple(deletes), tuple(failures), tuple(scales))
 
 
 def _idle_adopted(spec: DeploymentSpec, current: port.Dgd) -> dict[str, Any] | None:
@@ -233,6 +254,60 @@ def _recreate_reason(
         return ""
     reason = dgd_versions.recreate_reason(current.spec, manifest.get("spec", {}))
     return f"recreating the DynamoGraphDeployment: {reason}" if reason else ""
+
+
+def adapter_of(
+    dgd: port.Dgd, component: str, adapters: Sequence[port.ScalingAdapter]
+) -> port.ScalingAdapter | None:
+    return next(
+        (
+            a
+            for a in adapters
+            if (a.namespace, a.dgd_name, a.component) == (dgd.namespace, dgd.name, component)
+        ),
+        None,
+    )
+
+
+def scaled_by_adapter(service: Mapping[str, Any]) -> bool:
+    """The service opted into the scaling adapter (internal form: `scalingAdapter.enabled`)."""
+    adapter = service.get("scalingAdapter")
+    return isinstance(adapter, Mapping) and adapter.get("enabled", True) is not False
+
+
+def _through_adapters(
+    spec: DeploymentSpec,
+    current: port.Dgd,
+    manifest: dict[str, Any],
+    adapters: Sequence[port.ScalingAdapter],
+) -> list[Scale]:
+    """Keep the live replicas in `manifest` for every component scaled by an adapter (so the
+    webhook accepts the write), and the Scale actions that set what `manifest` wanted there.
+    The spec hash was taken before: a change of the declared replicas still changes it."""
+    live_services = current.spec.get("services", {})
+    services = manifest.get("spec", {}).get("services", {})
+    scales = []
+    for name, service in services.items():
+        live = live_services.get(name)
+        if not isinstance(live, Mapping) or not scaled_by_adapter(live):
+            continue
+        wanted = service.get("replicas", 1)
+        if "replicas" in live:
+            service["replicas"] = live["replicas"]
+        else:
+            service.pop("replicas", None)
+        adapter = adapter_of(current, name, adapters)
+        if adapter is not None and not adapter.autoscaler and adapter.replicas != wanted:
+            scales.append(
+                Scale(
+                    adapter.namespace,
+                    adapter.name,
+                    int(wanted),
+                    spec.deployment_id,
+                    spec.generation,
+                )
+            )
+    return scales
 
 
 def _forget(dgd: port.Dgd, deployment_id: str, *, released: Set[str], removed: Set[str]) -> bool:

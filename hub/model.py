@@ -226,6 +226,8 @@ class StatusReport:
     absent: bool = False
     # The worker's args as the DGD runs them (drift checks of adopted deployments).
     live_args: tuple[str, ...] = ()
+    # Who sets the replicas on the cluster: "", "adapter" or "autoscaler:<field manager>".
+    replicas_owner: str = ""
 
 
 @dataclass(frozen=True)

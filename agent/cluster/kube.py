@@ -42,6 +42,7 @@ from agent.cluster.port import (
     DGD_KIND,
     DGD_PLURAL,
     DGD_VERSION_NONE,
+    DGDSA_PLURAL,
     DYNAMO_GRAPH,
     MANAGED_BY,
     ClusterError,
@@ -49,6 +50,7 @@ from agent.cluster.port import (
     Node,
     Pod,
     ReadOnlyViolation,
+    ScalingAdapter,
 )
 
 __all__ = ["FIELD_MANAGER", "KubernetesCluster", "WatchTuning"]
@@ -95,6 +97,9 @@ class KubernetesCluster:
         if on_change is not None:
             self._revision.add_listener(on_change)
         self._dgds: KindCache[Dgd] = KindCache(self._revision)
+        self._adapters: KindCache[ScalingAdapter] = KindCache(self._revision)
+        # Versions whose resource list has the scaling adapter (Dynamo releases with it).
+        self._adapter_versions: frozenset[str] = frozenset()
         self._pods: KindCache[Pod] = KindCache(self._revision)
         self._nodes: KindCache[Node] = KindCache(self._revision)
         self._tuning = tuning or WatchTuning()
@@ -207,6 +212,9 @@ class KubernetesCluster:
     def list_nodes(self) -> list[Node]:
         return self._nodes.values()
 
+    def list_scaling_adapters(self) -> list[ScalingAdapter]:
+        return self._adapters.values()
+
     # -- ClusterPort: writes ------------------------------------------------------------------
 
     @property
@@ -258,6 +266,24 @@ class KubernetesCluster:
         except _NotFound:
             return
 
+    def scale_adapter(self, namespace: str, name: str, replicas: int) -> None:
+        """Set a DGDSA's spec.replicas through /scale (a JSON merge patch) as FIELD_MANAGER,
+        the way an autoscaler would; Dynamo's operator writes it into the DGD."""
+        self._refuse_if_read_only("scale_adapter")
+        self._with_version(
+            f"scale {namespace}/{name}",
+            lambda version: self._custom.patch_namespaced_custom_object_scale(
+                DGD_GROUP,
+                version,
+                namespace,
+                DGDSA_PLURAL,
+                name,
+                {"spec": {"replicas": replicas}},
+                field_manager=FIELD_MANAGER,
+                _request_timeout=self._timeout,
+            ),
+        )
+
     # -- DGD versions -------------------------------------------------------------------------
 
     @property
@@ -278,6 +304,7 @@ class KubernetesCluster:
         resource list); switch the DGD watches over if the version to write changed. Returns
         that version. Raises ClusterError when the server could not be asked."""
         served = []
+        adapters = set()
         for version in dgd_versions.KNOWN_VERSIONS:
             try:
                 resources = self._custom.get_api_resources(
@@ -292,12 +319,17 @@ class KubernetesCluster:
             names = {getattr(r, "name", "") for r in getattr(resources, "resources", None) or []}
             if DGD_PLURAL in names:
                 served.append(version)
+            if DGDSA_PLURAL in names:
+                adapters.add(version)
         chosen = dgd_versions.choose(served)
         with self._versions_lock:
             self._served = tuple(served)
             self._discovered = True
-            changed = chosen != self._dgd_version
+            changed = chosen != self._dgd_version or (
+                (chosen in adapters) != (chosen in self._adapter_versions)
+            )
             self._dgd_version = chosen
+            self._adapter_versions = frozenset(adapters)
         if changed:
             if chosen:
                 log.info("writing DynamoGraphDeployments as %s", DGD_GROUP + "/" + chosen)
@@ -374,10 +406,12 @@ class KubernetesCluster:
             version = self._dgd_version
             self._dgd_reflectors = self._build_dgd_reflectors(version) if version else []
             reflectors = list(self._dgd_reflectors)
-        if not version:
-            # Nothing is served: no DGD exists to be seen (the CRD is gone or never was).
+        if not version or version not in self._adapter_versions:
+            # Nothing is served: no DGD (or adapter) exists to be seen.
             for namespace in self.namespaces or (None,):
-                self._dgds.replace({}, namespace=namespace)
+                if not version:
+                    self._dgds.replace({}, namespace=namespace)
+                self._adapters.replace({}, namespace=namespace)
         for reflector in reflectors:
             reflector.start()
 
@@ -461,22 +495,37 @@ class KubernetesCluster:
         )
 
     def _build_dgd_reflectors(self, version: str) -> list[Reflector[Any]]:
-        return [
-            self._reflector(
-                f"dgds.{version}",
-                namespace=namespace,
-                list_call=self._dgd_lister(namespace, version),
-                mapper=kube_mapping.dgd,
-                cache=self._dgds,
-                stopping=self._dgd_stopping,
+        reflectors: list[Reflector[Any]] = []
+        for namespace in self.namespaces or (None,):
+            reflectors.append(
+                self._reflector(
+                    f"dgds.{version}",
+                    namespace=namespace,
+                    list_call=self._dgd_lister(namespace, version, DGD_PLURAL),
+                    mapper=kube_mapping.dgd,
+                    cache=self._dgds,
+                    stopping=self._dgd_stopping,
+                )
             )
-            for namespace in self.namespaces or (None,)
-        ]
+            if version in self._adapter_versions:
+                reflectors.append(
+                    self._reflector(
+                        f"dgdsas.{version}",
+                        namespace=namespace,
+                        list_call=self._dgd_lister(namespace, version, DGDSA_PLURAL),
+                        mapper=functools.partial(
+                            kube_mapping.scaling_adapter, own_manager=FIELD_MANAGER
+                        ),
+                        cache=self._adapters,
+                        stopping=self._dgd_stopping,
+                    )
+                )
+        return reflectors
 
-    def _dgd_lister(self, namespace: str | None, version: str) -> Callable[..., Any]:
+    def _dgd_lister(self, namespace: str | None, version: str, plural: str) -> Callable[..., Any]:
         if namespace is None:
             call = functools.partial(
-                self._custom.list_cluster_custom_object, DGD_GROUP, version, DGD_PLURAL
+                self._custom.list_cluster_custom_object, DGD_GROUP, version, plural
             )
         else:
             call = functools.partial(
@@ -484,7 +533,7 @@ class KubernetesCluster:
                 DGD_GROUP,
                 version,
                 namespace,
-                DGD_PLURAL,
+                plural,
             )
 
         def list_or_watch(**query: Any) -> Any:

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.cluster import dgd_versions
-from agent.cluster.port import GPU_RESOURCE, Dgd, Node, Pod
+from agent.cluster.port import GPU_RESOURCE, Dgd, Node, Pod, ScalingAdapter
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
@@ -39,6 +39,31 @@ def dgd(obj: Mapping[str, Any]) -> Dgd:
         status=dict(_map(obj.get("status"))),
         generation=_int(meta.get("generation"), default=1),
         annotations=_strings(meta.get("annotations")),
+    )
+
+
+def scaling_adapter(obj: Mapping[str, Any], *, own_manager: str) -> ScalingAdapter:
+    """A DGDSA (either version). Its autoscaler is the manager that owns spec.replicas
+    through the /scale subresource (managedFields), unless that is `own_manager` (us)."""
+    meta = _map(obj.get("metadata"))
+    spec = _map(obj.get("spec"))
+    ref = _map(spec.get("dgdRef"))
+    namespace, name = key(obj)
+    autoscaler = ""
+    for entry in _list(meta.get("managedFields")):
+        if not isinstance(entry, Mapping) or entry.get("subresource") != "scale":
+            continue
+        fields = _map(_map(_map(entry.get("fieldsV1")).get("f:spec")))
+        manager = str(entry.get("manager") or "")
+        if "f:replicas" in fields and manager != own_manager:
+            autoscaler = manager
+    return ScalingAdapter(
+        namespace=namespace,
+        name=name,
+        dgd_name=str(ref.get("name") or ""),
+        component=str(ref.get("componentName") or ref.get("serviceName") or ""),
+        replicas=_int(spec.get("replicas"), default=1),
+        autoscaler=autoscaler,
     )
 
 

@@ -38,6 +38,7 @@ DGD_GROUP = "nvidia.com"
 DGD_VERSION = "v1alpha1"
 DGD_PLURAL = "dynamographdeployments"
 DGD_KIND = "DynamoGraphDeployment"
+DGDSA_PLURAL = "dynamographdeploymentscalingadapters"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
@@ -82,6 +83,21 @@ class Dgd:
     annotations: Mapping[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ScalingAdapter:
+    """A DynamoGraphDeploymentScalingAdapter: where a DGD component's replicas are set when
+    the component opts into the adapter (its spec.replicas is the source of truth)."""
+
+    namespace: str
+    name: str
+    dgd_name: str
+    component: str
+    replicas: int
+    # The field manager that last set spec.replicas through the /scale subresource, other than
+    # this agent: an HPA, KEDA, `kubectl scale`. "" when none did: replicas are ours to set.
+    autoscaler: str = ""
+
+
 class ClusterError(Exception):
     """A cluster call failed; `retryable` says whether trying again later may help."""
 
@@ -123,4 +139,12 @@ class ClusterPort(Protocol):
 
     def delete_dgd(self, namespace: str, name: str) -> None:
         """Delete; deleting what is not there is not an error."""
+        ...
+
+    def list_scaling_adapters(self) -> list[ScalingAdapter]:
+        """The scaling adapters of the DGDs this backend sees ([] where Dynamo has none)."""
+        ...
+
+    def scale_adapter(self, namespace: str, name: str, replicas: int) -> None:
+        """Set an adapter's replicas through its /scale subresource."""
         ...

@@ -26,7 +26,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agent.cluster import dgd_versions
-from agent.cluster.port import GPU_RESOURCE, ClusterError, Dgd, Node, Pod, ReadOnlyViolation
+from agent.cluster.port import (
+    GPU_RESOURCE,
+    ClusterError,
+    Dgd,
+    Node,
+    Pod,
+    ReadOnlyViolation,
+    ScalingAdapter,
+)
 from agent.cluster.simulated_dynamo import DynamoController
 from agent.cluster.simulated_hardware import DRIVER_VERSION, Hardware
 from agent.cluster.simulated_manifest import Graph, InvalidManifest, parse_manifest
@@ -110,6 +118,15 @@ class SimulatedCluster:
         with self._lock:
             self._refuse_if_read_only("delete_dgd")
             self._ctl.delete(namespace, name, now=self._clock())
+
+    def list_scaling_adapters(self) -> list[ScalingAdapter]:
+        """The simulated Dynamo makes no scaling adapters (docs/simulated-cluster.md)."""
+        return []
+
+    def scale_adapter(self, namespace: str, name: str, replicas: int) -> None:
+        raise ClusterError(
+            f"the simulated cluster has no scaling adapter {namespace}/{name}", retryable=False
+        )
 
     # -- driving time -----------------------------------------------------------------------
 

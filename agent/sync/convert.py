@@ -175,6 +175,7 @@ def _deployment_observation(
                 ready_replicas=s.ready_replicas,
                 desired_replicas=s.desired_replicas,
                 applied_generation=s.applied_generation,
+                replicas_owner=s.replicas_owner,
             )
         )
     return message

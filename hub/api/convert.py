@@ -174,6 +174,7 @@ def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentSt
         ready_replicas=view.ready_replicas,
         desired_replicas=deployment.desired_replicas,
         applied_replicas=report.applied_replicas,
+        replicas_owner=report.replicas_owner,
         stale=view.stale,
         observe_time=wire.timestamp_ns(report.observe_ns),
     )

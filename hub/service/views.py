@@ -355,7 +355,9 @@ def drift(
     and new config side by side are no drift; only replicas are compared."""
     found = []
     declared_replicas = d.admitted_replicas if d.authority == "managed" else d.desired_replicas
-    if report.applied_replicas != declared_replicas:
+    # Replicas an autoscaler owns (through Dynamo's scaling adapter) are its to set: no drift.
+    autoscaled = report.replicas_owner.startswith("autoscaler:")
+    if report.applied_replicas != declared_replicas and not autoscaled:
         found.append(Difference("replicas", str(declared_replicas), str(report.applied_replicas)))
     if d.rolling:
         return tuple(found)

@@ -47,13 +47,14 @@ def replica_id(cluster_id: str, namespace: str, name: str) -> str:
 
 _REPORT_UPSERT = (
     "INSERT INTO deployment_reports (deployment_id, observe_ns, has_status, phase, reason,"
-    " message, ready_replicas, desired_replicas, applied_generation, absent, live_args)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
+    " message, ready_replicas, desired_replicas, applied_generation, absent, live_args,"
+    " replicas_owner)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
     " observe_ns = excluded.observe_ns, has_status = excluded.has_status,"
     " phase = excluded.phase, reason = excluded.reason, message = excluded.message,"
     " ready_replicas = excluded.ready_replicas, desired_replicas = excluded.desired_replicas,"
     " applied_generation = excluded.applied_generation, absent = excluded.absent,"
-    " live_args = excluded.live_args"
+    " live_args = excluded.live_args, replicas_owner = excluded.replicas_owner"
 )
 _REPLICA_INSERT = (
     "INSERT INTO replicas (replica_id, deployment_id, cluster_id, namespace, name,"
@@ -223,6 +224,7 @@ def _report_row(obs: DeploymentObservation) -> tuple[object, ...]:
         status.applied_generation if status else 0,
         int(obs.absent),
         codec.dumps(list(obs.live_args)),
+        status.replicas_owner if status else "",
     )
 
 
@@ -424,6 +426,7 @@ def reports(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Statu
                     observe_ns=r["observe_ns"],
                     absent=bool(r["absent"]),
                     live_args=tuple(codec.loads(r["live_args"])),
+                    replicas_owner=r["replicas_owner"],
                 )
                 if r["has_status"]
                 else None

@@ -37,6 +37,8 @@ DIGEST = re.compile(r"^svg_[0-9a-f]{16}$")
 DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 PRINTABLE = re.compile(r"^[\x20-\x7e]*$")
 # A pod name, or host:pid for an agent outside Kubernetes.
+# "", "adapter", or "autoscaler:" and a field manager's name (printable, no spaces).
+REPLICAS_OWNER = re.compile(r"^(|adapter|autoscaler:[\x21-\x7e]{1,128})$")
 # A Kubernetes API version ("v1beta1", "v1alpha1", "v1"), or "none".
 DGD_VERSION = re.compile(r"^(none|v[0-9]+((alpha|beta)[0-9]+)?)$")
 AGENT_INSTANCE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$")
@@ -210,6 +212,13 @@ def _deployment(
             ),
             applied_generation=check.count(
                 s.applied_generation, f"{sp}.applied_generation", limit=2**62
+            ),
+            replicas_owner=check.pattern(
+                s.replicas_owner,
+                REPLICAS_OWNER,
+                f"{sp}.replicas_owner",
+                what='replicas owner ("", "adapter" or "autoscaler:<field manager>")',
+                limit=160,
             ),
             observe_ns=observe_ns,
             absent=message.absent,

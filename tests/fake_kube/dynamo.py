@@ -36,6 +36,10 @@ DEPRECATION = (
     "use nvidia.com/v1beta1 DynamoGraphDeployment"
 )
 WEBHOOK = "vdynamographdeployment.kb.io"
+ADAPTER_KIND = "DynamoGraphDeploymentScalingAdapter"
+# The operator's own field manager, for what its controllers write.
+OPERATOR = "dynamo-operator"
+_SWAPPED = ("componentName", "serviceName")
 _ALPHA_ONLY = ("labels", "annotations", "dynamoNamespace", "autoscaling", "ingress")
 _ROLES = ("prefill", "decode")
 
@@ -52,6 +56,9 @@ class Denied(Exception):
 @dataclass(frozen=True)
 class DynamoCrd:
     served: tuple[str, ...] = (ALPHA,)
+    # The scaling adapter CRD (DGDSA) is served too, in the same versions; by default with
+    # v1beta1 (the emulator's "Dynamo before 1.3" has the DGD CRD alone).
+    adapters: bool = False
 
     @property
     def storage(self) -> str:
@@ -67,9 +74,75 @@ class DynamoCrd:
         if source == to:
             return out
         out["apiVersion"] = f"{GROUP}/{to}"
+        if obj.get("kind") == ADAPTER_KIND:
+            ref = (out.get("spec") or {}).get("dgdRef")
+            if isinstance(ref, dict):
+                old, new = ("serviceName", "componentName") if to == BETA else _SWAPPED
+                if old in ref:
+                    ref[new] = ref.pop(old)
+            return out
         if source == ALPHA and to == BETA:
             return _alpha_to_beta(out)
         return _beta_to_alpha(out)
+
+
+# -- the operator's scaling adapter controller ---------------------------------------------------
+
+
+def adapter_name(dgd_name: str, component: str) -> str:
+    return f"{dgd_name}-{component.lower()}"
+
+
+def wanted_adapters(dgd: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The DGDSAs the operator keeps for a v1beta1 DGD: one per component with
+    `scalingAdapter`, starting at the component's replicas (1 if unset)."""
+    meta = dgd.get("metadata") or {}
+    out = {}
+    for name, component in _components(dgd).items():
+        if "scalingAdapter" not in component:
+            continue
+        adapter = adapter_name(meta["name"], name)
+        out[adapter] = {
+            "apiVersion": f"{GROUP}/{BETA}",
+            "kind": ADAPTER_KIND,
+            "metadata": {
+                "name": adapter,
+                "namespace": meta.get("namespace", ""),
+                "labels": {
+                    "nvidia.com/dynamo-graph-deployment-name": meta["name"],
+                    "nvidia.com/dynamo-component": name,
+                },
+            },
+            "spec": {
+                "replicas": component.get("replicas", 1),
+                "dgdRef": {"name": meta["name"], "componentName": name},
+            },
+            "status": {
+                "replicas": component.get("replicas", 1),
+                "selector": f"nvidia.com/dynamo-graph-deployment-name={meta['name']},"
+                f"nvidia.com/dynamo-component={name}",
+            },
+        }
+    return out
+
+
+def scale_object(adapter: Mapping[str, Any]) -> dict[str, Any]:
+    """The autoscaling/v1 Scale of a DGDSA (its /scale subresource)."""
+    meta = adapter.get("metadata") or {}
+    return {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "spec": {"replicas": (adapter.get("spec") or {}).get("replicas", 0)},
+        "status": {
+            "replicas": (adapter.get("status") or {}).get("replicas", 0),
+            "selector": (adapter.get("status") or {}).get("selector", ""),
+        },
+    }
 
 
 def _alpha_to_beta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -293,7 +366,7 @@ def _semver_tag(image: str) -> bool:
     return len(parts) == 3 and all(p.isdigit() for p in parts)
 
 
-def resource_list(version: str) -> dict[str, Any]:
+def resource_list(version: str, *, adapters: bool) -> dict[str, Any]:
     """The discovery document of one served version (GET /apis/nvidia.com/<version>)."""
     resources = [
         {
@@ -311,7 +384,26 @@ def resource_list(version: str) -> dict[str, Any]:
             "kind": "DynamoGraphDeployment",
             "verbs": ["get", "patch", "update"],
         },
+        {
+            "name": "dynamographdeploymentscalingadapters",
+            "singularName": "dynamographdeploymentscalingadapter",
+            "namespaced": True,
+            "kind": ADAPTER_KIND,
+            "shortNames": ["dgdsa"],
+            "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+        },
+        {
+            "name": "dynamographdeploymentscalingadapters/scale",
+            "singularName": "",
+            "namespaced": True,
+            "group": "autoscaling",
+            "version": "v1",
+            "kind": "Scale",
+            "verbs": ["get", "patch", "update"],
+        },
     ]
+    if not adapters:
+        resources = [r for r in resources if r["kind"] != ADAPTER_KIND and r["kind"] != "Scale"]
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",

@@ -40,6 +40,8 @@ from tests.fake_kube import dynamo, selectors, ssa
 from tests.fake_kube.store import (
     DGDS,
     DGDS_V1BETA1,
+    DGDSAS,
+    DGDSAS_V1BETA1,
     KINDS,
     AlreadyExists,
     Kind,
@@ -52,6 +54,10 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 _CORE = re.compile(
     r"^/api/v1/(?:namespaces/(?P<ns>[^/]+)/)?(?P<plural>[^/]+)(?:/(?P<name>[^/]+))?$"
+)
+_SCALE = re.compile(
+    r"^/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/namespaces/(?P<ns>[^/]+)/"
+    r"(?P<plural>[^/]+)/(?P<name>[^/]+)/scale$"
 )
 _DISCOVERY = re.compile(r"^/apis/(?P<group>[^/]+)(?:/(?P<version>[^/]+))?/?$")
 _GROUP = re.compile(
@@ -126,10 +132,12 @@ class KubeEmulator:
         tls: ssl.SSLContext | None = None,
         lifetime_s: float = 120.0,
         dynamo: tuple[str, ...] | list[str] = (dynamo.ALPHA,),
+        dynamo_adapters: bool | None = None,
     ) -> None:
         """`dynamo`: the DynamoGraphDeployment versions served (tests/fake_kube/dynamo.py);
-        the default is a Dynamo before 1.3, serving v1alpha1 only."""
-        self.dynamo = _dynamo_crd(dynamo)
+        the default is a Dynamo before 1.3, serving v1alpha1 only. `dynamo_adapters`: serve
+        the scaling adapter CRD too (default: where v1beta1 is served)."""
+        self.dynamo = _dynamo_crd(dynamo, dynamo_adapters)
         self.store = Store()
         self.bookmark_interval_s = bookmark_interval_s
         self.gone_as_status = gone_as_status
@@ -229,14 +237,74 @@ class KubeEmulator:
         # Open DGD watches end (410): clients list again, in whatever version they then use.
         self.expire_watches()
 
+    @property
+    def dgdsa_kind(self) -> Kind:
+        """The kind scaling adapters are stored as."""
+        return DGDSAS_V1BETA1 if self.dynamo.storage == dynamo.BETA else DGDSAS
+
     def put_dgd(self, obj: Mapping[str, Any], *, manager: str = "kubectl") -> dict[str, Any]:
         """Create or replace a DGD as another actor would, in the version its apiVersion
         names (converted to the storage version, as the API server does)."""
         stored = self.dynamo.convert(obj, self.dynamo.storage)
-        return self.dynamo.convert(
-            self.store.update(self.dgd_kind, stored, manager=manager),
-            dynamo.version_of(obj) or self.dynamo.storage,
-        )
+        written = self.store.update(self.dgd_kind, stored, manager=manager)
+        self.operator_reconcile(written)
+        return self.dynamo.convert(written, dynamo.version_of(obj) or self.dynamo.storage)
+
+    def get_adapter(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A DynamoGraphDeploymentScalingAdapter, in v1beta1."""
+        obj = self.store.get(self.dgdsa_kind, namespace, name)
+        return None if obj is None else self.dynamo.convert(obj, dynamo.BETA)
+
+    def operator_reconcile(self, dgd: Mapping[str, Any]) -> None:
+        """Dynamo's operator after a DGD changed: a scaling adapter for each component that
+        opts in (starting at the component's replicas), none for the others."""
+        if not self.dynamo.adapters:
+            return
+        beta = self.dynamo.convert(dgd, dynamo.BETA)
+        meta = beta["metadata"]
+        wanted = dynamo.wanted_adapters(beta)
+        kind = self.dgdsa_kind
+        with self.store.cond:
+            items, _ = self.store.list(kind, meta.get("namespace", ""), lambda labels: True)
+            for item in items:
+                ref = (self.dynamo.convert(item, dynamo.BETA).get("spec") or {}).get("dgdRef")
+                name = item["metadata"]["name"]
+                if (ref or {}).get("name") == meta["name"] and name not in wanted:
+                    self.store.delete(kind, item["metadata"]["namespace"], name)
+            for name, adapter in wanted.items():
+                if self.store.get(kind, meta.get("namespace", ""), name) is None:
+                    stored = self.dynamo.convert(adapter, self.dynamo.storage)
+                    self.store.update(kind, stored, manager=dynamo.OPERATOR)
+
+    def operator_scaled(self, adapter: Mapping[str, Any]) -> None:
+        """Dynamo's adapter controller: the adapter's spec.replicas is the source of truth,
+        written into the DGD component's replicas (as the operator, whom the webhook lets)."""
+        beta = self.dynamo.convert(adapter, dynamo.BETA)
+        spec, meta = beta.get("spec") or {}, beta["metadata"]
+        ref = spec.get("dgdRef") or {}
+        replicas = spec.get("replicas", 1)
+        with self.store.cond:
+            live = self.store.get(self.dgd_kind, meta["namespace"], ref.get("name", ""))
+            if live is None:
+                return
+            graph = self.dynamo.convert(live, dynamo.BETA)
+            for component in graph["spec"].get("components", []):
+                if component.get("name") == ref.get("componentName"):
+                    if component.get("replicas") == replicas:
+                        return
+                    component["replicas"] = replicas
+            self.store.update(
+                self.dgd_kind,
+                self.dynamo.convert(graph, self.dynamo.storage),
+                manager=dynamo.OPERATOR,
+            )
+            self.store.edit(
+                self.dgdsa_kind,
+                meta["namespace"],
+                meta["name"],
+                lambda obj: obj.setdefault("status", {}).update(replicas=replicas),
+                manager=dynamo.OPERATOR,
+            )
 
     def get_dgd(self, namespace: str, name: str, *, version: str) -> dict[str, Any] | None:
         """A DGD as a client reading `version` sees it."""
@@ -381,10 +449,14 @@ class _Handler(BaseHTTPRequestHandler):
         discovery = _DISCOVERY.match(request.path)
         if discovery and discovery.group("group") == dynamo.GROUP and request.method == "GET":
             return self._discovery(discovery.group("version"))
+        scale = _SCALE.match(request.path)
+        if scale and scale.group("plural") == DGDSAS.plural and self.emulator.dynamo.adapters:
+            return self._scale(request, scale)
         kind, namespace, plural, name = _route(request.path)
-        if kind is not None and kind.plural == DGDS.plural:
+        if kind is not None and kind.plural in (DGDS.plural, DGDSAS.plural):
             crd = self.emulator.dynamo
-            if kind.version not in crd.served:
+            unserved = kind.plural == DGDSAS.plural and not crd.adapters
+            if kind.version not in crd.served or unserved:
                 kind = None  # an unserved version is no resource at all
             else:
                 if crd.deprecated(kind.version):
@@ -393,7 +465,8 @@ class _Handler(BaseHTTPRequestHandler):
                         self.emulator._warned.append(request)
                 # Stored in one version, served in the one asked for (conversion).
                 self._view = kind.version
-                kind = self.emulator.dgd_kind
+                dgd = kind.plural == DGDS.plural
+                kind = self.emulator.dgd_kind if dgd else self.emulator.dgdsa_kind
         if kind is None:
             return self._status(404, "NotFound", f"the server could not find {request.path}")
         if kind.namespaced is False and namespace:
@@ -420,7 +493,33 @@ class _Handler(BaseHTTPRequestHandler):
             )
         if version not in crd.served:
             return self._status(404, "NotFound", f"the server could not find {self.path}")
-        self._json(200, dynamo.resource_list(version))
+        self._json(200, dynamo.resource_list(version, adapters=crd.adapters))
+
+    def _scale(self, request: Request, match: re.Match[str]) -> None:
+        """GET and PATCH (JSON merge patch) of a scaling adapter's /scale subresource."""
+        crd, emulator = self.emulator.dynamo, self.emulator
+        if match.group("version") not in crd.served:
+            return self._status(404, "NotFound", f"the server could not find {request.path}")
+        kind, namespace, name = emulator.dgdsa_kind, match.group("ns"), match.group("name")
+        live = emulator.store.get(kind, namespace, name)
+        if live is None:
+            return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
+        if request.method == "GET":
+            return self._json(200, dynamo.scale_object(live))
+        if request.method != "PATCH":
+            return self._status(405, "MethodNotAllowed", f"{request.method} is not supported")
+        if request.content_type.split(";")[0].strip() != "application/merge-patch+json":
+            return self._status(415, "UnsupportedMediaType", "only merge patches are served")
+        patch = json.loads(request.body or b"{}")
+        replicas = (patch.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            return self._status(422, "Invalid", "spec.replicas: must be an integer >= 0")
+        manager = request.query.get("fieldManager") or "unknown"
+        live.setdefault("spec", {})["replicas"] = replicas
+        written = emulator.store.update(kind, live, manager=manager, subresource="scale")
+        emulator.operator_scaled(written)
+        written = emulator.store.get(kind, namespace, name) or written
+        self._json(200, dynamo.scale_object(written))
 
     def _out(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """An object as the client's version spells it."""
@@ -461,6 +560,9 @@ class _Handler(BaseHTTPRequestHandler):
             gone = self.emulator.store.delete(kind, namespace, name)
             if gone is None:
                 return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
+            if kind == self.emulator.dgd_kind:
+                # Its adapters are owned by it: garbage-collected with it.
+                self._after_write(kind, {**gone, "spec": {}})
             return self._json(200, self._out(gone))
         return self._status(405, "MethodNotAllowed", f"{request.method} is not supported here")
 
@@ -482,6 +584,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(409, "AlreadyExists", f'{kind.plural} "{e}" already exists')
         except dynamo.Denied as e:
             return self._denied(e)
+        self._after_write(kind, created)
         return self._json(201, self._out(created))
 
     def _replace(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
@@ -508,6 +611,7 @@ class _Handler(BaseHTTPRequestHandler):
                 f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been'
                 " modified; please apply your changes to the latest version and try again",
             )
+        self._after_write(kind, replaced)
         return self._json(200, self._out(replaced))
 
     def _list(self, request: Request, kind: Kind, namespace: str) -> None:
@@ -559,7 +663,17 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(409, _conflict_status(e.conflicts, api_version=kind.api_version))
         except dynamo.Denied as e:
             return self._denied(e)
+        self._after_write(kind, obj)
         self._json(201 if created else 200, self._out(obj))
+
+    def _after_write(self, kind: Kind, obj: Mapping[str, Any]) -> None:
+        """What Dynamo's operator does next (tests/fake_kube/dynamo.py)."""
+        if self._view is None:
+            return
+        if kind == self.emulator.dgd_kind:
+            self.emulator.operator_reconcile(obj)
+        elif kind == self.emulator.dgdsa_kind:
+            self.emulator.operator_scaled(obj)
 
     def _denied(self, error: dynamo.Denied) -> None:
         self._status(
@@ -699,11 +813,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(code, _status(code, reason, message))
 
 
-def _dynamo_crd(versions: tuple[str, ...] | list[str]) -> dynamo.DynamoCrd:
+def _dynamo_crd(
+    versions: tuple[str, ...] | list[str], adapters: bool | None = None
+) -> dynamo.DynamoCrd:
     unknown = set(versions) - {dynamo.ALPHA, dynamo.BETA}
     if unknown:
         raise ValueError(f"the emulator knows no DGD version {sorted(unknown)}")
-    return dynamo.DynamoCrd(tuple(versions))
+    if adapters is None:
+        adapters = dynamo.BETA in versions
+    return dynamo.DynamoCrd(tuple(versions), adapters=adapters)
 
 
 def _authorized(header: str, token: str) -> bool:

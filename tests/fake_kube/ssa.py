@@ -46,6 +46,8 @@ MAP_LISTS: dict[Path, str] = {("spec", "components"): "name"}
 class Manager:
     operation: str  # "Apply" | "Update"
     fields: set[Path] = field(default_factory=set)
+    # "scale" when the manager wrote through the /scale subresource (an HPA, kubectl scale).
+    subresource: str = ""
 
 
 class Conflict(Exception):
@@ -149,6 +151,7 @@ def update(
     owners: dict[str, Manager],
     *,
     manager: str,
+    subresource: str = "",
 ) -> dict[str, Any]:
     """A plain write of the whole object by `manager`: it owns what it changed."""
     live, new = _keyed(live), _keyed(new) or {}
@@ -160,6 +163,8 @@ def update(
             owner.fields -= changed | gone
     entry = owners.setdefault(manager, Manager("Update"))
     entry.fields = (entry.fields - gone) | changed
+    if changed:
+        entry.subresource = subresource
     _drop_empty(owners)
     return _unkeyed(copy.deepcopy(dict(new)))
 
@@ -173,6 +178,7 @@ def managed_fields(owners: Mapping[str, Manager], *, api_version: str) -> list[d
             "apiVersion": api_version,
             "fieldsType": "FieldsV1",
             "fieldsV1": _fields_v1(owner.fields),
+            **({"subresource": owner.subresource} if owner.subresource else {}),
         }
         for name, owner in sorted(owners.items())
     ]

@@ -41,8 +41,25 @@ DGDS = Kind("nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDepl
 DGDS_V1BETA1 = Kind(
     "nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment", True
 )
+DGDSAS = Kind(
+    "nvidia.com",
+    "v1alpha1",
+    "dynamographdeploymentscalingadapters",
+    "DynamoGraphDeploymentScalingAdapter",
+    True,
+)
+DGDSAS_V1BETA1 = Kind(
+    "nvidia.com",
+    "v1beta1",
+    "dynamographdeploymentscalingadapters",
+    "DynamoGraphDeploymentScalingAdapter",
+    True,
+)
 LEASES = Kind("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
-KINDS = {(k.group, k.version, k.plural): k for k in (PODS, NODES, DGDS, DGDS_V1BETA1, LEASES)}
+KINDS = {
+    (k.group, k.version, k.plural): k
+    for k in (PODS, NODES, DGDS, DGDS_V1BETA1, DGDSAS, DGDSAS_V1BETA1, LEASES)
+}
 # Validates a write before it is stored: (live or None, the object as it would be stored).
 Validator = Callable[[dict[str, Any] | None, dict[str, Any]], None]
 
@@ -142,15 +159,19 @@ class Store:
         *,
         manager: str,
         validate: Validator | None = None,
+        subresource: str = "",
     ) -> dict[str, Any]:
         """Create or replace `obj` as another actor would (kubectl edit, a controller, the
-        kubelet writing status): `manager` owns what it changed."""
+        kubelet writing status): `manager` owns what it changed (through `subresource`,
+        "scale" for the /scale subresource, as managedFields records it)."""
         meta = obj.get("metadata", {})
         key = (kind.plural, meta.get("namespace", "") if kind.namespaced else "", meta["name"])
         with self.cond:
             live = self._objects.get(key)
             owners = copy.deepcopy(self._owners.get(key, {}))
-            new = ssa.update(_bare(live), _bare(dict(obj)), owners, manager=manager)
+            new = ssa.update(
+                _bare(live), _bare(dict(obj)), owners, manager=manager, subresource=subresource
+            )
             if validate is not None:
                 validate(copy.deepcopy(live) if live else None, copy.deepcopy(new))
             created = meta.get("creationTimestamp")

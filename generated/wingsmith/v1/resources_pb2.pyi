@@ -1141,6 +1141,7 @@ class DeploymentStatus(_message.Message):
     STALE_FIELD_NUMBER: _builtins.int
     OBSERVE_TIME_FIELD_NUMBER: _builtins.int
     APPLIED_REPLICAS_FIELD_NUMBER: _builtins.int
+    REPLICAS_OWNER_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
     """The cluster's words (the DynamoGraphDeployment state: "pending", "initializing",
     "successful", "failed"); distinct from admission_phase, which is the plane's decision.
@@ -1157,6 +1158,11 @@ class DeploymentStatus(_message.Message):
     admitted replicas it was told (Deployment.admitted_replicas), once applied; for an observed
     deployment, what the DGD's owner set. Below desired_replicas while a scale-up waits.
     """
+    replicas_owner: _builtins.str
+    """Who sets the replicas on the cluster: "" Wingsmith (in the DGD); "adapter" Wingsmith,
+    through Dynamo's scaling adapter; "autoscaler:<field manager>" an autoscaler (HPA, KEDA,
+    Planner) that owns them: Wingsmith does not fight it, and replicas are then no drift.
+    """
     @_builtins.property
     def observe_time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -1170,10 +1176,11 @@ class DeploymentStatus(_message.Message):
         stale: _builtins.bool = ...,
         observe_time: _timestamp_pb2.Timestamp | None = ...,
         applied_replicas: _builtins.int = ...,
+        replicas_owner: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["observe_time", b"observe_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_replicas", b"applied_replicas", "desired_replicas", b"desired_replicas", "message", b"message", "observe_time", b"observe_time", "phase", b"phase", "ready_replicas", b"ready_replicas", "reason", b"reason", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_replicas", b"applied_replicas", "desired_replicas", b"desired_replicas", "message", b"message", "observe_time", b"observe_time", "phase", b"phase", "ready_replicas", b"ready_replicas", "reason", b"reason", "replicas_owner", b"replicas_owner", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

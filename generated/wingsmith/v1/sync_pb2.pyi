@@ -400,6 +400,7 @@ class DeploymentStatusReport(_message.Message):
     READY_REPLICAS_FIELD_NUMBER: _builtins.int
     DESIRED_REPLICAS_FIELD_NUMBER: _builtins.int
     APPLIED_GENERATION_FIELD_NUMBER: _builtins.int
+    REPLICAS_OWNER_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
     reason: _builtins.str
     message: _builtins.str
@@ -407,6 +408,11 @@ class DeploymentStatusReport(_message.Message):
     desired_replicas: _builtins.int
     applied_generation: _builtins.int
     """The generation the applied DynamoGraphDeployment was rendered from."""
+    replicas_owner: _builtins.str
+    """Who sets the workers' replicas: "" the agent (in the DGD); "adapter" the agent, through
+    the components' DynamoGraphDeploymentScalingAdapter; "autoscaler:<field manager>" an
+    autoscaler (HPA, KEDA, Planner) driving the adapter, which the agent leaves alone.
+    """
     def __init__(
         self,
         *,
@@ -416,10 +422,11 @@ class DeploymentStatusReport(_message.Message):
         ready_replicas: _builtins.int = ...,
         desired_replicas: _builtins.int = ...,
         applied_generation: _builtins.int = ...,
+        replicas_owner: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_generation", b"applied_generation", "desired_replicas", b"desired_replicas", "message", b"message", "phase", b"phase", "ready_replicas", b"ready_replicas", "reason", b"reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["applied_generation", b"applied_generation", "desired_replicas", b"desired_replicas", "message", b"message", "phase", b"phase", "ready_replicas", b"ready_replicas", "reason", b"reason", "replicas_owner", b"replicas_owner"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

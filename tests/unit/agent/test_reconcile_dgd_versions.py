@@ -94,6 +94,9 @@ class _Cluster:
     def list_pods(self) -> list[port.Pod]:
         return []
 
+    def list_scaling_adapters(self) -> list[port.ScalingAdapter]:
+        return []
+
 
 def test_the_observer_reports_a_dgd_being_recreated_with_the_reason() -> None:
     spec = make_deployment()

@@ -77,6 +77,7 @@ def test_to_json_writes_an_unset_message_field_as_null_and_a_set_one_with_its_de
         "stale": False,
         "observe_time": None,
         "applied_replicas": 0,
+        "replicas_owner": "",
     }
 
 

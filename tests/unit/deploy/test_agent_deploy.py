@@ -31,8 +31,11 @@ AGENT_ARGS = [
 DGD = ("nvidia.com", "dynamographdeployments")
 READ = {"get", "list", "watch"}
 # (apiGroup, resource) -> the verbs the agent uses, and all it may have.
+SCALE = ("nvidia.com", "dynamographdeploymentscalingadapters/scale")
 CLUSTER_GRANTS = {
     DGD: READ | {"create", "patch", "delete"},
+    SCALE: {"get", "patch"},
+    ("nvidia.com", "dynamographdeploymentscalingadapters"): READ,
     ("", "pods"): READ,
     ("", "nodes"): READ,
 }
@@ -228,7 +231,7 @@ def test_the_roles_are_bound_to_the_hangar_service_account(agent_build: Any) -> 
 
 def test_read_only_grants_no_writes_on_dgds(read_only_build: Any) -> None:
     granted = grants(one(read_only_build, "ClusterRole", "wingsmith-hangar"))
-    assert granted == {**CLUSTER_GRANTS, DGD: READ}
+    assert granted == {**CLUSTER_GRANTS, DGD: READ, SCALE: {"get"}}
 
 
 def test_read_only_grants_nothing_on_leases(read_only_build: Any) -> None:
@@ -253,7 +256,10 @@ def test_read_only_changes_nothing_else(agent_build: Any, read_only_build: Any) 
     undone = {manifests.ident(o): copy.deepcopy(o) for o in read_only_build}
     # Undo the two changes the overlay means to make; what is left must be the full agent.
     role = undone["ClusterRole", "", "wingsmith-hangar"]
-    role["rules"][0]["verbs"] = full["ClusterRole", "", "wingsmith-hangar"]["rules"][0]["verbs"]
+    for rule in (0, 1):
+        role["rules"][rule]["verbs"] = full["ClusterRole", "", "wingsmith-hangar"]["rules"][rule][
+            "verbs"
+        ]
     lease_role = ("Role", "wingsmith", "wingsmith-hangar-leader-election")
     undone[lease_role]["rules"] = full[lease_role]["rules"]
     hangar = manifests.container(undone["DaemonSet", "wingsmith", "wingsmith-hangar"], "hangar")
