@@ -196,3 +196,11 @@ def test_a_workload_of_zero_replicas_is_admitted_with_or_without_deployments() -
     assert workload_phase([], replicas=0) == "admitted"
     assert workload_phase(["admitted"], replicas=0) == "admitted"
     assert workload_phase([], replicas=2) == "pending"
+
+
+def test_replicas_an_autoscaler_owns_are_no_drift() -> None:
+    scaled = dataclasses.replace(report(), applied_replicas=5)
+    assert fields(make_deployment(), scaled, {TARGET: 5}) == ["replicas"]
+    for owner, drift in (("adapter", ["replicas"]), ("autoscaler:keda-operator", [])):
+        owned = dataclasses.replace(scaled, replicas_owner=owner)
+        assert fields(make_deployment(), owned, {TARGET: 5}) == drift
