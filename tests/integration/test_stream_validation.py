@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from tests.harness import Hub, wait_until, workload
-from tests.integration.rawstream import RawStream
+from tests.integration.rawstream import RawStream, now_ns
 from wingsmith.v1 import sync_pb2
 
 
@@ -163,4 +163,51 @@ def test_cluster_info_from_a_node_agent_that_does_not_lead_is_refused(hub: Hub) 
     problem = stream.receive_kind("problem").problem
     assert problem.code == "FAILED_PRECONDITION" and "leader" in problem.message
     assert hub.get("/v1/clusters/east")["dgd_version"] == ""
+    stream.close()
+
+
+def _status_report(
+    spec: sync_pb2.DeploymentSpec, owner: str, seq: int
+) -> sync_pb2.ObservationBatch:
+    return sync_pb2.ObservationBatch(
+        seq=seq,
+        deployments=[
+            sync_pb2.DeploymentObservation(
+                deployment_id=spec.deployment_id,
+                observe_unix_nanos=now_ns(),
+                status=sync_pb2.DeploymentStatusReport(
+                    phase="successful",
+                    ready_replicas=0,
+                    desired_replicas=7,
+                    applied_generation=spec.generation,
+                    replicas_owner=owner,
+                ),
+            )
+        ],
+    )
+
+
+def test_replicas_owned_by_an_autoscaler_show_on_the_deployment_and_are_no_drift(
+    hub: Hub,
+) -> None:
+    stream, spec, _ = _deployment_stream(hub)
+    stream.send(observations=_status_report(spec, "adapter", seq=1))
+    drift = wait_until(
+        lambda: (d := hub.get("/v1/deployments/chat.east"))["status"] and d["drift"],
+        what="7 live replicas against 1 admitted: drift",
+    )
+    assert [d["field"] for d in drift] == ["replicas"]
+    stream.send(observations=_status_report(spec, "autoscaler:keda-operator", seq=2))
+    deployment = wait_until(
+        lambda: (
+            (d := hub.get("/v1/deployments/chat.east"))["status"]["replicas_owner"]
+            == "autoscaler:keda-operator"
+            and d
+        ),
+        what="the owner shown",
+    )
+    assert deployment["drift"] == [], "an autoscaler's replicas are its own: no drift"
+    stream.send(observations=_status_report(spec, "autoscaler:two words", seq=3))
+    problem = stream.receive_kind("problem").problem
+    assert problem.code == "INVALID_ARGUMENT" and "replicas_owner" in problem.message
     stream.close()
