@@ -1,4 +1,4 @@
--- Version 9: who sets a deployment's replicas on its cluster, as the agent reported it
+-- Version 10: who sets a deployment's replicas on its cluster, as the agent reported it
 -- (docs/kubernetes.md, "Scaling adapters"): '' Wingsmith in the DGD, 'adapter' Wingsmith
 -- through Dynamo's scaling adapter, 'autoscaler:<field manager>' an autoscaler that owns them
 -- (then replicas are no drift). Cluster-written, like the rest of deployment_reports.
