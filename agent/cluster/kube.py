@@ -402,6 +402,10 @@ class KubernetesCluster:
 
     def _start_dgd_reflectors(self) -> None:
         with self._versions_lock:
+            if self._stopping.is_set():
+                # stop() won the race with a version switch: it sets _stopping before it
+                # takes this lock, so no watch starts after it collected the running ones.
+                return
             self._dgd_stopping = threading.Event()
             version = self._dgd_version
             self._dgd_reflectors = self._build_dgd_reflectors(version) if version else []

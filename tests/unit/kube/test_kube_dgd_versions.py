@@ -9,12 +9,14 @@ operator's webhook rules on v1beta1 objects.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from agent.cluster import dgd_versions
+from agent import discover
+from agent.cluster import dgd_versions, kube_mapping
 from agent.cluster.port import ClusterError
 from agent.main import main as agent_main
 from agent.reconcile import rendered
@@ -270,3 +272,16 @@ def test_the_dgd_versions_diagnostic_prints_what_is_served_and_what_the_agent_wr
     assert sorted(report["served"]) == sorted(served)
     assert ("problem" in report) == (writes == "none")
     assert emulator.mutating_requests() == []
+
+
+def test_discovery_describes_a_v1beta1_dgd_as_it_describes_the_same_v1alpha1_one() -> None:
+    """Adoption reads a v1beta1 DGD's components and args as a v1alpha1 DGD's services."""
+    internal = disaggregated_render()
+    beta = dgd_versions.to_served(internal, "v1beta1")
+    as_alpha = kube_mapping.dgd(internal)
+    as_beta = kube_mapping.dgd(beta)
+    described, expected = discover.describe(as_beta, [], {}), discover.describe(as_alpha, [], {})
+    # The same, but for the order of services: v1beta1 keeps components sorted by name.
+    by_name = sorted(expected.services, key=lambda s: s.name)
+    assert described == dataclasses.replace(expected, services=tuple(by_name))
+    assert described.imported_args and "--disaggregation-mode" not in described.imported_args[:2]
