@@ -111,6 +111,9 @@ def test_every_page_shows_what_the_api_says_and_updates_itself(
         )
         assert counts == expected
         assert present(browser, f'{row} [data-class="{name}"] rect.seg-allocated')
+    # The Dynamo API version its agent writes (h10's dgd_version), once the agent reported it.
+    version = wait_until(lambda: hub.get("/v1/clusters/east")["dgd_version"], what="dgd_version")
+    wait_until(lambda: text_of(browser, f"{row} .dynamo") == version, what="the Dynamo version")
     assert text_of(browser, 'tr[data-cluster="west"] .state') == "never connected"
     shot(browser, tmp_path, "fleet")
 
