@@ -48,6 +48,8 @@ T = TypeVar("T")
 SIM_IDLE_POLL_S = 5.0
 # How soon a DGD deleted to be recreated is looked at again (until the old one is gone).
 RECREATE_RETRY_S = 0.5
+# A resync request after this long without one starts the resend backoff afresh.
+RESYNC_QUIET_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,11 @@ class Agent:
         self._fenced_term = 0
         self._on_grant = on_grant
         self._on_fence = on_fence
+        # Resending the full state when the hub asks (ResyncRequest): first within half a
+        # second, up to 30 s apart while it keeps asking.
+        self._resync_backoff = Backoff(base_s=0.5, cap_s=30.0, floor=0.5)
+        self._resync_due: asyncio.TimerHandle | None = None
+        self._last_resync = -RESYNC_QUIET_S
         self.departed = DepartedNodes(own_node=config.node_name, grace_s=config.node_gone_grace_s)
         # Deployments whose DGD was deleted to be created again -> why (shown on them).
         self.recreating: dict[str, str] = {}
@@ -184,7 +191,21 @@ class Agent:
         self._changed.set()
 
     def _resync(self) -> None:
-        """The hub could not store a batch of ours: report everything again, at once."""
+        """The hub could not store a batch of ours (its disk is full, its database unavailable):
+        report everything again. Soon, but on a jittered backoff that grows while the hub keeps
+        asking: a fleet must not resend its full state in a tight loop at a hub that cannot
+        write."""
+        if self._resync_due is not None:
+            return  # one resend is already on its way: it carries everything
+        now = self._monotonic()
+        if now - self._last_resync > RESYNC_QUIET_S:
+            self._resync_backoff.reset()
+        self._last_resync = now
+        delay = self._resync_backoff.next_delay()
+        self._resync_due = asyncio.get_running_loop().call_later(delay, self._resend_everything)
+
+    def _resend_everything(self) -> None:
+        self._resync_due = None
         self.observer.reset()
         self._changed.set()
 

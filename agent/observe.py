@@ -165,6 +165,11 @@ class Observer:
         self._sent_at.clear()
         self._complete_due = True
 
+    def sent_times(self) -> dict[tuple[str, str], int]:
+        """("deployment" | "node", id) -> the observation time each item last went out with:
+        what the hub should hold once everything sent is written."""
+        return dict(self._sent_at)
+
     def mark_sent(self, observations: Observations, *, at_ns: int) -> None:
         """`observations` went out stamped `at_ns` (the batch's observation time)."""
         for d in observations.deployments:

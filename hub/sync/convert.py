@@ -50,6 +50,10 @@ MAX_ARGS = 256
 # An applied object's body (a DGD is a few KiB; the agent truncates above this).
 MAX_APPLIED_BYTES = 256 * 1024
 APPLIED_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+# Device memory above 1 PiB is no GPU's: such a value (2^64-1, say) is refused here, with its
+# field named, rather than failing the database write that would carry it (SQLite integers
+# are signed 64-bit).
+MAX_MEMORY_BYTES = 2**50
 
 
 class Checker:
@@ -449,6 +453,7 @@ def _device(message: resources_pb2.Device, check: Checker, node_path: str, index
     domain, parent = message.nvlink_domain, message.parent_uuid
     if (
         uuid
+        and message.memory_bytes <= MAX_MEMORY_BYTES
         and _printable(uuid, 128)
         and _printable(name, 128)
         and _printable(pci, 64)
@@ -477,7 +482,9 @@ def _device_checked(message: resources_pb2.Device, check: Checker, path: str) ->
     return Device(
         uuid=check.text(message.uuid, f"{path}.uuid", limit=128, required=True),
         name=check.text(message.name, f"{path}.name", limit=128),
-        memory_bytes=message.memory_bytes,
+        memory_bytes=check.count(
+            message.memory_bytes, f"{path}.memory_bytes", limit=MAX_MEMORY_BYTES
+        ),
         pci_bus_id=check.text(message.pci_bus_id, f"{path}.pci_bus_id", limit=64),
         device_class=check.pattern(
             message.device_class,
