@@ -11,6 +11,7 @@ its own (its database locked by another process) is asked for again, so it is no
 
 from __future__ import annotations
 
+import concurrent.futures
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -48,6 +49,17 @@ def _poisoned(seq: int) -> sync_pb2.ObservationBatch:
     return sync_pb2.ObservationBatch(seq=seq, nodes=[node])
 
 
+def _next_problem(stream: RawStream, timeout_s: float = 20.0) -> sync_pb2.HubMessage:
+    """The stream's next Problem, failing (not hanging) if none comes."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(stream.receive_kind, "problem")
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            stream.close()  # ends the blocked read
+            raise AssertionError(f"no Problem within {timeout_s}s") from None
+
+
 def _losses(hub: Hub, agent: SimAgent, cluster_id: str) -> list[str]:
     """Items the agent sent whose latest report the hub does not hold."""
     assert hub.server is not None and hub.server.ctx is not None
@@ -83,7 +95,7 @@ def test_a_poisoned_agent_beside_a_healthy_one_costs_it_nothing(
                 seq += 1
                 evil.send(observations=_poisoned(seq))
             for _ in range(4):
-                problem = evil.receive_kind("problem").problem
+                problem = _next_problem(evil).problem
                 assert problem.code == "INVALID_ARGUMENT"
                 assert "observations.nodes[0].devices[1].memory_bytes" in problem.message
             wait_until(
