@@ -9,10 +9,10 @@ The run: a real hub process (`python -m hub`), one deployment, one raw agent str
 another cluster's stream reporting its nodes every 50 ms (the store's writer is busy, as in a
 live fleet: a reject written on the loop waits for the writer, and the loop with it). /healthz
 is timed sequentially (every 10 ms) without rejects ("idle"), then while the stream sends
-rejects at a steady rate. Printed: p50 and p99 of each phase and the loaded/idle ratio (1.0: the rejects
-cost the loop nothing). `--baseline-source DIR` also runs the same against the hub of another
-checkout (for example `git worktree add /tmp/old <commit>`), in the same run, and prints the
-ratio of the two loaded p50s.
+rejects at a steady rate. Printed: p50 and p99 of each phase and the loaded/idle ratio (1.0:
+the rejects cost the loop nothing). `--baseline-source DIR` also runs the same against the hub
+of another checkout (for example `git worktree add /tmp/old <commit>`), in the same run, and
+prints the ratio of the two loaded p50s.
 
     python -m bench.rejects [--rate 100] [--seconds 5] [--baseline-source DIR]
 """
