@@ -133,3 +133,12 @@ def test_hub_help_shows_the_default_addresses(capsys: pytest.CaptureFixture[str]
     assert "(default: 127.0.0.1:50051)" in out
     assert "(default: 127.0.0.1:8080)" in out
     assert "(default: wingsmith.db)" in out
+
+
+def test_a_postgresql_store_without_an_admin_token_is_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("WINGSMITH_ADMIN_TOKEN", raising=False)
+    err = refused(hub_app.main, ["--database-url", "postgresql://u@db/wingsmith"], capsys)
+    assert err.startswith("error: --db: a PostgreSQL store is shared by every hub")
+    assert "WINGSMITH_ADMIN_TOKEN" in err
