@@ -56,27 +56,34 @@ _REPORT_UPSERT = (
     " applied_generation = excluded.applied_generation, absent = excluded.absent,"
     " live_args = excluded.live_args, replicas_owner = excluded.replicas_owner"
 )
-_REPLICA_INSERT = (
-    "INSERT INTO replicas (replica_id, deployment_id, cluster_id, namespace, name,"
-    " node_id, ready, serving_digest, engine_version, role, observe_ns)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    # The replica id is a hash of (cluster, namespace, name): one key conflicts iff the other
-    # does, so the upsert on the id replaces what a REPLACE would have.
-    " ON CONFLICT (replica_id) DO UPDATE SET deployment_id = excluded.deployment_id,"
-    " node_id = excluded.node_id, ready = excluded.ready,"
-    " serving_digest = excluded.serving_digest, engine_version = excluded.engine_version,"
-    " role = excluded.role, observe_ns = excluded.observe_ns"
+# Rows replaced whole (Dialect.replace). A replica's id is a hash of (cluster, namespace,
+# name): one key conflicts iff the other does, so replacing on the id is replacing the pod.
+_REPLICA_COLUMNS = (
+    "replica_id",
+    "deployment_id",
+    "cluster_id",
+    "namespace",
+    "name",
+    "node_id",
+    "ready",
+    "serving_digest",
+    "engine_version",
+    "role",
+    "observe_ns",
 )
-_DEVICE_INSERT = (
-    "INSERT INTO devices (cluster_id, node_id, uuid, name, memory_bytes,"
-    " pci_bus_id, device_class, healthy, health_reason, verified, nvlink_domain,"
-    " parent_uuid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (cluster_id, uuid) DO UPDATE SET node_id = excluded.node_id,"
-    " name = excluded.name, memory_bytes = excluded.memory_bytes,"
-    " pci_bus_id = excluded.pci_bus_id, device_class = excluded.device_class,"
-    " healthy = excluded.healthy, health_reason = excluded.health_reason,"
-    " verified = excluded.verified, nvlink_domain = excluded.nvlink_domain,"
-    " parent_uuid = excluded.parent_uuid"
+_DEVICE_COLUMNS = (
+    "cluster_id",
+    "node_id",
+    "uuid",
+    "name",
+    "memory_bytes",
+    "pci_bus_id",
+    "device_class",
+    "healthy",
+    "health_reason",
+    "verified",
+    "nvlink_domain",
+    "parent_uuid",
 )
 _ALLOCATION_INSERT = (
     "INSERT INTO allocations (cluster_id, node_id, namespace, pod_name,"
@@ -125,7 +132,7 @@ def write_deployments(
         "DELETE FROM replicas WHERE deployment_id = ?", [(obs.deployment_id,) for _, obs in fresh]
     )
     conn.executemany(
-        _REPLICA_INSERT,
+        conn.dialect.replace("replicas", _REPLICA_COLUMNS, ("replica_id",)),
         [
             (
                 replica_id(cluster_id, r.namespace, r.name),
@@ -293,7 +300,9 @@ def write_nodes(
         node_rows,
     )
     conn.executemany("DELETE FROM devices WHERE cluster_id = ? AND node_id = ?", device_keys)
-    conn.executemany(_DEVICE_INSERT, device_rows)
+    conn.executemany(
+        conn.dialect.replace("devices", _DEVICE_COLUMNS, ("cluster_id", "uuid")), device_rows
+    )
     conn.executemany(
         "DELETE FROM allocations WHERE cluster_id = ? AND node_id = ?", allocation_keys
     )

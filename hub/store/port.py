@@ -7,7 +7,8 @@ and returns rows that read by column name or position. Two backends implement it
 
 The table modules write their SQL once, in the subset both engines share: `?` placeholders
 (the PostgreSQL backend rewrites them), `INSERT .. ON CONFLICT`, no SQLite-only functions;
-where the engines differ (the two-argument maximum), they ask the transaction's `Dialect`.
+where the engines differ (the two-argument maximum, replacing a whole row), they ask the
+transaction's `Dialect`.
 Migrations are written once too (hub/store/migrations), with SQLite's type names; the
 `Dialect` translates them for PostgreSQL (`ddl`).
 
@@ -16,6 +17,7 @@ Migrations are written once too (hub/store/migrations), with SQLite's type names
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -53,6 +55,25 @@ class Dialect:
     def ddl(self, statement: str) -> str:
         """A migration statement in this engine's terms (the files use SQLite's)."""
         return statement
+
+    def replace(self, table: str, columns: Sequence[str], key: Sequence[str]) -> str:
+        """Insert a row, or replace every column of the row with the same `key`. SQLite's
+        REPLACE (delete, then insert) is measurably faster there than an upsert that updates
+        every column (the ingest of devices: about 20%), so each engine gets its fastest."""
+        return _replace(self.name, table, tuple(columns), tuple(key))
+
+
+@functools.lru_cache(maxsize=64)
+def _replace(engine: str, table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
+    marks = ", ".join("?" * len(columns))
+    names = ", ".join(columns)
+    if engine == "sqlite":
+        return f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})"
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    return (
+        f"INSERT INTO {table} ({names}) VALUES ({marks})"
+        f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
 
 
 class PostgresDialect(Dialect):
