@@ -26,6 +26,7 @@ from hub.model import (
     DeploymentObservation,
     ObservationBatch,
     Rejection,
+    evolve,
 )
 from hub.service import admit
 from hub.service.context import (
@@ -422,7 +423,9 @@ def _write_batches(
         for obs in batch.deployments
         if owners.get(obs.deployment_id) == cluster_id
     ]
+    accepted = _rejections_cleared(tx, own)
     fresh = observations.write_deployments(tx.conn, own)
+    _requeue(tx, accepted)
     # Pods joining or leaving move devices between reserved and held.
     changed = {cluster_id for cluster_id, _ in fresh}
     records = sum(1 + len(obs.replicas) for _, obs in fresh)
@@ -453,6 +456,52 @@ def _write_batches(
     if changed:
         admit.run(ctx, tx, cluster_ids=changed)
     return IngestResult(len(fresh), nodes_written, records, frozenset(changed))
+
+
+def _rejections_cleared(
+    tx: Tx, own: Sequence[tuple[str, DeploymentObservation]]
+) -> list[Deployment]:
+    """Deployments whose agent rejected their current generation and now reports it applied
+    (the cause went away in the cluster): their report is about to clear the rejection."""
+    applied = {
+        obs.deployment_id: obs.status.applied_generation
+        for _, obs in own
+        if obs.status is not None and obs.status.applied_generation
+    }
+    if not applied:
+        return []
+    rejected = observations.rejections(tx.conn, list(applied))
+    if not rejected:
+        return []
+    held = accounting.held_by_deployment(tx.conn, list(rejected))
+    result = []
+    for deployment_id, rejection in rejected.items():
+        current = deployments.get(tx.conn, deployment_id)
+        if (
+            current is not None
+            and current.enabled
+            and rejection.generation >= current.generation
+            and rejection.generation <= applied[deployment_id]
+            and current.admitted_replicas
+            and not held.get(deployment_id)
+        ):
+            result.append(current)
+    return result
+
+
+def _requeue(tx: Tx, accepted: Sequence[Deployment]) -> None:
+    """A rejected deployment reserved nothing, and its room may have gone to another: now
+    that its agent applied it, its admission is taken back, and the pass that follows in this
+    transaction grants it again only if it still fits (docs/admission.md). If it does not,
+    the agent deletes what it just applied and the deployment waits like any other demand."""
+    for d in accepted:
+        deployments.save(
+            tx.conn,
+            evolve(
+                d, admitted_replicas=0, surge_replicas=0, pending_since=tx.now, update_time=tx.now
+            ),
+        )
+        tx.touched.add(d.cluster_id)
 
 
 def start_hub(ctx: ServiceContext) -> None:

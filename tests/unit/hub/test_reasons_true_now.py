@@ -246,6 +246,23 @@ def test_a_new_generation_of_a_rejected_deployment_is_new_demand_admitted_if_it_
     assert reason(ctx, "first.east") == (2, "", ""), "retried: admitted once it fits"
 
 
+def test_a_rejected_deployment_the_agent_applies_later_waits_if_its_room_was_given_away(
+    ctx: ServiceContext,
+) -> None:
+    deployment_id = rejected_fleet(ctx)
+    assert reason(ctx, "second.east") == (1, "", ""), "second took the released room"
+    # The cause went away in the cluster: the agent's retry applied generation 1.
+    status = StatusReport("pending", "", "", 0, 2, 1, time.time_ns())
+    observation = DeploymentObservation(deployment_id, status.observe_ns, status, ())
+    sync.ingest(ctx, [("east", ObservationBatch(seq=3, deployments=(observation,)))])
+    admitted, why, _ = reason(ctx, "first.east")
+    assert (admitted, why) == (0, "insufficient_capacity"), "never counted twice"
+    assert clusters.get(ctx, "east").capacity[H100].reserved == 4
+    assert reason(ctx, "second.east") == (1, "", ""), "what was admitted meanwhile stays"
+    workloads.delete(ctx, "second")
+    assert reason(ctx, "first.east") == (2, "", "")
+
+
 def test_a_rejected_deployment_the_agent_applies_later_is_charged_again(
     ctx: ServiceContext,
 ) -> None:
