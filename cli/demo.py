@@ -5,7 +5,8 @@ simulated clusters of different sizes, talking over real gRPC streams on 127.0.0
 registers the clusters, creates two projects and three workloads through the control API's
 own service calls, and shows a live view until:
 - llama-70b runs (its replicas spread over east and west),
-- mixtral-8x22b waits on insufficient_quota (its project has 4 H100s, it needs 8),
+- mixtral-8x22b waits on insufficient_quota (its project has 4 H100s, one replica needs 8:
+  not even part of it fits, so it waits whole),
 - qwen-72b waits on insufficient_capacity (it needs 8 A100s, the lab cluster has 4).
 Then two stories play out:
 - a rollout: llama-70b moves to engine 0.11.1; live_digests shows both digests while old
@@ -134,7 +135,9 @@ WORKLOADS = (
         project="research",
         replicas=2,
         device_class="H100-80GB",
-        serving=_serving("mistralai/Mixtral-8x22B-Instruct-v0.1", tp=4, engine="sglang"),
+        # TP 8: a replica needs more than research's quota, so no replica of it can run (one
+        # that fitted would run while the rest waits: docs/admission.md).
+        serving=_serving("mistralai/Mixtral-8x22B-Instruct-v0.1", tp=8, engine="sglang"),
         placement=Placement(clusters=("east",)),
     ),
     WorkloadSpec(
@@ -526,7 +529,7 @@ The demo is running. Poke it (admin token: {token}):
   export WINGSMITH_HUB_URL=http://{http} WINGSMITH_ADMIN_TOKEN={token}
   wingsmith get workloads
   wingsmith get deployments --workload llama-70b
-  wingsmith scale workload llama-70b --replicas 2     # frees east: mixtral-8x22b admitted
+  wingsmith scale workload llama-70b --replicas 2     # frees east: one mixtral-8x22b replica runs
 
 Ctrl-C stops the demo.
 """

@@ -11,9 +11,13 @@ Accounting, per device class:
   admitting still fits the limit (charged + delta <= limit).
 - A cluster's free devices = verified healthy devices - allocated devices (anyone's pods) -
   reservations of admitted deployments. Admit only if delta <= free.
-- Demand is all or nothing per deployment: the delta (desired - admitted replicas, less what the
-  deployment already holds) is admitted whole or waits whole. Admitted replicas keep running
-  while a scale-up waits.
+- Demand is first tried whole: the delta (desired - admitted replicas, less what the deployment
+  already holds) is admitted whole or waits, so that a demand that fits whole is never cut
+  short by an older one that does not. Then, once every whole demand had its turn, a second
+  pass admits to each waiting deployment, oldest first, as many whole replicas as quota and
+  capacity still allow: whenever some of its replicas could run, some do, and the rest wait as
+  its own pending share (reason and message say for what). Admitted replicas keep running
+  while the rest waits.
 - Scale-downs and disabled deployments release at once (they need no check).
 - A stale cluster (silent past the grace period) offers no free device: new demand there waits
   on insufficient_capacity, saying the cluster is stale; what it already admitted stays.
@@ -139,16 +143,62 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
     decisions = {}
     for demand in ordered:
         decision = _decide_one(demand, ledger)
-        ledger.spend(
-            demand,
-            demand.charge(admitted=decision.admitted_replicas, surge=demand.surge_replicas)
-            - demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas),
-        )
+        _spend_admitted(demand, decision, ledger)
         decisions[demand.deployment_id] = decision
     for demand in ordered:
         decision = decisions[demand.deployment_id]
+        if decision.waiting and decision.admitted_replicas < demand.desired_replicas:
+            decision = _admit_part(demand, decision, ledger)
+            decisions[demand.deployment_id] = decision
+    for demand in ordered:
+        decision = decisions[demand.deployment_id]
         decisions[demand.deployment_id] = _with_surge(demand, decision, ledger)
-    return [_changed(d, decisions[d.deployment_id]) for d in demands]
+    return [_changed(d, _with_share(d, decisions[d.deployment_id])) for d in demands]
+
+
+def _spend_admitted(demand: Demand, decision: Decision, ledger: _Ledger) -> None:
+    ledger.spend(
+        demand,
+        demand.charge(admitted=decision.admitted_replicas, surge=demand.surge_replicas)
+        - demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas),
+    )
+
+
+def _admit_part(demand: Demand, waiting: Decision, ledger: _Ledger) -> Decision:
+    """As many more whole replicas of a waiting demand as quota and capacity allow now; the
+    rest keeps waiting, with the reason and message of what it still waits for."""
+    quota_left, free = ledger.headroom(demand)
+    if quota_left is None:
+        return waiting
+    room = min(quota_left, free)
+    admitted = waiting.admitted_replicas
+    while admitted < demand.desired_replicas:
+        step = demand.charge(admitted=admitted + 1, surge=demand.surge_replicas) - demand.charge(
+            admitted=admitted, surge=demand.surge_replicas
+        )
+        if step > room:
+            break
+        room -= step
+        admitted += 1
+    if admitted == waiting.admitted_replicas:
+        return waiting
+    granted = Decision(demand.deployment_id, admitted, REASON_NONE, "")
+    _spend_admitted(replace(demand, admitted_replicas=waiting.admitted_replicas), granted, ledger)
+    return _decide_one(replace(demand, admitted_replicas=admitted), ledger)
+
+
+def _with_share(demand: Demand, decision: Decision) -> Decision:
+    """A deployment with replicas admitted and others waiting says so, in every pass (a
+    partial admission, a scale-up that waits), before what the rest waits for."""
+    admitted, desired = decision.admitted_replicas, demand.desired_replicas
+    if not decision.waiting or not 0 < admitted < desired:
+        return decision
+    waits = desired - admitted
+    return replace(
+        decision,
+        message=f"{admitted} of {desired} replicas admitted; the other {waits}"
+        f" {'waits' if waits == 1 else 'wait'}: {decision.message}",
+    )
 
 
 def _changed(demand: Demand, decision: Decision) -> Decision:

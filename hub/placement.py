@@ -11,9 +11,10 @@ the store. The rule (docs/placement.md):
 3. Fit: replicas go one at a time to the eligible cluster with the most free slots left
    (ties: more total slots, then cluster id). This levels free capacity across clusters.
 4. Overflow: replicas that fit nowhere go one at a time to the cluster with the most total
-   slots left, preferring clusters that got nothing in step 3 (so a deployment that fits is
-   never made to wait for one that does not), then clusters that have any devices of the class.
-   Overflow deployments stay pending on insufficient_capacity until room appears.
+   slots left, preferring clusters that got nothing in step 3, then clusters that have any
+   devices of the class. Overflow that joins a share of replicas that fit makes none of them
+   wait: admission runs the replicas that fit and only the overflow waits, as that
+   deployment's pending share on insufficient_capacity (hub/admission.py).
 5. Existing shares are kept: scaling up places only the added replicas; scaling down removes
    unadmitted replicas first, then from the largest share (docs/placement.md).
 """

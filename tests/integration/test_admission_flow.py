@@ -27,15 +27,27 @@ def test_insufficient_quota_waits_and_is_admitted_when_the_quota_grows(
     agents(cluster_id="east", token=token)
     with_devices(hub, "east")
 
-    hub.post("/v1/workloads", workload("big", project="research", replicas=2, clusters=("east",)))
+    # A replica needs 8: none fits the quota of 4, the deployment waits whole.
+    big = workload("big", project="research", replicas=2, tp=8, clusters=("east",))
+    hub.post("/v1/workloads", big)
     assert phase(hub, "big.east") == ("pending", "insufficient_quota")
     d = hub.get("/v1/deployments/big.east")
     assert "research" in d["admission_message"] and "4" in d["admission_message"]
     assert hub.get("/v1/projects/research")["usage"]["H100-80GB"]["reserved"] == 0
 
+    # Room for one replica: it runs, and only the other waits, as the deployment's own share.
     hub.patch("/v1/projects/research", {"quotas": {"H100-80GB": 8}})
-    wait_until(lambda: phase(hub, "big.east")[0] == "running", what="admitted and running")
-    assert phase(hub, "big.east")[1] is None
+    wait_until(lambda: phase(hub, "big.east")[0] == "running", what="one replica running")
+    d = hub.get("/v1/deployments/big.east")
+    assert (d["admitted_replicas"], d["admission_reason"]) == (1, "insufficient_quota")
+    assert d["admission_message"].startswith("1 of 2 replicas admitted; the other 1 waits: ")
+
+    hub.patch("/v1/projects/research", {"quotas": {"H100-80GB": 16}})
+    wait_until(
+        lambda: hub.get("/v1/deployments/big.east")["status"]["ready_replicas"] == 2,
+        what="both replicas running",
+    )
+    assert phase(hub, "big.east") == ("running", None)
 
 
 def test_insufficient_capacity_waits_and_is_admitted_when_devices_free_up(
@@ -225,7 +237,8 @@ def test_a_deployment_waiting_when_its_cluster_goes_stale_says_so(tmp_path: Path
         hub.create_project("search", H100_80GB=64)
         agent = start_agent(loop, hub, cluster_id="east", token=token)
         with_devices(hub, "east")
-        hub.post("/v1/workloads", workload("huge", replicas=5, clusters=("east",)))
+        # A replica of 32 devices: none fits the 16 of east, so it waits whole.
+        hub.post("/v1/workloads", workload("huge", replicas=1, tp=32, clusters=("east",)))
         assert phase(hub, "huge.east") == ("pending", "insufficient_capacity")
         assert "has 16 free" in hub.get("/v1/deployments/huge.east")["admission_message"]
         agent.stop()

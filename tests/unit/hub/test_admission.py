@@ -55,7 +55,13 @@ def view(*, limit: int | None = 16, charged: int = 0, free: int = 16) -> Admissi
     [
         ("fits", demand(desired=2), view(), 2, REASON_NONE),
         ("quota exactly full after", demand(desired=4), view(limit=16), 4, REASON_NONE),
-        ("quota one device short", demand(desired=4), view(limit=15), 0, REASON_INSUFFICIENT_QUOTA),
+        (
+            "quota one device short: the replicas that fit run, the last waits",
+            demand(desired=4),
+            view(limit=15),
+            3,
+            REASON_INSUFFICIENT_QUOTA,
+        ),
         ("quota already spent", demand(desired=1), view(charged=14), 0, REASON_INSUFFICIENT_QUOTA),
         (
             "no quota for the class",
@@ -65,7 +71,20 @@ def view(*, limit: int | None = 16, charged: int = 0, free: int = 16) -> Admissi
             REASON_INSUFFICIENT_QUOTA,
         ),
         ("capacity exactly enough", demand(desired=2), view(free=8), 2, REASON_NONE),
-        ("capacity short", demand(desired=2), view(free=7), 0, REASON_INSUFFICIENT_CAPACITY),
+        (
+            "capacity short: one replica fits and runs",
+            demand(desired=2),
+            view(free=7),
+            1,
+            REASON_INSUFFICIENT_CAPACITY,
+        ),
+        (
+            "capacity short of one replica",
+            demand(desired=2),
+            view(free=3),
+            0,
+            REASON_INSUFFICIENT_CAPACITY,
+        ),
         (
             "cluster without the class",
             demand(desired=1),
@@ -103,9 +122,16 @@ def view(*, limit: int | None = 16, charged: int = 0, free: int = 16) -> Admissi
             REASON_NONE,
         ),
         (
-            "scale-up that does not fit keeps what runs",
+            "scale-up that does not fit keeps what runs and adds what fits",
             demand(desired=4, admitted=2),
             view(charged=8, free=4),
+            3,
+            REASON_INSUFFICIENT_CAPACITY,
+        ),
+        (
+            "scale-up with no room keeps what runs",
+            demand(desired=4, admitted=2),
+            view(charged=8, free=3),
             2,
             REASON_INSUFFICIENT_CAPACITY,
         ),
@@ -119,12 +145,16 @@ def test_one_demand(
     assert bool(decision.message) == (reason != REASON_NONE), case
 
 
-def test_quota_is_spent_as_demands_are_admitted_so_the_second_waits() -> None:
+def test_quota_is_spent_as_demands_are_admitted_so_the_second_gets_what_is_left() -> None:
     decisions = decide([demand("a", desired=2), demand("b", desired=2, since=1)], view(limit=12))
     assert [(d.deployment_id, d.admitted_replicas, d.reason) for d in decisions] == [
         ("a", 2, REASON_NONE),
-        ("b", 0, REASON_INSUFFICIENT_QUOTA),
+        ("b", 1, REASON_INSUFFICIENT_QUOTA),
     ]
+    assert decisions[1].message == (
+        "1 of 2 replicas admitted; the other 1 waits: needs 4 H100-80GB; project search has 0"
+        " of 12 left"
+    )
 
 
 def test_capacity_is_spent_as_demands_are_admitted() -> None:
@@ -139,9 +169,13 @@ def test_capacity_is_spent_as_demands_are_admitted() -> None:
 def test_oldest_first_but_a_big_waiter_does_not_block_a_small_one() -> None:
     big = demand("big", desired=4, since=0)
     small = demand("small", desired=1, since=5)
-    decisions = {d.deployment_id: d for d in decide([small, big], view(free=8))}
-    assert decisions["big"].reason == REASON_INSUFFICIENT_CAPACITY
+    decisions = {d.deployment_id: d for d in decide([small, big], view(limit=100, free=8))}
     assert decisions["small"].admitted_replicas == 1
+    # Whole demands first; then the big one gets what is left, and the rest of it waits.
+    assert (decisions["big"].admitted_replicas, decisions["big"].reason) == (
+        1,
+        REASON_INSUFFICIENT_CAPACITY,
+    )
 
 
 def test_order_follows_pending_since_not_input_order() -> None:
