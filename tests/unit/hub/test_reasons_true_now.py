@@ -91,9 +91,12 @@ def test_a_cancelled_wait_on_quota_leaves_no_insufficient_quota(ctx: ServiceCont
     projects.create(ctx, name="search", quotas={H100: 4})
     clusters.create(ctx, cluster_id="east", labels={})
     report_devices(ctx, "east", 16)
-    workloads.create(ctx, spec("chat", replicas=2))
-    assert reason(ctx, "chat.east")[:2] == (0, "insufficient_quota")
+    workloads.create(ctx, spec("chat", replicas=3))
+    # One replica fits the quota and runs; the other two wait (docs/admission.md).
+    assert reason(ctx, "chat.east")[:2] == (1, "insufficient_quota")
 
+    workloads.update(ctx, "chat", workloads.WorkloadChange(replicas=1))
+    assert reason(ctx, "chat.east") == (1, "", ""), "what waited was cancelled: no reason"
     workloads.update(ctx, "chat", workloads.WorkloadChange(replicas=0))
     assert reason(ctx, "chat.east") == (0, "", ""), "zero replicas wait for nothing"
 
@@ -103,7 +106,7 @@ def test_a_reason_goes_when_the_deployment_is_admitted(ctx: ServiceContext) -> N
     clusters.create(ctx, cluster_id="east", labels={})
     report_devices(ctx, "east", 16)
     workloads.create(ctx, spec("chat", replicas=2))
-    assert reason(ctx, "chat.east")[:2] == (0, "insufficient_quota")
+    assert reason(ctx, "chat.east")[:2] == (1, "insufficient_quota"), "one replica fits"
     projects.set_quotas(ctx, name="search", quotas={H100: 8})
     assert reason(ctx, "chat.east") == (2, "", "")
 
@@ -237,10 +240,11 @@ def test_a_new_generation_of_a_rejected_deployment_is_new_demand_admitted_if_it_
     fixed = dataclasses.replace(spec("first", replicas=2).serving, engine_version="0.11.1")
     workloads.update(ctx, "first", workloads.WorkloadChange(serving=fixed))
     admitted, why, _ = reason(ctx, "first.east")
-    assert (admitted, why) == (0, "insufficient_capacity"), "second holds the room: no overcommit"
-    assert clusters.get(ctx, "east").capacity[H100].reserved == 4
+    # second holds half the room: first gets the replica that fits, the other waits.
+    assert (admitted, why) == (1, "insufficient_capacity"), "retried, with no overcommit"
+    assert clusters.get(ctx, "east").capacity[H100].reserved == 8
     shown = convert.deployment(deployments.get(ctx, "first.east"))
-    assert shown.admission_phase == pb.ADMISSION_PHASE_PENDING
+    assert shown.admission_phase == pb.ADMISSION_PHASE_ADMITTED
 
     workloads.delete(ctx, "second")
     assert reason(ctx, "first.east") == (2, "", ""), "retried: admitted once it fits"
