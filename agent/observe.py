@@ -180,7 +180,8 @@ class Observer:
     def resume(self, held: Mapping[tuple[str, str], int]) -> None:
         """After a reconnect: the hub holds `held` (item -> observation time). An item whose
         last report went out with that time is still current at the hub; every other one is
-        sent again. Discovered DGDs are always sent again, as the complete set."""
+        sent again, and a node the hub holds that this agent does not have is reported absent.
+        Discovered DGDs are always sent again, as the complete set."""
         for kind, sent in (("deployment", self._sent_deployments), ("node", self._sent_nodes)):
             for key in list(sent):
                 at = self._sent_at.get((kind, key))
@@ -191,6 +192,12 @@ class Observer:
             for (kind, key), at in self._sent_at.items()
             if key in (self._sent_deployments if kind == "deployment" else self._sent_nodes)
         }
+        # A node the hub holds that this observer never sent (a new process, a reset: the
+        # cluster restarted smaller, a node deleted meanwhile) is reported absent by the next
+        # collection unless it is still here, in which case it is reported anew.
+        for kind, node_id in held:
+            if kind == "node" and node_id not in self._sent_nodes:
+                self._sent_nodes[node_id] = _unseen_node(node_id)
         self._sent_discovered.clear()
         self._complete_due = True
 
@@ -492,6 +499,13 @@ def _absent_deployment(deployment_id: str) -> DeploymentObservation:
 
 def _absent_node(node_id: str) -> NodeObservation:
     return NodeObservation(node_id=node_id, devices=(), allocations=(), absent=True)
+
+
+def _unseen_node(node_id: str) -> NodeObservation:
+    # Held by the hub, not yet observed here: equal to no observation, not even an absent one.
+    return NodeObservation(
+        node_id=node_id, devices=(), allocations=(), inventory_error="held by the hub"
+    )
 
 
 def _absent_discovered(key: str) -> DiscoveredObservation:

@@ -54,7 +54,7 @@ from hub.service.context import (
 from hub.store import port as store_port
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
-from hub.sync.liveness import LivenessRecorder, StalenessWatch
+from hub.sync.liveness import LivenessRecorder, ReporterWatch, StalenessWatch
 from hub.sync.pump import DesiredPump
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
@@ -167,6 +167,13 @@ class HubServer:
             changed=lambda ids: cluster_service.liveness_changed(ctx, ids),
             interval_s=flush_s,
         )
+        reporters = ReporterWatch(
+            unreported=lambda: sync_service.unreported_nodes(ctx),
+            drop=lambda nodes: sync_service.drop_nodes(ctx, nodes),
+            clock=time.monotonic,
+            grace_s=config.settings.stale_after_s,
+            interval_s=flush_s,
+        )
 
         def write(reports: Sequence[sync_service.Report]) -> sync_service.IngestOutcome:
             outcome = sync_service.ingest_reports(ctx, reports)
@@ -192,6 +199,7 @@ class HubServer:
             asyncio.create_task(pump.run(), name="desired-pump"),
             asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
             asyncio.create_task(staleness.run(), name="staleness"),
+            asyncio.create_task(reporters.run(self._writer), name="reporters"),
             asyncio.create_task(self.ingest.run(), name="ingest"),
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
             asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),

@@ -504,6 +504,31 @@ def _requeue(tx: Tx, accepted: Sequence[Deployment]) -> None:
         tx.touched.add(d.cluster_id)
 
 
+def unreported_nodes(ctx: ServiceContext) -> set[tuple[str, str]]:
+    """(cluster id, node id) of the nodes no open stream reports in a cluster that still
+    reports (hub/store/observations.py says which): candidates for `drop_nodes`."""
+    with snapshot(ctx) as conn:
+        return set(observations.unreported_nodes(conn))
+
+
+def drop_nodes(ctx: ServiceContext, nodes: Sequence[tuple[str, str]]) -> frozenset[str]:
+    """These nodes' reporters have been gone for the grace period (hub/sync/liveness.py): the
+    node left with them, as far as anyone can tell. Their devices stop counting as capacity,
+    and their allocations and replicas go, as if the cluster had reported the node absent;
+    admission runs again for their clusters. A node whose agent came back meanwhile is kept.
+    Returns the clusters whose capacity changed."""
+    written: dict[tuple[str, str], tuple[int, int]] = {}
+    with transaction(ctx) as tx:
+        still = sorted(set(nodes) & set(observations.unreported_nodes(tx.conn)))
+        changed = observations.drop_nodes(tx.conn, still, known=ctx.node_hashes, written=written)
+        for cluster_id in sorted(changed):
+            accounting.refresh_held(tx.conn, cluster_id)
+        if changed:
+            admit.run(ctx, tx, cluster_ids=changed)
+    ctx.node_hashes.update(written)
+    return frozenset(changed)
+
+
 def start_hub(ctx: ServiceContext) -> None:
     """At hub start: register this hub. On a store of its own (SQLite) no stream is open yet:
     clear what a previous process left. On a shared one, only the streams of dead hubs go."""

@@ -91,11 +91,11 @@ def mark_missing_gone(
 
 def get(conn: Transaction, ref: str) -> Discovered | None:
     """By id ("dsc_...") or by name ("<cluster>.<namespace>.<name>")."""
-    row = conn.execute("SELECT * FROM discovered WHERE discovered_id = ?", (ref,)).fetchone()
+    row = conn.execute(f"{_SELECT} WHERE d.discovered_id = ?", (ref,)).fetchone()
     if row is None and ref.count(".") >= 2:
         cluster_id, namespace, name = ref.split(".", 2)
         row = conn.execute(
-            "SELECT * FROM discovered WHERE cluster_id = ? AND namespace = ? AND name = ?",
+            f"{_SELECT} WHERE d.cluster_id = ? AND d.namespace = ? AND d.name = ?",
             (cluster_id, namespace, name),
         ).fetchone()
     return _discovered(row) if row else None
@@ -104,14 +104,14 @@ def get(conn: Transaction, ref: str) -> Discovered | None:
 def list_page(
     conn: Transaction, *, cluster_id: str, include_ignored: bool, after: str, limit: int
 ) -> list[Discovered]:
-    clauses, params = ["discovered_id > ?"], [after]
+    clauses, params = ["d.discovered_id > ?"], [after]
     if cluster_id:
-        clauses.append("cluster_id = ?")
+        clauses.append("d.cluster_id = ?")
         params.append(cluster_id)
     if not include_ignored:
-        clauses.append("state != 'ignored'")
+        clauses.append("d.state != 'ignored'")
     rows = conn.execute(
-        f"SELECT * FROM discovered WHERE {' AND '.join(clauses)} ORDER BY discovered_id LIMIT ?",
+        f"{_SELECT} WHERE {' AND '.join(clauses)} ORDER BY d.discovered_id LIMIT ?",
         [*params, limit],
     ).fetchall()
     return [_discovered(r) for r in rows]
@@ -154,6 +154,13 @@ def _observation(document: dict[str, Any], observe_ns: int) -> DiscoveredObserva
     )
 
 
+# Every read joins the cluster's liveness: see _discovered's last_seen.
+_SELECT = (
+    "SELECT d.*, c.last_seen AS cluster_last_seen FROM discovered d"
+    " LEFT JOIN clusters c ON c.cluster_id = d.cluster_id"
+)
+
+
 def _discovered(row: Row) -> Discovered:
     return Discovered(
         discovered_id=row["discovered_id"],
@@ -164,7 +171,14 @@ def _discovered(row: Row) -> Discovered:
         gone=bool(row["gone"]),
         observation=_observation(codec.loads(row["observation"]), row["observe_ns"]),
         first_seen=row["first_seen"],
-        last_seen=row["last_seen"],
+        # Sightings are sent when the DGD changes, not while it runs unchanged: an entry not
+        # gone is still there as of the cluster's last report (level-triggered, docs/stream.md;
+        # a vanished DGD is reported absent). A gone one was last seen when it was.
+        last_seen=(
+            row["last_seen"]
+            if row["gone"]
+            else max(row["last_seen"], row["cluster_last_seen"] or 0.0)
+        ),
         gone_time=row["gone_time"],
         workload_id=row["workload_id"],
     )

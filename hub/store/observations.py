@@ -266,9 +266,11 @@ def write_nodes(
     allocation_rows: list[tuple[object, ...]] = []
     changed: set[str] = set()
     nodes_changed = records = 0
+    applied: set[tuple[str, str]] = set()
     for (cluster_id, node_id), obs in newest.items():
         if stored.get((cluster_id, node_id), -1) >= obs.observe_ns:
             continue
+        applied.add((cluster_id, node_id))
         devices = _device_rows(() if obs.absent else obs.devices)
         allocations = _allocation_rows(() if obs.absent else obs.allocations)
         devices_changed, allocations_changed = _node_changes(
@@ -292,6 +294,11 @@ def write_nodes(
             changed.add(cluster_id)
             nodes_changed += 1
             records += 1 + len(devices) + len(allocations)
+    # A node gone takes its pods with it (Kubernetes garbage-collects the pods of a deleted
+    # node): no replica may name a node the cluster no longer has.
+    gone = [key for key, obs in newest.items() if obs.absent and key in applied]
+    conn.executemany("DELETE FROM replicas WHERE cluster_id = ? AND node_id = ?", gone)
+    changed.update(cluster_id for cluster_id, _ in gone)
     conn.executemany(
         "INSERT INTO nodes (cluster_id, node_id, observe_ns, inventory_error, absent)"
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (cluster_id, node_id) DO UPDATE SET"
@@ -308,6 +315,42 @@ def write_nodes(
     )
     conn.executemany(_ALLOCATION_INSERT, allocation_rows)
     return changed, nodes_changed, records
+
+
+def unreported_nodes(conn: Transaction) -> list[tuple[str, str]]:
+    """(cluster id, node id) of the nodes the hub counts that no open stream reports, in
+    clusters some stream of which is open: a DaemonSet whose agent on that node is gone while
+    the cluster lives on. An agent of a whole cluster (no node name) reports all its nodes, and
+    reports absent the ones it lacks itself; a cluster with no stream open is merely quiet
+    (stale), and nothing is taken from it."""
+    rows = conn.execute(
+        "SELECT n.cluster_id, n.node_id FROM nodes n WHERE n.absent = 0"
+        " AND n.cluster_id IN (SELECT cluster_id FROM agent_sessions WHERE node_name != '')"
+        " AND NOT EXISTS (SELECT 1 FROM agent_sessions s WHERE s.cluster_id = n.cluster_id"
+        " AND (s.node_name = '' OR s.node_name = n.node_id))"
+        " ORDER BY n.cluster_id, n.node_id"
+    ).fetchall()
+    return [(r["cluster_id"], r["node_id"]) for r in rows]
+
+
+def drop_nodes(
+    conn: Transaction,
+    keys: Sequence[tuple[str, str]],
+    *,
+    known: NodeHashes | None = None,
+    written: NodeHashes | None = None,
+) -> set[str]:
+    """Mark these nodes (cluster id, node id) absent as if their cluster had reported it, just
+    after their last observation: devices, allocations and replicas on them go. A later
+    report from the node (its agent back) is newer, and brings it back. Returns the clusters
+    whose capacity changed."""
+    stored = _stored_node_versions(conn, list(keys))
+    absent = [
+        (cluster_id, NodeObservation(node_id, observe_ns + 1, (), (), absent=True))
+        for (cluster_id, node_id), observe_ns in stored.items()
+    ]
+    changed, _, _ = write_nodes(conn, absent, known=known, written=written)
+    return changed
 
 
 def _node_changes(
@@ -669,7 +712,8 @@ def observed_versions(
             (cluster_id,),
         )
     }
-    query = "SELECT node_id, observe_ns FROM nodes WHERE cluster_id = ?"
+    # Nodes that left are not held: the agent has nothing to resume for them.
+    query = "SELECT node_id, observe_ns FROM nodes WHERE cluster_id = ? AND absent = 0"
     params: tuple[str, ...] = (cluster_id,)
     if node_id is not None:
         query, params = query + " AND node_id = ?", (cluster_id, node_id)

@@ -9,6 +9,13 @@ never correctness.
 `StalenessWatch` polls which clusters are stale (one cheap query) and reports the ones that
 changed either way, so admission is re-run for them: staleness is derived from last_seen and
 the clock, and no write marks the moment a cluster crosses the grace period.
+
+`ReporterWatch` notices nodes whose reporter is gone while their cluster lives on: in a
+DaemonSet every agent reports its own node, so a node whose agent went for good (the node
+died with it, or its pod can no longer run there) would otherwise keep its devices as free
+capacity, and its allocations and replicas, forever. A node that no open stream has reported
+for the grace period is dropped (hub/service/sync.py `drop_nodes`). Only in clusters that
+still report: a cluster gone quiet is stale, keeps its data, and loses nothing.
 """
 
 from __future__ import annotations
@@ -106,3 +113,60 @@ class StalenessWatch:
                 self.tick()
             except Exception:
                 log.exception("staleness check failed; will retry")
+
+
+Node = tuple[str, str]
+
+
+class ReporterWatch:
+    """Drops the nodes nobody has reported for `grace_s` (see the module's docstring).
+
+    The grace period is counted here, from the first tick a node is seen without a reporter,
+    not from any stored time: a restarted hub gives every agent the whole grace period to
+    reconnect before it drops anything, and nothing is written while agents come and go.
+    """
+
+    def __init__(
+        self,
+        *,
+        unreported: Callable[[], set[Node]],
+        drop: Callable[[Sequence[Node]], object],
+        clock: Callable[[], float],
+        grace_s: float,
+        interval_s: float = 1.0,
+    ) -> None:
+        self._unreported = unreported
+        self._drop = drop
+        self._clock = clock
+        self._grace_s = grace_s
+        self._interval_s = interval_s
+        self._missing_since: dict[Node, float] = {}
+
+    def tick(self) -> list[Node]:
+        """Drop the nodes unreported for the grace period; returns them."""
+        now = self._clock()
+        current = self._unreported()
+        # A node reported again (or gone already) starts afresh next time.
+        self._missing_since = {n: self._missing_since.get(n, now) for n in current}
+        due = sorted(n for n, since in self._missing_since.items() if now - since >= self._grace_s)
+        if not due:
+            return []
+        log.info(
+            "nodes no agent has reported for %gs, dropped: %s",
+            self._grace_s,
+            ", ".join(f"{cluster_id}/{node_id}" for cluster_id, node_id in due[:20]),
+        )
+        self._drop(due)
+        for node in due:
+            self._missing_since.pop(node, None)
+        return due
+
+    async def run(self, executor: Executor | None = None) -> None:
+        """Tick every interval; in `executor` (the store's writer thread) when given."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                await loop.run_in_executor(executor, self.tick)
+            except Exception:
+                log.exception("dropping unreported nodes failed; will retry")

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from agent.sync.client import Backoff, superseded_backoff
-from hub.sync.liveness import StalenessWatch
+from hub.sync.liveness import ReporterWatch, StalenessWatch
 
 
 def test_a_floor_keeps_every_delay_above_that_share_of_the_ceiling() -> None:
@@ -63,3 +63,28 @@ def test_a_failed_report_is_retried_on_the_next_tick() -> None:
         watch.tick()
     assert watch.tick() == ["east"]
     assert calls == [["east"], ["east"]]
+
+
+def test_a_node_is_dropped_only_after_a_whole_grace_period_without_a_reporter() -> None:
+    now = [100.0]
+    unreported: set[tuple[str, str]] = {("east", "n1")}
+    dropped: list[list[tuple[str, str]]] = []
+    watch = ReporterWatch(
+        unreported=lambda: set(unreported),
+        drop=lambda nodes: dropped.append(list(nodes)),
+        clock=lambda: now[0],
+        grace_s=30.0,
+    )
+    assert watch.tick() == []  # first seen without a reporter: the grace period starts
+    now[0] += 20
+    unreported.add(("east", "n2"))
+    assert watch.tick() == []
+    now[0] += 10
+    assert watch.tick() == [("east", "n1")]  # n2 has 20 s to go
+    unreported.discard(("east", "n2"))  # its agent came back: it starts afresh next time
+    now[0] += 25
+    assert watch.tick() == []
+    unreported.add(("east", "n2"))
+    now[0] += 25
+    assert watch.tick() == []
+    assert dropped == [[("east", "n1")]]
