@@ -324,13 +324,16 @@ def unreported_nodes(conn: Transaction) -> list[tuple[str, str]]:
     reports absent the ones it lacks itself; a cluster with no stream open is merely quiet
     (stale), and nothing is taken from it."""
     rows = conn.execute(
-        "SELECT n.cluster_id, n.node_id FROM nodes n WHERE n.absent = 0"
-        " AND n.cluster_id IN (SELECT cluster_id FROM agent_sessions WHERE node_name != '')"
+        # From the clusters with a node agent's stream open (none where whole-cluster agents
+        # report, as in the fleet benchmark): the nodes table is not scanned.
+        "SELECT n.cluster_id, n.node_id FROM"
+        " (SELECT DISTINCT cluster_id FROM agent_sessions WHERE node_name != '') a"
+        " JOIN nodes n ON n.cluster_id = a.cluster_id WHERE n.absent = 0"
         " AND NOT EXISTS (SELECT 1 FROM agent_sessions s WHERE s.cluster_id = n.cluster_id"
         " AND (s.node_name = '' OR s.node_name = n.node_id))"
-        " ORDER BY n.cluster_id, n.node_id"
     ).fetchall()
-    return [(r["cluster_id"], r["node_id"]) for r in rows]
+    # Sorted here: an ORDER BY would have SQLite scan the nodes table in key order instead.
+    return sorted((r["cluster_id"], r["node_id"]) for r in rows)
 
 
 def drop_nodes(
