@@ -44,7 +44,7 @@ _FLAGS = {
     "memory": ("--gpu-memory-utilization", "--mem-fraction-static", "--free-gpu-memory-fraction"),
     "block_size": ("--block-size", "--page-size", "--kv-block-size"),
 }
-_VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+_VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z")
 _WORKER_TYPES = frozenset({"worker", "prefill", "decode"})
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "zsh"})
 

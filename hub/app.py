@@ -31,7 +31,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hub import __version__
-from hub.api import control, grpc_control, openapi, rest
+from hub.api import control, grpc_control, grpc_edge, openapi, rest
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,
     MIN_TOKEN_LENGTH,
@@ -64,7 +64,12 @@ from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger("wingsmith.hub")
 
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# What the hub reads: an agent's largest observation batch (10,000 records, a few MB) or a
+# control request fits many times over; a bigger message is refused (RESOURCE_EXHAUSTED)
+# before it is buffered whole. What it sends (a desired-state snapshot of a large cluster)
+# may be larger: the agent reads up to 64 MiB.
+MAX_RECEIVE_BYTES = 16 * 1024 * 1024
+MAX_SEND_BYTES = 64 * 1024 * 1024
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -192,9 +197,10 @@ class HubServer:
             min_interval_s=config.phase_metrics_interval_s,
         )
         self.metrics.clusters_behind.set_function(lambda: sync_service.clusters_behind(ctx))
-        dispatch = control.dispatcher(control.ControlHandlers(ctx), AdminAuth(self.admin_token))
-        await self._start_grpc(ctx, fanout, dispatch)
-        await self._start_http(dispatch)
+        auth = AdminAuth(self.admin_token)
+        dispatch = control.dispatcher(control.ControlHandlers(ctx), auth)
+        await self._start_grpc(ctx, fanout, dispatch, auth)
+        await self._start_http(dispatch, auth)
         self._tasks = [
             asyncio.create_task(pump.run(), name="desired-pump"),
             asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
@@ -217,13 +223,20 @@ class HubServer:
         )
 
     async def _start_grpc(
-        self, ctx: ServiceContext, fanout: Fanout, dispatch: control.Dispatch
+        self, ctx: ServiceContext, fanout: Fanout, dispatch: control.Dispatch, auth: AdminAuth
     ) -> None:
         assert self._liveness is not None and self.ingest is not None
+        control_service = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
         server = grpc.aio.server(
+            # The token is checked before the request is read; then a request that does not
+            # parse is INVALID_ARGUMENT (hub/api/grpc_edge.py).
+            interceptors=[
+                grpc_edge.Authenticated([control_service.full_name], auth.check),
+                grpc_edge.MalformedRequests(),
+            ],
             options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+                ("grpc.max_send_message_length", MAX_SEND_BYTES),
                 ("grpc.keepalive_time_ms", 30_000),
                 ("grpc.keepalive_timeout_ms", 10_000),
                 ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
@@ -237,7 +250,7 @@ class HubServer:
                     "grpc.max_connection_age_grace_ms",
                     int(self.config.max_connection_age_grace_s * 1000),
                 ),
-            ]
+            ],
         )
         self._sync = SyncServicer(
             ctx=ctx,
@@ -252,7 +265,6 @@ class HubServer:
             writer=self._writer,
         )
         sync_pb2_grpc.add_ClusterSyncServicer_to_server(self._sync, server)
-        control_service = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
         server.add_generic_rpc_handlers([grpc_control.generic_handler(control_service, dispatch)])
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -272,7 +284,7 @@ class HubServer:
         await server.start()
         self._grpc = server
 
-    async def _start_http(self, dispatch: control.Dispatch) -> None:
+    async def _start_http(self, dispatch: control.Dispatch, auth: AdminAuth) -> None:
         dashboard = Dashboard(
             service=control_pb2.DESCRIPTOR.services_by_name["ControlService"],
             dispatch=dispatch,
@@ -301,6 +313,7 @@ class HubServer:
         app = rest.build_rest_app(
             services=services,
             dispatch=dispatch,
+            authenticate=auth.check,
             extra_routes=[
                 web.get("/metrics", metrics),
                 web.get("/healthz", healthz),

@@ -16,6 +16,10 @@ Service code raises these; the gRPC and REST edges translate them with `grpc_cod
 our refusals (promotion on drift, deleting a project in use) are conflicts with stored state
 that the caller resolves by changing that state, not by fixing the request.
 Tests match these types, never message text.
+
+Every message is `capped`: at most MAX_MESSAGE_CHARS characters, and text any transport can
+carry (a lone surrogate from a caller's input is escaped), so an error never repeats a huge
+or unprintable input back to its sender.
 """
 
 from __future__ import annotations
@@ -23,6 +27,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import grpc
+
+MAX_MESSAGE_CHARS = 1024
+
+
+def capped(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` cut to `limit` characters (saying how much was left out), lone surrogates
+    escaped: safe to send as a gRPC status message or in a JSON body."""
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class WingsmithError(Exception):
@@ -32,6 +46,7 @@ class WingsmithError(Exception):
     http_status: int = 500
 
     def __init__(self, message: str) -> None:
+        message = capped(message)
         super().__init__(message)
         self.message = message
 

@@ -27,10 +27,10 @@ from hub.model import ENGINES, ROUTER_MODES, SERVING_MODES, KvCache, Serving
 MAX_PARALLEL = 1024
 MAX_ENGINE_ARGS = 256
 MAX_ENGINE_ARG_LENGTH = 4096
-_QUANTIZATION = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,31}$")
-_KV_DTYPE = re.compile(r"^[a-z0-9][a-z0-9_]{0,15}$")
-_VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
-_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}$")
+_QUANTIZATION = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,31}\Z")
+_KV_DTYPE = re.compile(r"^[a-z0-9][a-z0-9_]{0,15}\Z")
+_VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z")
+_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}\Z")
 
 
 def normalize(serving: Serving, *, field: str = "serving") -> Serving:

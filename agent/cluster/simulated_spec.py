@@ -45,10 +45,10 @@ CATALOG: dict[str, tuple[str, int]] = {
 
 KEYS = ("nodes", "gpus", "class", "memory", "name_prefix", "ready_after", "nvlink", "dynamo")
 DYNAMO_VERSIONS = ("v1alpha1", "v1beta1")
-_CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-_CLASS_MEMORY_RE = re.compile(r"-(\d+)GB$")
-_PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?$")
-_MEMORY_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]i?B)$")
+_CLASS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+_CLASS_MEMORY_RE = re.compile(r"-(\d+)GB\Z")
+_PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?\Z")
+_MEMORY_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]i?B)\Z")
 _MEMORY_UNITS = {
     "KiB": 1024,
     "MiB": 1024**2,
@@ -59,7 +59,7 @@ _MEMORY_UNITS = {
     "GB": 1000**3,
     "TB": 1000**4,
 }
-_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?$")
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m)?\Z")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, None: 1.0}
 
 

@@ -18,8 +18,8 @@ from agent.render.errors import InvalidField, UnsupportedEngine
 # The contract (resources.proto, Workload.name) caps workload names at 40 so that Dynamo's
 # child names "<dgd>-<service>-<hash>" stay valid DNS labels.
 MAX_WORKLOAD_NAME = 40
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?\Z")
 _MAX_LABEL_VALUE = 63
 
 

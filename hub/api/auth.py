@@ -42,7 +42,9 @@ class AdminAuth:
             raise errors.Unauthenticated(
                 "missing credentials: send 'authorization: Bearer <admin token>'"
             )
-        if not hmac.compare_digest(presented.strip().encode(), self._token):
+        # A header that was not UTF-8 reaches here with surrogates standing for its bytes: it
+        # is a wrong token like any other, compared in constant time.
+        if not hmac.compare_digest(presented.strip().encode("utf-8", "surrogatepass"), self._token):
             raise errors.Unauthenticated("wrong admin token")
 
 

@@ -68,6 +68,9 @@ _INT_RANGES: dict[int, tuple[str, int, int]] = {
 _INT64_CPP_TYPES = frozenset({_FD.CPPTYPE_INT64, _FD.CPPTYPE_UINT64})
 _FLOAT32_MAX = 3.4028234663852886e38
 _INTEGER_TEXT = re.compile(r"-?[0-9]+")
+# More digits than any 64-bit integer has: out of range without converting the text (Python
+# refuses to convert more than 4,300 digits at all).
+_MAX_INTEGER_DIGITS = 21
 _FLOAT_WORDS = frozenset({"NaN", "Infinity", "-Infinity"})
 
 
@@ -442,6 +445,9 @@ def _integer(field: FieldDescriptor, value: object, *, path: str) -> int:
         number = int(value)
     elif isinstance(value, str) and _INTEGER_TEXT.fullmatch(value):
         # ProtoJSON allows quoted integers; query and path values always arrive as text.
+        if len(value.lstrip("-")) > _MAX_INTEGER_DIGITS:
+            problem = f"{len(value)} digits is out of range for {name} ({low}..{high})"
+            raise InvalidArgument(field=path, problem=problem)
         number = int(value)
     if number is None:
         raise InvalidArgument(field=path, problem=f"expected an integer, got {_show(value)}")
@@ -535,5 +541,6 @@ def _json_type(value: object) -> str:
 
 def _show(value: object) -> str:
     if isinstance(value, str | int | float) and not isinstance(value, bool):
-        return repr(value)
+        shown = repr(value)
+        return shown if len(shown) <= 80 else f"{shown[:80]}... ({len(shown)} characters)"
     return _json_type(value)

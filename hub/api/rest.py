@@ -36,6 +36,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 # googleapis-common-protos ships .pyi stubs but no py.typed marker, so mypy will not read them.
 from google.api import annotations_pb2, http_pb2
@@ -49,10 +50,13 @@ from google.protobuf.descriptor import (
 from google.protobuf.message import Message
 from multidict import MultiMapping
 
+from hub import errors
 from hub.api import jsonmap
 from hub.errors import InvalidArgument, WingsmithError
 
 Dispatch = Callable[[MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
+# Checks a request's metadata before its body is read; raises a hub.errors error to refuse.
+Authenticate = Callable[[Mapping[str, str]], None]
 
 _log = logging.getLogger(__name__)
 
@@ -572,9 +576,12 @@ def _mask_paths(desc: Descriptor, body: Mapping[str, Any], *, prefix: str) -> It
 
 
 class _Gateway:
-    def __init__(self, matcher: _Matcher, dispatch: Dispatch) -> None:
+    def __init__(
+        self, matcher: _Matcher, dispatch: Dispatch, authenticate: Authenticate | None
+    ) -> None:
         self._matcher = matcher
         self._dispatch = dispatch
+        self._authenticate = authenticate
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -596,11 +603,16 @@ class _Gateway:
             headers = {"Allow": ", ".join(found.allowed)}
             return _error_response(405, "UNIMPLEMENTED", message, headers=headers)
         route = found.route
+        metadata = _metadata(request)
+        if self._authenticate is not None:
+            # Before the body is read: a caller without a token cannot make the hub buffer
+            # and parse one.
+            self._authenticate(metadata)
         body = await _read_body(request, route)
         proto_request = _build_request(
             route, body, path_values=found.path_values, query=request.rel_url.query
         )
-        response = await self._dispatch(route.method, proto_request, _metadata(request))
+        response = await self._dispatch(route.method, proto_request, metadata)
         return web.json_response(_response_json(route, response))
 
 
@@ -623,7 +635,12 @@ def _build_request(
 
 
 async def _read_body(request: web.Request, route: _Route) -> object:
-    raw = await request.read()
+    try:
+        raw = await request.read()
+    except web.RequestPayloadError as e:
+        # A Content-Encoding the body does not match, a truncated chunked body.
+        problem = f"the request body could not be read ({e.__cause__ or e}); check Content-Encoding"
+        raise InvalidArgument(field="", problem=problem) from e
     if not raw.strip():
         return _NO_BODY
     if not route.body:
@@ -633,7 +650,11 @@ async def _read_body(request: web.Request, route: _Route) -> object:
         return json.loads(
             raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant
         )
+    except RecursionError as e:
+        problem = "malformed JSON body: nested too deeply"
+        raise InvalidArgument(field="", problem=problem) from e
     except (UnicodeDecodeError, ValueError) as e:
+        # ValueError includes an integer beyond Python's int-string limit (4,300 digits).
         raise InvalidArgument(field="", problem=f"malformed JSON body: {e}") from e
 
 
@@ -672,26 +693,86 @@ def _response_json(route: _Route, response: Message) -> Any:
 def _error_response(
     status: int, code: str, message: str, *, headers: Mapping[str, str] | None = None
 ) -> web.Response:
-    body = {"error": {"code": status, "status": code, "message": message}}
+    body = {"error": {"code": status, "status": code, "message": errors.capped(message)}}
     return web.json_response(body, status=status, headers=headers)
 
 
 # --------------------------------------------------------------------------------------------
-# Public entry point.
+# aiohttp's own log: a client's unreadable body is the client's error, not the hub's.
+
+
+class _ClientBodyErrors(logging.Filter):
+    """aiohttp answers a request it cannot parse (bad headers, a body that does not match its
+    Content-Encoding) with 400 itself, and drains an unread body after our response; either
+    way it logs the client's mistake as an ERROR with a traceback. Those become one INFO
+    line: the client was answered, the hub is fine."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        client_error = isinstance(error, web.RequestPayloadError) or (
+            isinstance(error, HttpProcessingError) and 400 <= error.code < 500
+        )
+        if client_error:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg, record.args = "refused a malformed HTTP request: %s", (error,)
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_CLIENT_BODY_ERRORS = _ClientBodyErrors()
+
+
+def _quiet_client_body_errors() -> None:
+    logger = logging.getLogger("aiohttp.server")
+    if _CLIENT_BODY_ERRORS not in logger.filters:
+        logger.addFilter(_CLIENT_BODY_ERRORS)
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry points.
+
+
+@dataclass(frozen=True)
+class RouteInfo:
+    """One served HTTP rule, as a client sees it (tests and tools enumerate these)."""
+
+    method: MethodDescriptor
+    http_method: str
+    template: str
+    body: str  # "", "*", or the request field the body binds to
+    path_variables: tuple[str, ...]  # dotted proto paths, in template order
+
+
+def routes(services: Sequence[ServiceDescriptor]) -> list[RouteInfo]:
+    """Every HTTP rule `build_rest_app` serves for `services` (additional bindings included)."""
+    return [
+        RouteInfo(
+            method=route.method,
+            http_method=route.http_method,
+            template=route.template.text,
+            body=route.body,
+            path_variables=tuple(".".join(path) for path, _ in route.path_fields),
+        )
+        for service in services
+        for route in _routes_of(service)
+    ]
 
 
 def build_rest_app(
     *,
     services: Sequence[ServiceDescriptor],
     dispatch: Dispatch,
+    authenticate: Authenticate | None = None,
     extra_routes: Iterable[web.AbstractRouteDef] = (),
     mounts: Mapping[str, web.Application] = MappingProxyType({}),
 ) -> web.Application:
     """An aiohttp app serving every HTTP rule of `services`; `extra_routes` (/metrics,
     /healthz) are matched first, then the sub-applications of `mounts` (prefix -> app).
-    Raises ValueError for a rule it cannot serve."""
+    `authenticate` checks each request's headers before its body is read. Raises ValueError
+    for a rule it cannot serve."""
     matcher = _Matcher(route for service in services for route in _routes_of(service))
-    gateway = _Gateway(matcher, dispatch)
+    gateway = _Gateway(matcher, dispatch, authenticate)
+    _quiet_client_body_errors()
     app = web.Application()
     app.add_routes(extra_routes)
     for prefix, sub_app in mounts.items():

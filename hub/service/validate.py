@@ -13,15 +13,19 @@ from collections.abc import Mapping
 
 from hub import errors
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z"
 )
-LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
 MAX_REPLICAS = 10_000
 MAX_QUOTA = 1_000_000
+# Device classes per project: a fleet has a handful; the cap keeps one request from storing
+# thousands of rows that every admission then reads.
+MAX_QUOTA_CLASSES = 64
+MAX_LABELS = 64
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -48,8 +52,8 @@ def device_class(value: str, field: str) -> str:
 
 
 def labels(values: Mapping[str, str], field: str) -> dict[str, str]:
-    if len(values) > 64:
-        raise errors.InvalidArgument(field, "at most 64 labels")
+    if len(values) > MAX_LABELS:
+        raise errors.InvalidArgument(field, f"at most {MAX_LABELS} labels")
     for key, value in values.items():
         if len(key) > 253 or not LABEL_KEY.match(key):
             raise errors.InvalidArgument(f"{field}.{key}", "invalid label key (Kubernetes syntax)")
@@ -61,6 +65,8 @@ def labels(values: Mapping[str, str], field: str) -> dict[str, str]:
 
 
 def quotas(values: Mapping[str, int], field: str) -> dict[str, int]:
+    if len(values) > MAX_QUOTA_CLASSES:
+        raise errors.InvalidArgument(field, f"at most {MAX_QUOTA_CLASSES} device classes")
     for key, limit in values.items():
         device_class(key, f"{field}.{key}")
         if not 0 <= limit <= MAX_QUOTA:
@@ -86,7 +92,8 @@ def page(page_size: int, page_token: str) -> tuple[int, str]:
         after = decoded["after"]
         if not isinstance(after, str):
             raise ValueError("after")
-    except (ValueError, KeyError, TypeError, binascii.Error) as e:
+        after.encode()  # a lone surrogate ("\udcff" in the JSON) is no key we ever wrote
+    except (ValueError, KeyError, TypeError, binascii.Error, RecursionError) as e:
         raise errors.InvalidArgument(
             "page_token", "invalid: pass back the next_page_token of a previous response"
         ) from e

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 # The transaction type the store's functions take (kept under its old name for callers).
 Connection = port.Transaction
 
-_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql\Z")
 SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 
 

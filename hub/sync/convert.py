@@ -30,18 +30,18 @@ from hub.model import (
 )
 from wingsmith.v1 import resources_pb2, sync_pb2
 
-DEPLOYMENT_ID = re.compile(r"^dep_[0-9a-f]{16}$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DIGEST = re.compile(r"^svg_[0-9a-f]{16}$")
-DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-PRINTABLE = re.compile(r"^[\x20-\x7e]*$")
+DEPLOYMENT_ID = re.compile(r"^dep_[0-9a-f]{16}\Z")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\Z")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+DIGEST = re.compile(r"^svg_[0-9a-f]{16}\Z")
+DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
+PRINTABLE = re.compile(r"^[\x20-\x7e]*\Z")
 # A pod name, or host:pid for an agent outside Kubernetes.
 # "", "adapter", or "autoscaler:" and a field manager's name (printable, no spaces).
-REPLICAS_OWNER = re.compile(r"^(|adapter|autoscaler:[\x21-\x7e]{1,128})$")
+REPLICAS_OWNER = re.compile(r"^(|adapter|autoscaler:[\x21-\x7e]{1,128})\Z")
 # A Kubernetes API version ("v1beta1", "v1alpha1", "v1"), or "none".
-DGD_VERSION = re.compile(r"^(none|v[0-9]+((alpha|beta)[0-9]+)?)$")
-AGENT_INSTANCE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?$")
+DGD_VERSION = re.compile(r"^(none|v[0-9]+((alpha|beta)[0-9]+)?)\Z")
+AGENT_INSTANCE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._:-]*[A-Za-z0-9])?\Z")
 ROLES = ("", "worker", "prefill", "decode")
 MAX_PER_BATCH = 10_000
 MAX_REPLICAS = 10_000

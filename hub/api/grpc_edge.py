@@ -1,0 +1,156 @@
+"""The gRPC server's edge, before any servicer runs: malformed requests and early refusals.
+
+Two server interceptors, installed by hub/app.py on every service:
+
+- `MalformedRequests`: a request whose bytes are not the method's message (bad wire format,
+  a string field that is not UTF-8) is INVALID_ARGUMENT naming the message type. Left to
+  grpc, the deserializer's exception becomes UNKNOWN with a Python exception's text. It wraps
+  each method's deserializer (a parse failure becomes a marker value) and behaviour (the
+  marker is answered INVALID_ARGUMENT; on a request stream, when the marker is read).
+- `Authenticated`: the methods of the services given are refused UNAUTHENTICATED when their
+  metadata fails the check, before the request message is read: a client without a token
+  cannot make the hub buffer and parse a message up to the receive limit.
+
+This module knows no Wingsmith message; it must not touch the store or the service layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import grpc
+
+from hub import errors
+
+Metadata = Mapping[str, str]
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]]
+
+
+class _Malformed:
+    """What a request that could not be parsed deserializes to."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+def _checked_deserializer(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as e:  # DecodeError, and whatever a parser raises on garbage
+            return _Malformed(errors.capped(str(e)))
+
+    return deserialize
+
+
+async def _refuse_malformed(
+    request: _Malformed, context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    await context.abort(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        f"malformed request (not a valid protobuf message of this method): {request.problem}",
+    )
+
+
+def _unary_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        if isinstance(request, _Malformed):
+            await _refuse_malformed(request, context)
+        return await behaviour(request, context)
+
+    return call
+
+
+def _unary_stream_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        if isinstance(request, _Malformed):
+            await _refuse_malformed(request, context)
+        async for response in behaviour(request, context):
+            yield response
+
+    return call
+
+
+def _checked_stream(
+    requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+) -> AsyncIterator[Any]:
+    async def checked() -> AsyncIterator[Any]:
+        async for request in requests:
+            if isinstance(request, _Malformed):
+                await _refuse_malformed(request, context)
+            yield request
+
+    return checked()
+
+
+def _stream_unary_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(
+        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Any:
+        return await behaviour(_checked_stream(requests, context), context)
+
+    return call
+
+
+def _stream_stream_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def call(
+        requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        async for response in behaviour(_checked_stream(requests, context), context):
+            yield response
+
+    return call
+
+
+class MalformedRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        deserializer = _checked_deserializer(handler.request_deserializer)
+        if handler.unary_unary is not None:
+            behaviour = {"unary_unary": _unary_behaviour(handler.unary_unary)}
+        elif handler.unary_stream is not None:
+            behaviour = {"unary_stream": _unary_stream_behaviour(handler.unary_stream)}
+        elif handler.stream_unary is not None:
+            behaviour = {"stream_unary": _stream_unary_behaviour(handler.stream_unary)}
+        else:
+            behaviour = {"stream_stream": _stream_stream_behaviour(handler.stream_stream)}
+        return handler._replace(request_deserializer=deserializer, **behaviour)
+
+
+class Authenticated(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Refuse the calls of `services` whose metadata `check` rejects (hub.errors
+    Unauthenticated or PermissionDenied), without reading their request."""
+
+    def __init__(self, services: Iterable[str], check: Callable[[Metadata], None]) -> None:
+        self._prefixes = tuple(f"/{name}/" for name in services)
+        self._check = check
+
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        method: str = handler_call_details.method or ""
+        if not method.startswith(self._prefixes):
+            return await continuation(handler_call_details)
+        metadata = {
+            key.lower(): value
+            for key, value in handler_call_details.invocation_metadata or ()
+            if isinstance(value, str)
+        }
+        try:
+            self._check(metadata)
+        except errors.WingsmithError as e:
+            return _refusal(e)
+        return await continuation(handler_call_details)
+
+
+def _refusal(error: errors.WingsmithError) -> grpc.RpcMethodHandler:
+    # A request-streaming handler never reads its request: nothing is buffered or parsed.
+    async def refuse(_: AsyncIterator[bytes], context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        await context.abort(error.grpc_code, error.message)
+
+    return grpc.stream_unary_rpc_method_handler(refuse)
