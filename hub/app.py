@@ -82,6 +82,9 @@ class HubConfig:
     admin_token: str | None = None
     settings: Settings = field(default_factory=Settings)
     synchronous: str = "NORMAL"
+    # Accept an empty --db file and create the schema in it (refused otherwise: an empty file
+    # is more often the wrong path or a lost database than a wish for a new one).
+    init_db: bool = False
     handshakes_per_s: float = 500.0
     handshake_burst: int = 1000
     liveness_flush_s: float = 1.0
@@ -142,7 +145,7 @@ class HubServer:
             **(
                 {}
                 if store_port.is_postgres(config.db_path)
-                else {"synchronous": config.synchronous}
+                else {"synchronous": config.synchronous, "init": config.init_db}
             ),
         )
         self._db = db
@@ -423,6 +426,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         " PostgreSQL (default: %(default)s)",
     )
     parser.add_argument(
+        "--init-db",
+        action="store_true",
+        help="create the database in an existing empty --db file (refused otherwise; a missing"
+        " file is always created)",
+    )
+    parser.add_argument(
         "--grpc-listen", default="127.0.0.1:50051", help="HOST:PORT for gRPC (default: %(default)s)"
     )
     parser.add_argument(
@@ -566,6 +575,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         grpc_listen=args.grpc_listen,
         http_listen=args.http_listen,
         synchronous=args.sqlite_synchronous,
+        init_db=args.init_db,
         settings=Settings(
             stale_after_s=args.stale_after, heartbeat_interval_s=args.heartbeat_interval
         ),

@@ -10,6 +10,8 @@
     +-- ResourceExhausted(problem)            RESOURCE_EXHAUSTED   429
     +-- Conflict(problem)                     ABORTED              409
     +-- StoreError(problem)                   UNAVAILABLE          503
+        +-- StoreCannotWrite(problem)         UNAVAILABLE          503
+        +-- StoreCorrupt(problem)             UNAVAILABLE          503
 
 Service code raises these; the gRPC and REST edges translate them with `grpc_code` and
 `http_status` and nothing else. FAILED_PRECONDITION is 409 rather than Google's 400 because
@@ -119,6 +121,15 @@ class StoreError(WingsmithError):
 
     grpc_code = grpc.StatusCode.UNAVAILABLE
     http_status = 503
+
+
+class StoreCannotWrite(StoreError):
+    """The store cannot write (disk full, an I/O error, a read-only file): reads still work,
+    and writes work again once the cause is gone, without a restart."""
+
+
+class StoreCorrupt(StoreError):
+    """The database file is damaged or is not a database: restore it from a backup."""
 
 
 # gRPC status code -> HTTP status, for errors that do not come from our tree (for example a

@@ -16,6 +16,14 @@ waits for a write: the stream sessions on the event loop keep reading desired st
 control call or an ingest transaction writes in a worker thread. A read sees what was
 committed when it began; a write transaction must not call `read()` expecting to see its own
 uncommitted changes (it uses its own connection for that).
+
+Faults are told as such (`store_error`, the one place that reads SQLite's result codes): a
+full disk, an I/O error or a read-only file is `StoreCannotWrite`, a damaged file
+`StoreCorrupt`, a lock held past the busy timeout `StoreError`; all UNAVAILABLE / 503 with a
+message that says what to do. A failed write leaves nothing behind (its transaction is rolled
+back), reads keep working, and the next write after the cause is gone succeeds. At open the
+file is checked first: an empty file is refused unless `init=True` (`wingsmith hub
+--init-db`), a file that is not a database or fails `PRAGMA quick_check` is refused.
 """
 
 from __future__ import annotations
@@ -77,6 +85,57 @@ class SqliteTransaction:
         return None
 
 
+# SQLite's primary result codes (the low byte of the extended code), grouped by what the
+# operator has to do about them.
+_CANNOT_WRITE = {
+    3: "SQLITE_PERM",
+    8: "SQLITE_READONLY",
+    10: "SQLITE_IOERR",
+    13: "SQLITE_FULL",
+    14: "SQLITE_CANTOPEN",
+}
+_CORRUPT = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
+_BUSY = {5: "SQLITE_BUSY", 6: "SQLITE_LOCKED"}
+_SQLITE_FULL = 13
+
+
+def store_error(error: sqlite3.Error, *, path: str) -> errors.StoreError:
+    """The hub error for a SQLite failure that is not the caller's doing."""
+    code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in _CANNOT_WRITE:
+        cause = (
+            "the disk is full: free space on the database's volume"
+            if code == _SQLITE_FULL
+            else "check the database file, its directory and the volume (permissions, I/O"
+            " errors, a read-only mount)"
+        )
+        return errors.StoreCannotWrite(
+            f"the store cannot write ({error}): {cause}; reads still work, and writes resume"
+            " by themselves once it is fixed"
+        )
+    if code in _CORRUPT:
+        return errors.StoreCorrupt(
+            f"database {path} is damaged or not a database ({error}): restore it from a backup"
+        )
+    if code in _BUSY:
+        return errors.StoreError(f"database busy ({error}): retry")
+    return errors.StoreError(f"database error ({error})")
+
+
+def _ours(error: sqlite3.Error) -> bool:
+    """A failure of the store itself, not a bug of ours (a constraint, a bad statement)."""
+    return not isinstance(error, sqlite3.IntegrityError | sqlite3.ProgrammingError)
+
+
+def _check_file(path: str, *, init: bool) -> None:
+    file = pathlib.Path(path)
+    if file.is_file() and file.stat().st_size == 0 and not init:
+        raise errors.StoreError(
+            f"database {path} is an empty file, not a Wingsmith database: name the right file,"
+            " or pass --init-db to create a new database in it"
+        )
+
+
 class Database:
     """The SQLite store (port.Store)."""
 
@@ -84,12 +143,18 @@ class Database:
     shared = False
 
     def __init__(
-        self, path: str | pathlib.Path, *, synchronous: str = "NORMAL", busy_timeout_s: float = 5.0
+        self,
+        path: str | pathlib.Path,
+        *,
+        synchronous: str = "NORMAL",
+        busy_timeout_s: float = 5.0,
+        init: bool = False,
     ) -> None:
         if synchronous.upper() not in SYNCHRONOUS_MODES:
             raise ValueError(f"synchronous must be one of {SYNCHRONOUS_MODES}")
         self.path = str(path)
         self.url = self.path
+        _check_file(self.path, init=init)
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         # Read connections, one per thread that reads (the event loop, worker threads).
@@ -101,10 +166,22 @@ class Database:
             self._conn = self._connect()
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+            self._quick_check()
+            self.schema_version = migrate(self._conn)
         except sqlite3.Error as e:
-            raise errors.StoreError(f"cannot open database {self.path}: {e}") from e
-        self.schema_version = migrate(self._conn)
+            raise store_error(e, path=self.path) from e
         self.epoch = self._ensure_epoch()
+
+    def _quick_check(self) -> None:
+        """Refuse a damaged file at start, rather than serve 500s from it later. quick_check
+        reads every page once (seconds for a few GB), without the index cross-checks of
+        integrity_check."""
+        problems = [row[0] for row in self._conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise errors.StoreCorrupt(
+                f"database {self.path} failed its integrity check ({'; '.join(problems)}):"
+                " restore it from a backup"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
@@ -140,25 +217,40 @@ class Database:
             self._begin("BEGIN IMMEDIATE")
             try:
                 yield SqliteTransaction(self._conn)
+            except sqlite3.Error as e:
+                self._rollback()
+                if _ours(e):
+                    raise store_error(e, path=self.path) from e
+                raise
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as e:
-                self._conn.execute("ROLLBACK")
-                raise errors.StoreError(f"commit failed: {e}") from e
+                self._rollback()
+                raise store_error(e, path=self.path) from e
+
+    def _rollback(self) -> None:
+        # SQLite may have rolled back already (a full disk does): nothing left to undo then.
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("ROLLBACK")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[SqliteTransaction]:
         """One read transaction on this thread's read connection: every statement sees the
         same snapshot, and no writer is waited for."""
         conn = self._reader()
-        _begin(conn, "BEGIN")
+        _begin(conn, "BEGIN", path=self.path)
         try:
             yield SqliteTransaction(conn)
+        except sqlite3.Error as e:
+            if _ours(e):
+                raise store_error(e, path=self.path) from e
+            raise
         finally:
-            conn.execute("COMMIT")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("COMMIT")
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -172,13 +264,13 @@ class Database:
                 # Enforced by SQLite: a read connection can never write by mistake.
                 conn.execute("PRAGMA query_only=ON")
             except sqlite3.Error as e:
-                raise errors.StoreError(f"cannot open database {self.path}: {e}") from e
+                raise store_error(e, path=self.path) from e
             self._readers.append(conn)
         self._local.conn = conn
         return conn
 
     def _begin(self, statement: str) -> None:
-        _begin(self._conn, statement)
+        _begin(self._conn, statement, path=self.path)
 
     def _ensure_epoch(self) -> str:
         with self.write() as conn:
@@ -190,11 +282,11 @@ class Database:
             return epoch
 
 
-def _begin(conn: sqlite3.Connection, statement: str) -> None:
+def _begin(conn: sqlite3.Connection, statement: str, *, path: str) -> None:
     try:
         conn.execute(statement)
-    except sqlite3.OperationalError as e:
-        raise errors.StoreError(f"database busy: {e}") from e
+    except sqlite3.Error as e:
+        raise store_error(e, path=path) from e
 
 
 def migrations() -> list[tuple[int, str, str]]:
