@@ -7,6 +7,7 @@ the same rule the REST JSON uses.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from google.protobuf import timestamp_pb2
@@ -41,8 +42,12 @@ def enum_value(enum: EnumType, word: str) -> Any:
 
 
 def _prefix(enum: EnumType) -> str:
-    # AdmissionPhase -> ADMISSION_PHASE_
-    name: str = enum.DESCRIPTOR.name
+    return _prefix_of(enum.DESCRIPTOR.name)
+
+
+@functools.cache
+def _prefix_of(name: str) -> str:
+    # AdmissionPhase -> ADMISSION_PHASE_ (cached: every converted record names a few enums)
     snake = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name))
     return snake.upper() + "_"
 

@@ -29,12 +29,13 @@ import functools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from google.protobuf import field_mask_pb2, json_format, message_factory
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.internal import type_checkers
 from google.protobuf.message import Message
 
 from hub.errors import InvalidArgument
@@ -196,76 +197,120 @@ def _enum_number(enum: EnumDescriptor, value: object, *, path: str) -> int:
 
 
 def to_json(message: Message) -> dict[str, Any]:
-    """The REST JSON object of `message`: every field, enum words, nulls, int64 as numbers."""
-    raw: Any = json_format.MessageToDict(
+    """The REST JSON object of `message`: every field, enum words, nulls, int64 as numbers.
+
+    One pass over the message's fields, from a plan built once per message type (a list page
+    of 100 deployments: ~10 -> ~2 ms against json_format.MessageToDict plus a reshaping
+    pass); json_format still writes the well-known types whose syntax it owns (FieldMask,
+    Struct, Any, ...); Timestamp and Duration use their own ToJsonString."""
+    desc = descriptor_of(message)
+    if desc.full_name in SPECIAL_JSON_TYPES:
+        raw = _well_known_json(message)
+        if not isinstance(raw, dict):
+            raise TypeError(f"{desc.full_name} is not a JSON object; wrap it in a message")
+        return raw
+    return _encode_message(message, desc)
+
+
+def _well_known_json(message: Message) -> Any:
+    return json_format.MessageToDict(
         message,
         preserving_proto_field_name=True,
         always_print_fields_with_no_presence=True,
         unquote_int64_if_possible=True,
     )
-    desc = descriptor_of(message)
-    if desc.full_name in SPECIAL_JSON_TYPES:
-        if not isinstance(raw, dict):
-            raise TypeError(f"{desc.full_name} is not a JSON object; wrap it in a message")
-        return raw
-    return _shape_message(desc, raw)
 
 
-def _shape_message(desc: Descriptor, raw: Mapping[str, Any]) -> dict[str, Any]:
-    # json_format prints every field without presence, so a missing key is an unset field with
-    # presence (a message, an optional scalar, a oneof member): REST shows it as null. Rebuilding
-    # in declaration order makes the serialized JSON independent of which fields were set.
+def _encode_message(message: Message, desc: Descriptor) -> dict[str, Any]:
+    # Declaration order, every field: an unset field with presence (a message, an optional
+    # scalar, a oneof member) is null, so the JSON does not depend on which fields were set.
     out: dict[str, Any] = {}
-    for field in desc.fields:
-        if field.name in raw:
-            out[field.name] = _shape_field(field, raw[field.name])
+    for name, presence, encode in _plan(desc):
+        if presence and not message.HasField(name):
+            out[name] = None
         else:
-            out[field.name] = None
+            out[name] = encode(getattr(message, name))
     return out
 
 
-def _shape_field(field: FieldDescriptor, raw: Any) -> Any:
-    if is_map(field):
-        key_field = message_type(field).fields_by_name["key"]
-        value_field = message_type(field).fields_by_name["value"]
+Encoder = Callable[[Any], Any]
+
+
+@functools.cache
+def _plan(desc: Descriptor) -> tuple[tuple[str, bool, Encoder], ...]:
+    """Per field of a message type, decided once: its name, whether it has presence, and
+    the function that encodes its value."""
+    plan = []
+    for field in desc.fields:
+        if is_map(field):
+            plan.append((field.name, False, _map_encoder(field)))
+        elif field.is_repeated:
+            plan.append((field.name, False, _list_encoder(_value_encoder(field))))
+        else:
+            plan.append((field.name, field.has_presence, _value_encoder(field)))
+    return tuple(plan)
+
+
+def _list_encoder(encode: Encoder) -> Encoder:
+    return lambda values: [encode(item) for item in values]
+
+
+def _map_encoder(field: FieldDescriptor) -> Encoder:
+    entry = message_type(field)
+    boolean = entry.fields_by_name["key"].cpp_type == _FD.CPPTYPE_BOOL
+    encode = _value_encoder(entry.fields_by_name["value"])
+
+    def encode_map(value: Mapping[Any, Any]) -> dict[str, Any]:
         # Sorted keys: map iteration order depends on insertion order, output must not.
-        keys = sorted(raw, key=_map_key_sorter(key_field))
-        return {key: _shape_value(value_field, raw[key]) for key in keys}
-    if field.is_repeated:
-        return [_shape_value(field, item) for item in raw]
-    return _shape_value(field, raw)
+        return {
+            (("true" if key else "false") if boolean else str(key)): encode(value[key])
+            for key in sorted(value)
+        }
+
+    return encode_map
 
 
-def _map_key_sorter(key_field: FieldDescriptor) -> Any:
-    if key_field.cpp_type in _INT_RANGES:
-        return int
-    return str
+def _same(value: Any) -> Any:
+    return value  # str, bool, and every integer type (int64 as a number: see the docstring)
 
 
-def _shape_value(field: FieldDescriptor, raw: Any) -> Any:
-    if raw is None:
-        return None
-    if field.type == _FD.TYPE_ENUM:
-        # json_format prints a known value by name, an unknown (open enum) number as a number.
-        if isinstance(raw, str):
-            return _enum_table(enum_type(field)).word_by_name.get(raw, raw.lower())
-        return raw
-    if field.type == _FD.TYPE_MESSAGE:
+def _value_encoder(field: FieldDescriptor) -> Encoder:
+    kind = field.type
+    if kind == _FD.TYPE_ENUM:
+        words = _enum_words(enum_type(field))
+        # An unknown number (an open enum's newer value) stays a number.
+        return lambda value: words.get(value, value)
+    if kind == _FD.TYPE_MESSAGE:
         desc = message_type(field)
         if desc.full_name in _WRAPPERS:
-            return _unquote_int64(desc.fields_by_name["value"], raw)
+            inner = _value_encoder(desc.fields_by_name["value"])
+            return lambda value: inner(value.value)
+        if desc.full_name in ("google.protobuf.Timestamp", "google.protobuf.Duration"):
+            return lambda value: value.ToJsonString()
         if desc.full_name in SPECIAL_JSON_TYPES:
-            return raw
-        return _shape_message(desc, raw)
-    return _unquote_int64(field, raw)
+            return _well_known_json
+        return lambda value: _encode_message(value, desc)
+    if kind == _FD.TYPE_BYTES:
+        return lambda value: base64.b64encode(value).decode("ascii")
+    if field.cpp_type in (_FD.CPPTYPE_DOUBLE, _FD.CPPTYPE_FLOAT):
+        return lambda value: _encode_float(field, value)
+    return _same
 
 
-def _unquote_int64(field: FieldDescriptor, raw: Any) -> Any:
-    # unquote_int64_if_possible keeps values that do not survive a float round trip quoted; we
-    # promise numbers, and Python's json writes big integers exactly.
-    if field.cpp_type in _INT64_CPP_TYPES and isinstance(raw, str):
-        return int(raw)
-    return raw
+def _encode_float(field: FieldDescriptor, value: float) -> float | str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if field.cpp_type == _FD.CPPTYPE_FLOAT:
+        return type_checkers.ToShortestFloat(value)  # float32: as json_format writes it
+    return value
+
+
+@functools.cache
+def _enum_words(enum: EnumDescriptor) -> Mapping[int, str | None]:
+    table = _enum_table(enum)
+    return {value.number: table.word_by_name[value.name] for value in enum.values}
 
 
 # --------------------------------------------------------------------------------------------

@@ -161,13 +161,12 @@ def is_stale(ctx: ServiceContext, cluster: Cluster, now: float) -> bool:
 
 
 def stale_clusters(ctx: ServiceContext, conn: Connection, cluster_ids: Sequence[str]) -> set[str]:
+    return _stale(ctx, cluster_store.get_many(conn, cluster_ids))
+
+
+def _stale(ctx: ServiceContext, clusters: Mapping[str, Cluster]) -> set[str]:
     now = ctx.clock()
-    result = set()
-    for cluster_id in set(cluster_ids):
-        cluster = cluster_store.get(conn, cluster_id)
-        if cluster is not None and is_stale(ctx, cluster, now):
-            result.add(cluster_id)
-    return result
+    return {cluster_id for cluster_id, c in clusters.items() if is_stale(ctx, c, now)}
 
 
 def deployment_views(
@@ -183,14 +182,11 @@ def deployment_views(
     held_devices = observations.held_devices(conn, required) if required else {}
     held = accounting.held_by_deployment(conn, ids)
     applied_objects = observations.applied_objects(conn, ids)
-    known = [
-        c
-        for c in (cluster_store.get(conn, cid) for cid in {d.cluster_id for d in deployments})
-        if c is not None
-    ]
-    applied = {c.cluster_id: c.applied_revision for c in known}
-    read_only = {c.cluster_id for c in known if c.read_only}
-    stale = stale_clusters(ctx, conn, [d.cluster_id for d in deployments])
+    # One read of every cluster on the page (not two per deployment's cluster).
+    clusters = cluster_store.get_many(conn, {d.cluster_id for d in deployments})
+    applied = {cluster_id: c.applied_revision for cluster_id, c in clusters.items()}
+    read_only = {cluster_id for cluster_id, c in clusters.items() if c.read_only}
+    stale = _stale(ctx, clusters)
     views = []
     for d in deployments:
         is_stale_cluster = d.cluster_id in stale

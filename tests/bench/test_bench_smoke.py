@@ -52,3 +52,20 @@ def test_quick_benchmark_completes_and_prints_every_figure(tmp_path: pathlib.Pat
 
 def _has_baseline(figure: Figure) -> bool:
     return bool(figure.baseline_title)
+
+
+@pytest.mark.slow
+def test_read_load_benchmark_completes_and_prints_its_table() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.readload", "--clients", "2", "--seconds", "0.3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, f"stdout:\n{run.stdout[-4000:]}\nstderr:\n{run.stderr[-4000:]}"
+    rows = {line.split()[0]: line.split() for line in run.stdout.splitlines()[1:]}
+    assert set(rows) == {"bare", "list", "get"}
+    for read, row in rows.items():
+        assert float(row[4]) > 0, f"{read}: no request completed"
+        assert row[-1] == "0", f"{read}: errors"
