@@ -43,7 +43,7 @@ DYNAMO_RELEASE = "1.3.1"
 PRIVATE_ANNOTATION_PREFIX = "nvidia.com/dgd-"
 MAIN = "main"
 
-_SEMVER_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+.][0-9A-Za-z.+-]*)?$")
+_SEMVER_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+.][0-9A-Za-z.+-]*)?\Z")
 _ROLES = frozenset({"prefill", "decode"})
 # v1alpha1 service fields v1beta1 has no place for (the operator parks them in an annotation).
 _ALPHA_ONLY = frozenset({"labels", "annotations", "dynamoNamespace", "autoscaling", "ingress"})

@@ -30,7 +30,7 @@ NODE_NAME_FIELD = "metadata.name"
 NOT_MATCHED = "node(s) didn't match Pod's node affinity/selector"
 PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
-_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_INTEGER = re.compile(r"^[+-]?[0-9]+\Z")
 
 
 class InvalidSelection(ValueError):

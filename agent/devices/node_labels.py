@@ -48,7 +48,7 @@ _MIG_PRODUCT = re.compile(
     re.IGNORECASE,
 )
 _NOT_IN_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
-_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$")
+_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?\Z")
 
 
 def product_label(nvml_name: str) -> str:

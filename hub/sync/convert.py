@@ -49,7 +49,7 @@ MAX_DEVICES_PER_NODE = 1024
 MAX_ARGS = 256
 # An applied object's body (a DGD is a few KiB; the agent truncates above this).
 MAX_APPLIED_BYTES = 256 * 1024
-APPLIED_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+APPLIED_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 # Device memory above 1 PiB is no GPU's: such a value (2^64-1, say) is refused here, with its
 # field named, rather than failing the database write that would carry it (SQLite integers
 # are signed 64-bit).

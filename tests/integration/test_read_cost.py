@@ -17,7 +17,9 @@ def _statements_for_a_page(hub: Hub) -> tuple[int, int]:
     assert hub.server is not None and hub.server.ctx is not None
     ctx = hub.server.ctx
     seen: list[str] = []
-    with ctx.db.read() as conn:
+    # The SQLite store's read transaction wraps this thread's read connection.
+    with ctx.db.read() as tx:
+        conn = tx._conn  # type: ignore[attr-defined]
         assert isinstance(conn, sqlite3.Connection)
         conn.set_trace_callback(seen.append)
     try:
@@ -25,8 +27,7 @@ def _statements_for_a_page(hub: Hub) -> tuple[int, int]:
             ctx, where=DeploymentFilter(), page_size=100, page_token=""
         )
     finally:
-        with ctx.db.read() as conn:
-            conn.set_trace_callback(None)
+        conn.set_trace_callback(None)
     return len(found), len(seen)
 
 

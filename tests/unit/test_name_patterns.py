@@ -26,6 +26,9 @@ MODULES = [
     "hub.store.db",
     "agent.render.validation",
     "agent.cluster.simulated_spec",
+    "agent.cluster.node_selection",
+    "agent.cluster.dgd_versions",
+    "agent.devices.node_labels",
 ]
 
 
