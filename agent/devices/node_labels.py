@@ -44,7 +44,7 @@ LABEL_DEVICE_CLASS = "wingsmith.dev/device-class"
 MIB = 1024**2
 # "<product>-MIG-<profile>": the single strategy's product label.
 _MIG_PRODUCT = re.compile(
-    r"^(?P<parent>.+)-MIG-(?P<profile>(?:\d+c\.)?\d+g\.\d+gb(?:\+[a-z0-9]+(?:,[a-z0-9]+)*)?)$",
+    r"^(?P<parent>.+)-MIG-(?P<profile>(?:\d+c\.)?\d+g\.\d+gb(?:\+[a-z0-9]+(?:,[a-z0-9]+)*)?)\Z",
     re.IGNORECASE,
 )
 _NOT_IN_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
