@@ -590,6 +590,11 @@ class _Gateway:
             return _error_response(e.http_status, e.grpc_code.name, e.message)
         except web.HTTPException:
             raise  # aiohttp's own protocol answers (413 body too large, ...)
+        except ConnectionError:
+            # The client went away mid-request (before its body was all sent): not the hub's
+            # fault, and nobody is left to read the answer.
+            _log.debug("REST %s %s: the client closed the connection", request.method, request.path)
+            return _error_response(499, "CANCELLED", "the client closed the connection")
         except Exception:
             _log.exception("REST %s %s failed", request.method, request.path)
             return _error_response(500, "INTERNAL", "internal error")

@@ -26,7 +26,9 @@ import http.client
 import json
 import logging
 import os
+import socket
 import sqlite3
+import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -684,3 +686,21 @@ def test_a_project_holds_at_most_64_quota_classes(
     status, payload = http_client.send("POST", "/v1/projects", body, {})
     assert status == 400, payload[:300]
     assert b"64" in payload
+
+
+def test_a_client_that_hangs_up_mid_body_is_no_error_of_the_hub(
+    fuzz_hub: tuple[Hub, _LogTrap],
+) -> None:
+    hub = fuzz_hub[0]
+    with socket.create_connection(("127.0.0.1", hub.http_port), timeout=10) as raw:
+        raw.sendall(
+            b"POST /v1/projects HTTP/1.1\r\nHost: hub\r\n"
+            + f"Authorization: Bearer {ADMIN_TOKEN}\r\n".encode()
+            + b'Content-Length: 1000\r\n\r\n{"name"'
+        )
+        time.sleep(0.2)  # the hub is reading the body when the client goes
+    wait_for_quiet = time.monotonic() + 1.0
+    while time.monotonic() < wait_for_quiet and not fuzz_hub[1].caught:
+        time.sleep(0.05)
+    _no_trouble_logged(fuzz_hub[1])
+    assert hub.get(f"/v1/projects/{SEED_PROJECT}")["name"] == SEED_PROJECT
