@@ -285,3 +285,44 @@ def set_authority(ctx: Context, *, ref: str, authority: str, accept_differences:
             deployment=ref, status=e.status, code=e.code, message=e.api_message
         ) from e
     ctx.show(answer, kind=kind)
+
+
+# -- scoped tokens and the audit log ----------------------------------------------------------
+
+
+def create_token(ctx: Context, *, name: str, role: str, projects: Sequence[str]) -> None:
+    """Create a scoped token; its secret goes to stdout last, alone on its line (shown once)."""
+    body: JsonObject = {"name": name, "role": role}
+    if projects:
+        body["projects"] = list(projects)
+    answer = ctx.client.post("/v1/tokens", body)
+    if ctx.output != "table":
+        print(output.serialize(answer, fmt=ctx.output), file=ctx.out)
+        return
+    print(output.table("token", [answer["token"]]), file=ctx.out)
+    ctx.note("the secret below is shown once; the hub keeps only its hash:")
+    print(answer["secret"], file=ctx.out)
+
+
+def list_tokens(ctx: Context, *, include_revoked: bool) -> None:
+    params = {"include_revoked": "true"} if include_revoked else {}
+    items = ctx.client.list_all("/v1/tokens", "tokens", params)
+    if not items and ctx.output == "table":
+        ctx.note("no tokens found")
+        return
+    print(output.render(items, fmt=ctx.output, kind="token"), file=ctx.out)
+
+
+def revoke_token(ctx: Context, *, name: str) -> None:
+    answer = ctx.client.delete(f"/v1/tokens/{urllib.parse.quote(name, safe='')}")
+    print(output.render(answer, fmt=ctx.output, kind="token"), file=ctx.out)
+
+
+def audit(ctx: Context, *, filters: Mapping[str, str], limit: int) -> None:
+    """The newest `limit` audit records matching `filters` (GET /v1/audit), newest first."""
+    page = ctx.client.get("/v1/audit", {**filters, "page_size": str(limit)})
+    items = page.get("records") or []
+    if not items and ctx.output == "table":
+        ctx.note("no audit records found")
+        return
+    print(output.render(items, fmt=ctx.output, kind="audit"), file=ctx.out)

@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_rotate_token,
         _add_discovered,
         _add_authority,
+        _add_tokens,
+        _add_audit,
     ):
         add(sub, client)
     completion = sub.add_parser(
@@ -177,7 +179,7 @@ def _add_client_options(parser: argparse.ArgumentParser, *, default: object) -> 
         "--token",
         default=default,
         metavar="TOKEN",
-        help=f"the admin token (default: ${config.ENV_ADMIN_TOKEN}, else "
+        help=f"the admin token or a scoped token (default: ${config.ENV_ADMIN_TOKEN}, else "
         f"./{config.LOCAL_TOKEN_FILE})",
     )
     group.add_argument(
@@ -629,6 +631,92 @@ def _set_authority(authority: str) -> Callable[[argparse.Namespace], Action]:
         )
 
     return prepare
+
+
+def _add_tokens(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    actions = _group(
+        sub,
+        client,
+        name="token",
+        help_text="scoped API tokens: viewer, operator of projects, admin (admin only)",
+    )
+    create = _command(
+        actions,
+        client,
+        name="create",
+        help_text="create a token; its secret is printed once",
+        prepare=_create_token,
+    )
+    create.add_argument("name", metavar="NAME", help="a DNS label, e.g. team-search-ci")
+    create.add_argument(
+        "--role", required=True, choices=["viewer", "operator", "admin"], help="what it may do"
+    )
+    create.add_argument(
+        "--project",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a project an operator may change (repeat for several)",
+    )
+    listing = _command(
+        actions,
+        client,
+        name="list",
+        help_text="list tokens (never their secrets)",
+        prepare=_list_tokens,
+    )
+    listing.add_argument("--all", action="store_true", help="include revoked tokens")
+    revoke = _command(
+        actions,
+        client,
+        name="revoke",
+        help_text="revoke a token at once (its record stays)",
+        prepare=_revoke_token,
+    )
+    revoke.add_argument("name", metavar="NAME")
+
+
+def _create_token(args: argparse.Namespace) -> Action:
+    name, role, projects = str(args.name), str(args.role), [str(p) for p in args.project]
+    return lambda ctx: commands.create_token(ctx, name=name, role=role, projects=projects)
+
+
+def _list_tokens(args: argparse.Namespace) -> Action:
+    include_revoked = bool(args.all)
+    return lambda ctx: commands.list_tokens(ctx, include_revoked=include_revoked)
+
+
+def _revoke_token(args: argparse.Namespace) -> Action:
+    name = str(args.name)
+    return lambda ctx: commands.revoke_token(ctx, name=name)
+
+
+AUDIT_FILTERS = ("actor", "action", "target", "outcome", "since", "until")
+
+
+def _add_audit(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="audit",
+        help_text="show the audit log, newest first (admin only)",
+        prepare=_audit,
+    )
+    parser.add_argument("--actor", help='"admin", "token/NAME" or "cluster/ID"')
+    parser.add_argument("--action", help='an RPC name ("CreateWorkload") or "agent.connect"')
+    parser.add_argument("--target", help='e.g. "project/search"')
+    parser.add_argument("--outcome", help='"OK" or a status code, e.g. PERMISSION_DENIED')
+    parser.add_argument("--since", metavar="RFC3339", help="e.g. 2026-12-01T00:00:00Z")
+    parser.add_argument("--until", metavar="RFC3339")
+    parser.add_argument(
+        "--limit", type=_count, default=100, help="at most this many (default: %(default)s)"
+    )
+
+
+def _audit(args: argparse.Namespace) -> Action:
+    filters = {name: str(getattr(args, name)) for name in AUDIT_FILTERS if getattr(args, name)}
+    limit = int(args.limit)
+    return lambda ctx: commands.audit(ctx, filters=filters, limit=limit)
 
 
 # -- argument types ---------------------------------------------------------------------------

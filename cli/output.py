@@ -339,6 +339,23 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("DEVICE-CLASS", field("device_class")),
         ("WORKLOAD", field("workload_id")),
     ),
+    "token": (
+        ("NAME", field("name")),
+        ("ROLE", field("role")),
+        ("PROJECTS", lambda item: ",".join(item.get("projects") or []) or MISSING),
+        ("CREATED", lambda item: timestamp(item.get("create_time"))),
+        ("BY", field("created_by")),
+        ("REVOKED", lambda item: timestamp(item.get("revoke_time"))),
+    ),
+    "audit": (
+        ("TIME", lambda item: timestamp(item.get("time"))),
+        ("ACTOR", field("actor")),
+        ("EDGE", field("edge")),
+        ("ACTION", field("action")),
+        ("TARGET", field("target")),
+        ("OUTCOME", field("outcome")),
+        ("MESSAGE", field("message")),
+    ),
 }
 
 

@@ -35,12 +35,13 @@ from hub.api import control, grpc_control, grpc_edge, openapi, rest
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,
     MIN_TOKEN_LENGTH,
-    AdminAuth,
+    Authenticator,
     check_token,
     load_or_create_token,
 )
 from hub.errors import WingsmithError
 from hub.metrics import HubMetrics
+from hub.service import access as access_service
 from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
 from hub.service import sync as sync_service
@@ -123,6 +124,8 @@ class HubServer:
         self._writer: ThreadPoolExecutor | None = None
         self.ingest: IngestQueue | None = None
         self.ctx: ServiceContext | None = None
+        self._handlers: control.ControlHandlers | None = None
+        self._authenticator: Authenticator | None = None
 
     async def start(self) -> None:
         config = self.config
@@ -200,10 +203,12 @@ class HubServer:
             min_interval_s=config.phase_metrics_interval_s,
         )
         self.metrics.clusters_behind.set_function(lambda: sync_service.clusters_behind(ctx))
-        auth = AdminAuth(self.admin_token)
-        dispatch = control.dispatcher(control.ControlHandlers(ctx), auth)
-        await self._start_grpc(ctx, fanout, dispatch, auth)
-        await self._start_http(dispatch, auth)
+        handlers = self._handlers = control.ControlHandlers(ctx)
+        authenticator = self._authenticator = Authenticator(self.admin_token, ctx)
+        await self._start_grpc(
+            ctx, fanout, control.dispatcher(handlers, authenticator, ctx, edge="grpc")
+        )
+        await self._start_http(control.dispatcher(handlers, authenticator, ctx, edge="rest"))
         self._tasks = [
             asyncio.create_task(pump.run(), name="desired-pump"),
             asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
@@ -212,6 +217,7 @@ class HubServer:
             asyncio.create_task(self.ingest.run(), name="ingest"),
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
             asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),
+            asyncio.create_task(self._prune_audit(ctx), name="audit-retention"),
         ]
         self._listening = self._listen(db, fanout)
         log.info(
@@ -226,15 +232,18 @@ class HubServer:
         )
 
     async def _start_grpc(
-        self, ctx: ServiceContext, fanout: Fanout, dispatch: control.Dispatch, auth: AdminAuth
+        self, ctx: ServiceContext, fanout: Fanout, dispatch: control.Dispatch
     ) -> None:
         assert self._liveness is not None and self.ingest is not None
+        assert self._authenticator is not None
         control_service = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
         server = grpc.aio.server(
             # The token is checked before the request is read; then a request that does not
             # parse is INVALID_ARGUMENT (hub/api/grpc_edge.py).
             interceptors=[
-                grpc_edge.Authenticated([control_service.full_name], auth.check),
+                grpc_edge.Authenticated(
+                    [control_service.full_name], self._authenticator.check_before_body
+                ),
                 grpc_edge.MalformedRequests(),
             ],
             options=[
@@ -287,11 +296,16 @@ class HubServer:
         await server.start()
         self._grpc = server
 
-    async def _start_http(self, dispatch: control.Dispatch, auth: AdminAuth) -> None:
+    async def _start_http(self, dispatch: control.Dispatch) -> None:
+        assert self.ctx is not None and self._handlers is not None
+        assert self._authenticator is not None
+        ctx, authenticator = self.ctx, self._authenticator
         dashboard = Dashboard(
             service=control_pb2.DESCRIPTOR.services_by_name["ControlService"],
-            dispatch=dispatch,
+            dispatch=control.principal_dispatcher(self._handlers, ctx, edge="dashboard"),
             admin_token=self.admin_token,
+            authenticate=lambda token: authenticator.check({"authorization": f"Bearer {token}"}),
+            principal_of=lambda actor: access_service.principal_for_actor(ctx, actor),
             secure_cookies=self.config.tls is not None,
         )
 
@@ -316,7 +330,7 @@ class HubServer:
         app = rest.build_rest_app(
             services=services,
             dispatch=dispatch,
-            authenticate=auth.check,
+            authenticate=authenticator.check_before_body,
             extra_routes=[
                 web.get("/metrics", metrics),
                 web.get("/healthz", healthz),
@@ -380,6 +394,21 @@ class HubServer:
                 for cluster_id in fanout.cluster_ids():
                     for listener in fanout.listeners(cluster_id):
                         listener.supersede()
+
+    async def _prune_audit(self, ctx: ServiceContext) -> None:
+        """Audit records older than the retention go, at start and hourly after."""
+        while True:
+            try:
+                pruned = await asyncio.to_thread(
+                    access_service.prune_audit,
+                    ctx,
+                    retention_s=ctx.settings.audit_retention_s,
+                )
+                if pruned:
+                    log.info("pruned %d audit records past the retention", pruned)
+            except WingsmithError as e:
+                log.warning("audit pruning failed: %s", e)
+            await asyncio.sleep(3600)
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._listening is not None:
@@ -452,6 +481,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds between agent heartbeats; less than --stale-after (default: %(default)s)",
     )
     parser.add_argument(
+        "--audit-retention",
+        default="90d",
+        help="how long audit records are kept, e.g. 90d, 720h (default: %(default)s)",
+    )
+    parser.add_argument(
         "--sqlite-synchronous",
         choices=["NORMAL", "FULL"],
         default="NORMAL",
@@ -518,7 +552,7 @@ def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ
             f"{args.heartbeat_interval:g}s must be shorter than --stale-after"
             f" ({args.stale_after:g}s), or quiet clusters go stale between heartbeats",
         )
-    for flag in ("--max-connection-age", "--max-connection-age-grace"):
+    for flag in ("--max-connection-age", "--max-connection-age-grace", "--audit-retention"):
         _duration(getattr(args, flag[2:].replace("-", "_")), flag)
     _check_tls(args)
     token = environ.get(ENV_ADMIN_TOKEN, "").strip()
@@ -577,7 +611,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         synchronous=args.sqlite_synchronous,
         init_db=args.init_db,
         settings=Settings(
-            stale_after_s=args.stale_after, heartbeat_interval_s=args.heartbeat_interval
+            stale_after_s=args.stale_after,
+            heartbeat_interval_s=args.heartbeat_interval,
+            audit_retention_s=_duration(args.audit_retention, "--audit-retention"),
         ),
         tls=TlsConfig(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None,
         insecure=args.insecure,
@@ -593,8 +629,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _duration(text: str, flag: str) -> float:
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    for suffix in ("ms", "s", "m", "h"):
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+    for suffix in ("ms", "s", "m", "h", "d"):
         if text.endswith(suffix):
             number = text[: -len(suffix)]
             break
@@ -604,7 +640,7 @@ def _duration(text: str, flag: str) -> float:
         value = float(number) * units[suffix]
     except ValueError:
         raise UsageError(flag, "expected a duration such as 30m or 90s") from None
-    if value < 0 or (value == 0 and flag == "--max-connection-age"):
+    if value < 0 or (value == 0 and flag in ("--max-connection-age", "--audit-retention")):
         raise UsageError(flag, "expected a duration above 0, such as 30m or 90s")
     return value
 

@@ -447,3 +447,30 @@ def _field_names(kind: type) -> frozenset[str]:
     if names is None:
         names = _FIELD_NAMES[kind] = frozenset(f.name for f in fields(kind))
     return names
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """A scoped API token (hub/access.py roles); the hub keeps its secret's hash only."""
+
+    name: str
+    role: str
+    projects: tuple[str, ...]
+    create_time: float
+    created_by: str
+    revoke_time: float | None = None
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One audited event (docs/security.md): a mutating call or an agent's connection event."""
+
+    time: float
+    actor: str
+    role: str
+    edge: str
+    action: str
+    target: str
+    outcome: str
+    message: str = ""
+    id: int = 0

@@ -1,21 +1,26 @@
-"""The admin token: where it comes from, and checking it on every control call.
+"""Credentials on control calls: the admin token and scoped API tokens.
 
-The token is WINGSMITH_ADMIN_TOKEN when set; otherwise one is generated on first start and
-written beside the database (`<db>.admin-token`, mode 0600) and read from there on later
-starts, so a restart keeps it. Both edges pass the request's metadata (gRPC metadata or HTTP
-headers, names lower-cased); a missing or wrong "authorization: Bearer <token>" is
-Unauthenticated (401 / UNAUTHENTICATED).
+The admin token is WINGSMITH_ADMIN_TOKEN when set; otherwise one is generated on first start
+and written beside the database (`<db>.admin-token`, mode 0600) and read from there on later
+starts, so a restart keeps it. Scoped tokens (viewer, operator of projects, admin) are created
+through the API and stored hashed (hub/service/access.py). Both edges pass the request's
+metadata (gRPC metadata or HTTP headers, names lower-cased); a missing, unknown or revoked
+"authorization: Bearer <token>" is Unauthenticated (401 / UNAUTHENTICATED); what a known
+token may do is decided afterwards (hub/access.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import os
 import pathlib
 import secrets
 from collections.abc import Mapping
 
-from hub import errors
+from hub import access, errors
+from hub.service import access as access_service
+from hub.service.context import ServiceContext
 
 ENV_ADMIN_TOKEN = "WINGSMITH_ADMIN_TOKEN"
 MIN_TOKEN_LENGTH = 16
@@ -30,22 +35,45 @@ def check_token(token: str) -> None:
         )
 
 
-class AdminAuth:
-    def __init__(self, token: str) -> None:
-        check_token(token)
-        self._token = token.encode()
+class Authenticator:
+    """Metadata -> the Principal it proves, or Unauthenticated."""
 
-    def check(self, metadata: Mapping[str, str]) -> None:
+    def __init__(self, admin_token: str, ctx: ServiceContext | None = None) -> None:
+        check_token(admin_token)
+        self._token = admin_token.encode()
+        self._ctx = ctx  # None: only the admin token is accepted (no store to look up)
+
+    def check(self, metadata: Mapping[str, str]) -> access.Principal:
         header = metadata.get("authorization", "")
         scheme, _, presented = header.partition(" ")
+        presented = presented.strip()
         if scheme.lower() != "bearer" or not presented:
             raise errors.Unauthenticated(
-                "missing credentials: send 'authorization: Bearer <admin token>'"
+                "missing credentials: send 'authorization: Bearer <token>'"
             )
         # A header that was not UTF-8 reaches here with surrogates standing for its bytes: it
         # is a wrong token like any other, compared in constant time.
-        if not hmac.compare_digest(presented.strip().encode("utf-8", "surrogatepass"), self._token):
-            raise errors.Unauthenticated("wrong admin token")
+        raw = presented.encode("utf-8", "surrogatepass")
+        if hmac.compare_digest(raw, self._token):
+            return access.ADMIN
+        if self._ctx is not None and presented.isprintable() and presented.isascii():
+            principal = access_service.principal_for_secret(self._ctx, presented)
+            if principal is not None:
+                return principal
+        raise errors.Unauthenticated("unknown or revoked token")
+
+    def is_admin(self, metadata: Mapping[str, str]) -> bool:
+        """The admin token presented: decided without the store (no lookup, no thread)."""
+        scheme, _, presented = metadata.get("authorization", "").partition(" ")
+        raw = presented.strip().encode("utf-8", "surrogatepass")
+        return scheme.lower() == "bearer" and hmac.compare_digest(raw, self._token)
+
+    async def check_before_body(self, metadata: Mapping[str, str]) -> None:
+        """The edges' check before they read a request's body (hub/api/grpc_edge.py, rest.py):
+        a caller without a valid token cannot make the hub buffer and parse one. A scoped
+        token is looked up in a worker thread, never on the event loop the streams share."""
+        if not self.is_admin(metadata):
+            await asyncio.to_thread(self.check, metadata)
 
 
 def token_path(db_path: str) -> pathlib.Path:

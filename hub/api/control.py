@@ -9,15 +9,18 @@ REST gateway (hub/api/rest.py), so every behaviour exists once. Handlers convert
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from google.protobuf import descriptor, empty_pb2, field_mask_pb2
 from google.protobuf.message import Message
 
-from hub import errors, wire
-from hub.api import convert
-from hub.api.auth import AdminAuth
+from hub import access, errors, wire
+from hub.api import convert, permissions
+from hub.api.auth import Authenticator
+from hub.model import AuditRecord
+from hub.service import access as access_service
 from hub.service import (
     adoption,
     authority,
@@ -30,6 +33,7 @@ from hub.service import (
 )
 from hub.service.context import ServiceContext
 from hub.service.workloads import WorkloadChange
+from hub.store.audit import AuditFilter
 from hub.store.deployments import DeploymentFilter
 from hub.store.observations import AllocationFilter, ReplicaFilter
 from wingsmith.v1 import control_pb2 as cpb
@@ -41,6 +45,22 @@ WORKLOAD_MUTABLE = ("replicas", "serving", "placement")
 class ControlHandlers:
     def __init__(self, ctx: ServiceContext) -> None:
         self._ctx = ctx
+        # Who is calling: set by the dispatcher for one call, in the call's worker thread.
+        self._caller = threading.local()
+
+    @property
+    def principal(self) -> access.Principal:
+        principal: access.Principal = getattr(self._caller, "principal", access.ADMIN)
+        return principal
+
+    def run_as(
+        self, principal: access.Principal, handler: Callable[[Any], Message], request: Message
+    ) -> Message:
+        self._caller.principal = principal
+        try:
+            return handler(request)
+        finally:
+            self._caller.principal = access.ADMIN
 
     def _require(self, *, project: str = "", cluster_id: str = "", replica: str = "") -> None:
         """A list filter naming a parent that does not exist is NOT_FOUND, not an empty page:
@@ -272,25 +292,152 @@ class ControlHandlers:
             allocations=[convert.allocation(a) for a in found], next_page_token=token
         )
 
+    # -- tokens and audit ---------------------------------------------------------------------
+
+    def CreateApiToken(self, request: cpb.CreateApiTokenRequest) -> cpb.CreateApiTokenResponse:
+        token, secret = access_service.create_token(
+            self._ctx,
+            name=request.token.name,
+            role=wire.enum_word(pb.ApiRole, request.token.role),
+            project_names=list(request.token.projects),
+            created_by=self.principal.actor,
+        )
+        return cpb.CreateApiTokenResponse(token=convert.api_token(token), secret=secret)
+
+    def ListApiTokens(self, request: cpb.ListApiTokensRequest) -> cpb.ListApiTokensResponse:
+        found, token = access_service.list_tokens(
+            self._ctx,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            include_revoked=request.include_revoked,
+        )
+        return cpb.ListApiTokensResponse(
+            tokens=[convert.api_token(t) for t in found], next_page_token=token
+        )
+
+    def RevokeApiToken(self, request: cpb.RevokeApiTokenRequest) -> pb.ApiToken:
+        return convert.api_token(access_service.revoke_token(self._ctx, request.name))
+
+    def ListAuditRecords(
+        self, request: cpb.ListAuditRecordsRequest
+    ) -> cpb.ListAuditRecordsResponse:
+        where = AuditFilter(
+            actor=request.actor,
+            action=request.action,
+            target=request.target,
+            outcome=request.outcome,
+            since=request.since.ToNanoseconds() / 1e9 if request.HasField("since") else None,
+            until=request.until.ToNanoseconds() / 1e9 if request.HasField("until") else None,
+        )
+        found, token = access_service.list_audit(
+            self._ctx, where=where, page_size=request.page_size, page_token=request.page_token
+        )
+        return cpb.ListAuditRecordsResponse(
+            records=[convert.audit_record(r) for r in found], next_page_token=token
+        )
+
 
 Dispatch = Callable[[descriptor.MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
 
 
-def dispatcher(handlers: ControlHandlers, auth: AdminAuth) -> Dispatch:
-    """The one entry both edges call: authenticate, then run the method's handler."""
+# The dashboard's entry: the caller is a principal its session already proved.
+PrincipalDispatch = Callable[
+    [descriptor.MethodDescriptor, Message, access.Principal], Awaitable[Message]
+]
+
+
+def dispatcher(
+    handlers: ControlHandlers, auth: Authenticator, ctx: ServiceContext, *, edge: str
+) -> Dispatch:
+    """The one entry both edges call: authenticate, then `run` (authorize, handle, audit).
+    `edge` ("grpc", "rest") is recorded in the audit log; each edge has its own dispatcher."""
+
+    def call(
+        method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
+    ) -> Message:
+        principal = auth.check(metadata)  # unaudited when refused: there is no one to name
+        return run(handlers, ctx, method, request, principal, edge=edge)
 
     async def dispatch(
         method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
     ) -> Message:
-        auth.check(metadata)
-        handler: Callable[[Any], Message] | None = getattr(handlers, method.name, None)
-        if handler is None:
-            raise errors.WingsmithError(f"{method.full_name} is not implemented")
         # In a worker thread: the event loop keeps serving the agents' streams while the call
-        # reads, decides and commits (the store serializes writers; reads never wait).
-        return await asyncio.to_thread(handler, request)
+        # looks its token up, reads, decides and commits (the store serializes writers; reads
+        # never wait).
+        result: Message = await asyncio.to_thread(call, method, request, metadata)
+        return result
 
     return dispatch
+
+
+def principal_dispatcher(
+    handlers: ControlHandlers, ctx: ServiceContext, *, edge: str
+) -> PrincipalDispatch:
+    """For an edge that authenticates its callers itself (the dashboard's signed session):
+    the same `run` as the API edges, so it can do nothing its caller's role does not allow."""
+
+    async def dispatch(
+        method: descriptor.MethodDescriptor, request: Message, principal: access.Principal
+    ) -> Message:
+        result: Message = await asyncio.to_thread(
+            run, handlers, ctx, method, request, principal, edge=edge
+        )
+        return result
+
+    return dispatch
+
+
+def run(
+    handlers: ControlHandlers,
+    ctx: ServiceContext,
+    method: descriptor.MethodDescriptor,
+    request: Message,
+    principal: access.Principal,
+    *,
+    edge: str,
+) -> Message:
+    """Authorize (hub/access.py), run the method's handler, and audit the call when it
+    changes something, allowed or refused."""
+    rule = permissions.rule_for(method.name)
+    handler: Callable[[Any], Message] | None = getattr(handlers, method.name, None)
+    outcome, message = "OK", ""
+    try:
+        projects = None
+        if rule.needs == access.NEEDS_PROJECT and principal.role != access.ROLE_ADMIN:
+            assert rule.project is not None
+            projects = access_service.projects_of(ctx, rule.project(request))
+        access.authorize(principal, action=method.name, needs=rule.needs, projects=projects)
+        if handler is None:
+            raise errors.WingsmithError(f"{method.full_name} is not implemented")
+        return handlers.run_as(principal, handler, request)
+    except errors.WingsmithError as e:
+        outcome, message = e.grpc_code.name, e.message
+        raise
+    except Exception:
+        outcome, message = "INTERNAL", "internal error; see the hub's log"
+        raise
+    finally:
+        if rule.mutating:
+            access_service.record(
+                ctx,
+                AuditRecord(
+                    time=ctx.clock(),
+                    actor=principal.actor,
+                    role=principal.role,
+                    edge=edge,
+                    action=method.name,
+                    target=_target(rule, request),
+                    outcome=outcome,
+                    message=message,
+                ),
+            )
+
+
+def _target(rule: permissions.Rule, request: Message) -> str:
+    try:
+        return rule.target(request)[:256]
+    except (AttributeError, ValueError):
+        return rule.kind
 
 
 def _mask_paths(

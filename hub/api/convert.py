@@ -7,7 +7,15 @@ decides what a resource shows.
 from __future__ import annotations
 
 from hub import adoption, wire
-from hub.model import Allocation, AppliedObject, Deployment, Discovered, Placement
+from hub.model import (
+    Allocation,
+    ApiToken,
+    AppliedObject,
+    AuditRecord,
+    Deployment,
+    Discovered,
+    Placement,
+)
 from hub.service import views
 from hub.service.authority import Review
 from hub.service.workloads import WorkloadSpec
@@ -363,4 +371,29 @@ def review(r: Review) -> cpb.DeploymentReview:
         declared_serving_digest=d.serving_digest,
         live_digests=view.live_digests,
         reported=report is not None,
+    )
+
+
+def api_token(token: ApiToken) -> pb.ApiToken:
+    return pb.ApiToken(
+        name=token.name,
+        role=wire.enum_value(pb.ApiRole, token.role),
+        projects=list(token.projects),
+        create_time=wire.timestamp(token.create_time),
+        created_by=token.created_by,
+        revoke_time=wire.timestamp(token.revoke_time),
+    )
+
+
+def audit_record(record: AuditRecord) -> pb.AuditRecord:
+    return pb.AuditRecord(
+        id=record.id,
+        time=wire.timestamp(record.time),
+        actor=record.actor,
+        role=record.role,
+        edge=record.edge,
+        action=record.action,
+        target=record.target,
+        outcome=record.outcome,
+        message=record.message,
     )

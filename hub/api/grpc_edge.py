@@ -126,7 +126,9 @@ class Authenticated(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Refuse the calls of `services` whose metadata `check` rejects (hub.errors
     Unauthenticated or PermissionDenied), without reading their request."""
 
-    def __init__(self, services: Iterable[str], check: Callable[[Metadata], None]) -> None:
+    def __init__(
+        self, services: Iterable[str], check: Callable[[Metadata], Awaitable[None]]
+    ) -> None:
         self._prefixes = tuple(f"/{name}/" for name in services)
         self._check = check
 
@@ -142,7 +144,7 @@ class Authenticated(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             if isinstance(value, str)
         }
         try:
-            self._check(metadata)
+            await self._check(metadata)
         except errors.WingsmithError as e:
             return _refusal(e)
         return await continuation(handler_call_details)

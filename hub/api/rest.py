@@ -56,7 +56,7 @@ from hub.errors import InvalidArgument, WingsmithError
 
 Dispatch = Callable[[MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
 # Checks a request's metadata before its body is read; raises a hub.errors error to refuse.
-Authenticate = Callable[[Mapping[str, str]], None]
+Authenticate = Callable[[Mapping[str, str]], Awaitable[None]]
 
 _log = logging.getLogger(__name__)
 
@@ -612,7 +612,7 @@ class _Gateway:
         if self._authenticate is not None:
             # Before the body is read: a caller without a token cannot make the hub buffer
             # and parse one.
-            self._authenticate(metadata)
+            await self._authenticate(metadata)
         body = await _read_body(request, route)
         proto_request = _build_request(
             route, body, path_values=found.path_values, query=request.rel_url.query

@@ -89,6 +89,8 @@ class Settings:
     # dead: its streams are forgotten (their agents reconnect to another hub meanwhile).
     hub_heartbeat_s: float = 2.0
     hub_dead_after_s: float = 10.0
+    # Audit records older than this are pruned (hourly).
+    audit_retention_s: float = 90 * 24 * 3600.0
 
 
 @dataclass

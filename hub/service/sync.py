@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hub import errors
 from hub.model import (
     AgentSession,
+    AuditRecord,
     Deployment,
     DeploymentObservation,
     ObservationBatch,
@@ -38,7 +39,7 @@ from hub.service.context import (
     snapshot,
     transaction,
 )
-from hub.store import accounting, clusters, deployments, discovered, faults, observations
+from hub.store import accounting, audit, clusters, deployments, discovered, faults, observations
 
 log = logging.getLogger(__name__)
 
@@ -146,10 +147,10 @@ def open_session(
     token_hash: str,
     slot: str = "",
 ) -> int:
-    """Record an open stream held by this hub; returns the cluster's newest leader term.
-    Unauthenticated if the token it was opened with is no longer the cluster's (rotated, or the
-    cluster deleted since the token was checked). A stream of the same slot held by another hub
-    is superseded: that hub is told to close it."""
+    """Record an open stream held by this hub, and audit it; returns the cluster's newest
+    leader term. Unauthenticated if the token it was opened with is no longer the cluster's
+    (rotated, or the cluster deleted since the token was checked). A stream of the same slot
+    held by another hub is superseded: that hub is told to close it."""
     with transaction(ctx) as tx:
         if clusters.token_hashes(tx.conn, [cluster_id]).get(cluster_id) != token_hash:
             raise errors.Unauthenticated(
@@ -169,7 +170,35 @@ def open_session(
                 tx.conn.notify(SUPERSEDE_CHANNEL, payload)
         if first_heard:
             admit.run(ctx, tx, cluster_ids=first_heard)
+        audit.append(
+            tx.conn,
+            agent_event(
+                cluster_id,
+                "agent.connect",
+                now=tx.now,
+                message=f"session {session.session_id}"
+                + (f" node {session.node_name}" if session.node_name else "")
+                + f" agent {session.agent_version or '?'}"
+                + (" read-only" if read_only else ""),
+            ),
+        )
         return clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=0)
+
+
+def agent_event(
+    cluster_id: str, action: str, *, now: float, outcome: str = "OK", message: str = ""
+) -> AuditRecord:
+    """The audit record of an agent's connection event (docs/security.md)."""
+    return AuditRecord(
+        time=now,
+        actor=f"cluster/{cluster_id}",
+        role="agent",
+        edge="stream",
+        action=action,
+        target=f"cluster/{cluster_id}",
+        outcome=outcome,
+        message=message[:1024],
+    )
 
 
 def close_session(ctx: ServiceContext, *, session_id: str) -> None:
@@ -242,6 +271,14 @@ def record_rejection(
         )
         # What it reserved is released (hub/store/accounting.py): room for what waits.
         admit.run(ctx, tx, cluster_ids=[cluster_id])
+        record = agent_event(
+            cluster_id,
+            "agent.reject",
+            now=tx.now,
+            outcome="REJECTED",
+            message=f"generation {rejection.generation}: {rejection.error}",
+        )
+        audit.append(tx.conn, replace(record, target=f"deployment/{deployment_id}"))
 
 
 def authorize(

@@ -63,7 +63,8 @@ def backup_database(
             "this copies a SQLite file; back up a PostgreSQL store with its own tools"
             " (pg_dump, your provider's snapshots, CloudNativePG backups)"
         )
-    source_path, target_path = pathlib.Path(source), pathlib.Path(target)
+    source_path = pathlib.Path(port.sqlite_path(str(source)))
+    target_path = pathlib.Path(target)
     if not source_path.is_file():
         raise BackupError(f"no database file at {source_path} (pass the hub's --db)")
     if target_path.exists() and not overwrite:

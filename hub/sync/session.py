@@ -38,6 +38,7 @@ import grpc
 
 from hub import errors
 from hub.model import AgentSession, ObservationBatch
+from hub.service import access as access_service
 from hub.service import clusters as cluster_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext
@@ -264,6 +265,10 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             async for message in self._outgoing(session):
                 yield message
             if session.closing is not None:
+                if session.closing.code == grpc.StatusCode.ABORTED:
+                    await self._audit(
+                        cluster_id, "agent.superseded", "ABORTED", session.closing.message
+                    )
                 await context.abort(session.closing.code, session.closing.message)
         finally:
             if reader is not None:
@@ -287,6 +292,17 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
     async def _in_writer(self, call: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._writer, call)
 
+    async def _audit(self, cluster_id: str, action: str, outcome: str, message: str) -> None:
+        """Audit a connection event of an identified cluster (never of an unknown token: a
+        flood of bad credentials must not fill the database), off the event loop."""
+        record = sync_service.agent_event(
+            cluster_id, action, now=time.time(), outcome=outcome, message=message
+        )
+        try:
+            await asyncio.to_thread(access_service.record, self._ctx, record)
+        except Exception:  # auditing never changes how a handshake ends
+            log.exception("audit record of %s lost", action)
+
     # -- handshake ----------------------------------------------------------------------------
 
     async def _authenticate(self, context: grpc.aio.ServicerContext[Any, Any]) -> tuple[str, str]:
@@ -308,6 +324,12 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     "the client certificate names no cluster (SPIFFE id, DNS name or CN)",
                 )
             if named != cluster_id:
+                await self._audit(
+                    cluster_id,
+                    "agent.refused",
+                    "PERMISSION_DENIED",
+                    f"client certificate of cluster {named}",
+                )
                 await context.abort(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"the client certificate belongs to cluster {named}, the token to {cluster_id}",
@@ -354,6 +376,12 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         except errors.InvalidArgument as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
         if hello.cluster_id != cluster_id:
+            await self._audit(
+                cluster_id,
+                "agent.refused",
+                "PERMISSION_DENIED",
+                f"Hello for cluster {hello.cluster_id[:64]!r}",
+            )
             await context.abort(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"this token belongs to cluster {cluster_id}, not {hello.cluster_id}",

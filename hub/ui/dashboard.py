@@ -2,14 +2,17 @@
 
 A sub-application (aiohttp-jinja2 templates in hub/ui/templates, htmx vendored in
 hub/ui/static) mounted beside the REST gateway. Every page reads and every action writes
-through the same `Dispatch` the REST and gRPC edges call, with the admin token as its
-credential, so the dashboard can do nothing the API does not allow and sees what it sees.
+through the same authorization, handlers and audit as the REST and gRPC edges
+(hub/api/control.py `run`), as the logged-in principal: the admin token, or a scoped token
+whose role (viewer, operator of projects) limits it exactly as over the API.
 
 Access (docs/dashboard.md):
 - Nothing but the login form and the static files is served without a session. Logging in
-  takes the admin token once; the answer is a session cookie (HttpOnly, SameSite=Strict,
-  Path=/ui, Secure over TLS) holding an expiry and a nonce signed with a key derived from the
-  admin token, so a new token ends every session and the token itself never leaves the hub.
+  takes a token once (the admin token or a scoped API token); the answer is a session cookie
+  (HttpOnly, SameSite=Strict, Path=/ui, Secure over TLS) holding an expiry, a nonce and the
+  principal's name ("admin", "token/<name>"), signed with a key derived from the admin token:
+  a new admin token ends every session, revoking a scoped token ends its sessions at their
+  next request, and no token is ever in the cookie.
 - Each form carries a CSRF token (an HMAC of the session nonce); a POST without the right
   one, or whose Origin is another site, is refused (403) before anything is done.
 - Every answer carries a strict Content-Security-Policy (scripts and styles from /ui/static
@@ -21,6 +24,8 @@ block); forms work without JavaScript (POST, then 303 back to the page).
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import hashlib
 import hmac
 import json
@@ -38,9 +43,10 @@ from aiohttp import web
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 
+from hub import access
 from hub.api import jsonmap
-from hub.api.control import Dispatch
-from hub.errors import NotFound, WingsmithError
+from hub.api.control import PrincipalDispatch
+from hub.errors import NotFound, Unauthenticated, WingsmithError
 
 PREFIX = "/ui"
 SESSION_COOKIE = "wingsmith_session"
@@ -62,6 +68,8 @@ _PUBLIC = ("/login", "/static/")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # The session's CSRF token, set on a request once its session is checked.
 CSRF_KEY = web.RequestKey("csrf", str)
+# Who the current request's session belongs to (set by the guard, read by `call`).
+_CALLER: contextvars.ContextVar[access.Principal] = contextvars.ContextVar("dashboard_caller")
 
 
 class Sessions:
@@ -71,10 +79,15 @@ class Sessions:
         self._key = hashlib.sha256(b"wingsmith-dashboard-session\0" + admin_token.encode()).digest()
         self._clock = clock
 
-    def issue(self) -> str:
+    def issue(self, actor: str) -> str:
+        """A session of `actor` ("admin", "token/<name>"): its nonce names it."""
         expiry = int(self._clock()) + SESSION_TTL_S
-        body = f"{expiry}.{secrets.token_urlsafe(16)}"
+        body = f"{expiry}.{secrets.token_urlsafe(16)}~{actor}"
         return f"{body}.{self._sign(body)}"
+
+    @staticmethod
+    def actor(nonce: str) -> str:
+        return nonce.partition("~")[2]
 
     def nonce(self, cookie: str | None) -> str | None:
         """The session's nonce when the cookie is ours and unexpired, else None."""
@@ -99,13 +112,19 @@ class Dashboard:
         self,
         *,
         service: ServiceDescriptor,
-        dispatch: Dispatch,
+        dispatch: PrincipalDispatch,
         admin_token: str,
+        authenticate: Callable[[str], access.Principal],
+        principal_of: Callable[[str], access.Principal | None],
         secure_cookies: bool,
     ) -> None:
+        """`authenticate`: a presented token -> its principal (Unauthenticated otherwise);
+        `principal_of`: a session's actor name -> its principal now, None once revoked. Both
+        may read the store: they run in a worker thread."""
         self._service = service
         self._dispatch = dispatch
-        self._token = admin_token
+        self._authenticate = authenticate
+        self._principal_of = principal_of
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
 
@@ -159,7 +178,10 @@ class Dashboard:
         if path.startswith(_PUBLIC):
             return await handler(request)
         nonce = self._sessions.nonce(request.cookies.get(SESSION_COOKIE))
-        if nonce is None:
+        principal = None
+        if nonce is not None:
+            principal = await asyncio.to_thread(self._principal_of, Sessions.actor(nonce))
+        if nonce is None or principal is None:
             if request.method != "GET":
                 raise web.HTTPUnauthorized(text="log in first")
             target = urllib.parse.quote(request.path_qs, safe="")
@@ -167,7 +189,11 @@ class Dashboard:
         request[CSRF_KEY] = self._sessions.csrf(nonce)
         if request.method == "POST":
             await self._check_csrf(request)
-        return await handler(request)
+        caller = _CALLER.set(principal)
+        try:
+            return await handler(request)
+        finally:
+            _CALLER.reset(caller)
 
     async def _check_csrf(self, request: web.Request) -> None:
         origin = request.headers.get("Origin")
@@ -183,8 +209,7 @@ class Dashboard:
     async def call(self, method_name: str, **fields: Any) -> dict[str, Any]:
         method = self._service.methods_by_name[method_name]
         request = message_factory.GetMessageClass(method.input_type)(**fields)
-        metadata = {"authorization": f"Bearer {self._token}"}
-        response = await self._dispatch(method, request, metadata)
+        response = await self._dispatch(method, request, _CALLER.get())
         return jsonmap.to_json(response)
 
     async def list_all(self, method_name: str, key: str, **filters: Any) -> list[dict[str, Any]]:
@@ -209,13 +234,15 @@ class Dashboard:
         form = await request.post()
         presented = str(form.get("token", "")).strip()
         next_path = _safe_next(request, str(form.get("next", "")))
-        if not hmac.compare_digest(presented.encode(), self._token.encode()):
-            context = {"next": next_path, "error": "wrong admin token"}
+        try:
+            principal = await asyncio.to_thread(self._authenticate, presented)
+        except Unauthenticated:
+            context = {"next": next_path, "error": "unknown or revoked token"}
             return self._render(request, "login.html", context, status=401)
         response = web.HTTPSeeOther(next_path)
         response.set_cookie(
             SESSION_COOKIE,
-            self._sessions.issue(),
+            self._sessions.issue(principal.actor),
             max_age=SESSION_TTL_S,
             path=PREFIX,
             httponly=True,

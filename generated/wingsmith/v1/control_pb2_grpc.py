@@ -181,6 +181,26 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ListAllocationsRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_control__pb2.ListAllocationsResponse.FromString,
                 _registered_method=True)
+        self.CreateApiToken = channel.unary_unary(
+                '/wingsmith.v1.ControlService/CreateApiToken',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.CreateApiTokenRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.CreateApiTokenResponse.FromString,
+                _registered_method=True)
+        self.ListApiTokens = channel.unary_unary(
+                '/wingsmith.v1.ControlService/ListApiTokens',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.ListApiTokensRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.ListApiTokensResponse.FromString,
+                _registered_method=True)
+        self.RevokeApiToken = channel.unary_unary(
+                '/wingsmith.v1.ControlService/RevokeApiToken',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.RevokeApiTokenRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.ApiToken.FromString,
+                _registered_method=True)
+        self.ListAuditRecords = channel.unary_unary(
+                '/wingsmith.v1.ControlService/ListAuditRecords',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsResponse.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -383,6 +403,34 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateApiToken(self, request, context):
+        """Scoped API tokens (admin only; docs/security.md). The secret is in the create response
+        and nowhere else: the hub keeps only its hash.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApiTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApiToken(self, request, context):
+        """Revokes at once (the next call with it is refused); the record stays, listed as revoked.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAuditRecords(self, request, context):
+        """The audit log: every mutating call and agent connection event, newest first (admin only).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -530,6 +578,26 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ListAllocations,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.ListAllocationsRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_control__pb2.ListAllocationsResponse.SerializeToString,
+            ),
+            'CreateApiToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateApiToken,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.CreateApiTokenRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.CreateApiTokenResponse.SerializeToString,
+            ),
+            'ListApiTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApiTokens,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.ListApiTokensRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.ListApiTokensResponse.SerializeToString,
+            ),
+            'RevokeApiToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApiToken,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.RevokeApiTokenRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.ApiToken.SerializeToString,
+            ),
+            'ListAuditRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAuditRecords,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1315,6 +1383,114 @@ class ControlService:
             '/wingsmith.v1.ControlService/ListAllocations',
             wingsmith_dot_v1_dot_control__pb2.ListAllocationsRequest.SerializeToString,
             wingsmith_dot_v1_dot_control__pb2.ListAllocationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateApiToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/CreateApiToken',
+            wingsmith_dot_v1_dot_control__pb2.CreateApiTokenRequest.SerializeToString,
+            wingsmith_dot_v1_dot_control__pb2.CreateApiTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApiTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/ListApiTokens',
+            wingsmith_dot_v1_dot_control__pb2.ListApiTokensRequest.SerializeToString,
+            wingsmith_dot_v1_dot_control__pb2.ListApiTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApiToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/RevokeApiToken',
+            wingsmith_dot_v1_dot_control__pb2.RevokeApiTokenRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.ApiToken.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAuditRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/ListAuditRecords',
+            wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsRequest.SerializeToString,
+            wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

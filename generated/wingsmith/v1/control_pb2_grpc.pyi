@@ -9,8 +9,9 @@ Conventions (AIP): Get returns the resource, List returns {"<plural>": [...],
 token, shown once), Update takes the resource and an update_mask (REST infers the mask from
 the fields present in the body), Delete returns Empty.
 
-Every call needs the admin token: "authorization: Bearer <token>" (gRPC metadata or HTTP
-header). A {ref} is a resource's id or its readable name.
+Every call needs a token: "authorization: Bearer <token>" (gRPC metadata or HTTP header),
+the admin token or a scoped API token whose role allows the call (docs/security.md).
+A {ref} is a resource's id or its readable name.
 """
 
 from collections import abc as _abc
@@ -99,6 +100,15 @@ class ControlServiceStub:
     """Replicas and allocations (the cluster's observations)."""
     GetReplica: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetReplicaRequest, _resources_pb2.Replica]
     ListAllocations: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListAllocationsRequest, _control_pb2.ListAllocationsResponse]
+    CreateApiToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.CreateApiTokenRequest, _control_pb2.CreateApiTokenResponse]
+    """Scoped API tokens (admin only; docs/security.md). The secret is in the create response
+    and nowhere else: the hub keeps only its hash.
+    """
+    ListApiTokens: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListApiTokensRequest, _control_pb2.ListApiTokensResponse]
+    RevokeApiToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.RevokeApiTokenRequest, _resources_pb2.ApiToken]
+    """Revokes at once (the next call with it is refused); the record stays, listed as revoked."""
+    ListAuditRecords: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListAuditRecordsRequest, _control_pb2.ListAuditRecordsResponse]
+    """The audit log: every mutating call and agent connection event, newest first (admin only)."""
 
 @_typing.type_check_only
 class ControlServiceAsyncStub(ControlServiceStub):
@@ -159,6 +169,15 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """Replicas and allocations (the cluster's observations)."""
     GetReplica: _aio.UnaryUnaryMultiCallable[_control_pb2.GetReplicaRequest, _resources_pb2.Replica]  # type: ignore[assignment]
     ListAllocations: _aio.UnaryUnaryMultiCallable[_control_pb2.ListAllocationsRequest, _control_pb2.ListAllocationsResponse]  # type: ignore[assignment]
+    CreateApiToken: _aio.UnaryUnaryMultiCallable[_control_pb2.CreateApiTokenRequest, _control_pb2.CreateApiTokenResponse]  # type: ignore[assignment]
+    """Scoped API tokens (admin only; docs/security.md). The secret is in the create response
+    and nowhere else: the hub keeps only its hash.
+    """
+    ListApiTokens: _aio.UnaryUnaryMultiCallable[_control_pb2.ListApiTokensRequest, _control_pb2.ListApiTokensResponse]  # type: ignore[assignment]
+    RevokeApiToken: _aio.UnaryUnaryMultiCallable[_control_pb2.RevokeApiTokenRequest, _resources_pb2.ApiToken]  # type: ignore[assignment]
+    """Revokes at once (the next call with it is refused); the record stays, listed as revoked."""
+    ListAuditRecords: _aio.UnaryUnaryMultiCallable[_control_pb2.ListAuditRecordsRequest, _control_pb2.ListAuditRecordsResponse]  # type: ignore[assignment]
+    """The audit log: every mutating call and agent connection event, newest first (admin only)."""
 
 class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -390,5 +409,38 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.ListAllocationsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_control_pb2.ListAllocationsResponse, _abc.Awaitable[_control_pb2.ListAllocationsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateApiToken(
+        self,
+        request: _control_pb2.CreateApiTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_control_pb2.CreateApiTokenResponse, _abc.Awaitable[_control_pb2.CreateApiTokenResponse]]:
+        """Scoped API tokens (admin only; docs/security.md). The secret is in the create response
+        and nowhere else: the hub keeps only its hash.
+        """
+
+    @_abc_1.abstractmethod
+    def ListApiTokens(
+        self,
+        request: _control_pb2.ListApiTokensRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_control_pb2.ListApiTokensResponse, _abc.Awaitable[_control_pb2.ListApiTokensResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def RevokeApiToken(
+        self,
+        request: _control_pb2.RevokeApiTokenRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.ApiToken, _abc.Awaitable[_resources_pb2.ApiToken]]:
+        """Revokes at once (the next call with it is refused); the record stays, listed as revoked."""
+
+    @_abc_1.abstractmethod
+    def ListAuditRecords(
+        self,
+        request: _control_pb2.ListAuditRecordsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_control_pb2.ListAuditRecordsResponse, _abc.Awaitable[_control_pb2.ListAuditRecordsResponse]]:
+        """The audit log: every mutating call and agent connection event, newest first (admin only)."""
 
 def add_ControlServiceServicer_to_server(servicer: ControlServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -263,6 +263,36 @@ TOPOLOGY_NVLINK_DOMAIN: Topology.ValueType  # 2
 """All in one NVLink domain (NVML GPU fabric clique; may span nodes, e.g. GB200 NVL72)."""
 Global___Topology: _TypeAlias = Topology  # noqa: Y015
 
+class _ApiRole:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ApiRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiRole.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    API_ROLE_UNSPECIFIED: _ApiRole.ValueType  # 0
+    API_ROLE_VIEWER: _ApiRole.ValueType  # 1
+    """Reads everything; changes nothing."""
+    API_ROLE_OPERATOR: _ApiRole.ValueType  # 2
+    """Reads everything; changes workloads (and their deployments and discovered decisions) of
+    its projects only. Quotas, projects, clusters and tokens stay the admin's.
+    """
+    API_ROLE_ADMIN: _ApiRole.ValueType  # 3
+    """Everything, like the admin token."""
+
+class ApiRole(_ApiRole, metaclass=_ApiRoleEnumTypeWrapper):
+    """What a scoped API token may do (docs/security.md)."""
+
+API_ROLE_UNSPECIFIED: ApiRole.ValueType  # 0
+API_ROLE_VIEWER: ApiRole.ValueType  # 1
+"""Reads everything; changes nothing."""
+API_ROLE_OPERATOR: ApiRole.ValueType  # 2
+"""Reads everything; changes workloads (and their deployments and discovered decisions) of
+its projects only. Quotas, projects, clusters and tokens stay the admin's.
+"""
+API_ROLE_ADMIN: ApiRole.ValueType  # 3
+"""Everything, like the admin token."""
+Global___ApiRole: _TypeAlias = ApiRole  # noqa: Y015
+
 @_typing.final
 class Project(_message.Message):
     """---------------------------------------------------------------------------------------------
@@ -1683,3 +1713,106 @@ class Discovered(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Discovered: _TypeAlias = Discovered  # noqa: Y015
+
+@_typing.final
+class ApiToken(_message.Message):
+    """A scoped API token. Its secret is never stored or shown after creation."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    PROJECTS_FIELD_NUMBER: _builtins.int
+    CREATE_TIME_FIELD_NUMBER: _builtins.int
+    CREATED_BY_FIELD_NUMBER: _builtins.int
+    REVOKE_TIME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Unique, a DNS-1123 label ("ci-deployer"); audit records name it as "token/<name>"."""
+    role: Global___ApiRole.ValueType
+    created_by: _builtins.str
+    """Output only: who created it ("admin", "token/<name>")."""
+    @_builtins.property
+    def projects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The projects an operator may change (required for operator, empty otherwise)."""
+
+    @_builtins.property
+    def create_time(self) -> _timestamp_pb2.Timestamp:
+        """Output only."""
+
+    @_builtins.property
+    def revoke_time(self) -> _timestamp_pb2.Timestamp:
+        """Output only: set once revoked."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        role: Global___ApiRole.ValueType = ...,
+        projects: _abc.Iterable[_builtins.str] | None = ...,
+        create_time: _timestamp_pb2.Timestamp | None = ...,
+        created_by: _builtins.str = ...,
+        revoke_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "revoke_time", b"revoke_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "created_by", b"created_by", "name", b"name", "projects", b"projects", "revoke_time", b"revoke_time", "role", b"role"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApiToken: _TypeAlias = ApiToken  # noqa: Y015
+
+@_typing.final
+class AuditRecord(_message.Message):
+    """One audited event: a mutating control call (allowed or refused), or an agent's connect,
+    supersede or refusal.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    ACTOR_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    EDGE_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    TARGET_FIELD_NUMBER: _builtins.int
+    OUTCOME_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """Increasing; newer records have larger ids."""
+    actor: _builtins.str
+    """"admin", "token/<name>", "cluster/<id>", or "anonymous" for a refused credential."""
+    role: _builtins.str
+    """The actor's role ("admin", "operator", "viewer", "agent")."""
+    edge: _builtins.str
+    """Where the call came in: "grpc", "rest", "dashboard" or "stream"."""
+    action: _builtins.str
+    """The RPC name ("CreateWorkload") or an agent event ("agent.connect")."""
+    target: _builtins.str
+    """The resource the call named ("workload/search/llama", "cluster/east"); "" if none."""
+    outcome: _builtins.str
+    """"OK" or the status code name of the refusal or failure."""
+    message: _builtins.str
+    """The error message when not OK, or a detail of an agent event."""
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        actor: _builtins.str = ...,
+        role: _builtins.str = ...,
+        edge: _builtins.str = ...,
+        action: _builtins.str = ...,
+        target: _builtins.str = ...,
+        outcome: _builtins.str = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["action", b"action", "actor", b"actor", "edge", b"edge", "id", b"id", "message", b"message", "outcome", b"outcome", "role", b"role", "target", b"target", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AuditRecord: _TypeAlias = AuditRecord  # noqa: Y015

@@ -44,7 +44,7 @@ def test_python_m_cli_creates_and_lists_in_a_real_process(
 def test_python_m_cli_exits_1_on_a_refusal(cli_hub: RunningHub, tmp_path: pathlib.Path) -> None:
     refused = _wingsmith("get", "projects", "--hub-url", cli_hub.url, "--token", "x", cwd=tmp_path)
     assert refused.returncode == 1
-    assert refused.stderr == "error: 401 UNAUTHENTICATED: wrong admin token\n"
+    assert refused.stderr == "error: 401 UNAUTHENTICATED: unknown or revoked token\n"
 
 
 def test_the_wingsmith_console_script_is_cli_main() -> None:

@@ -15,7 +15,7 @@ from tests.integration.cli.conftest import Runner, RunningHub
 def test_a_wrong_token_is_refused_with_401_and_exit_1(cli: Runner) -> None:
     result = cli("get", "projects", token="w" * 20)
     assert (result.code, result.out) == (1, "")
-    assert result.err == "error: 401 UNAUTHENTICATED: wrong admin token\n"
+    assert result.err == "error: 401 UNAUTHENTICATED: unknown or revoked token\n"
 
 
 def test_an_unknown_resource_prints_the_hubs_not_found(cli: Runner) -> None:

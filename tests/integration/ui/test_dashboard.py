@@ -95,7 +95,7 @@ def test_every_page_shows_what_the_api_says_and_updates_itself(
     browser.get(f"{base(hub)}/fleet")
     browser.find_element(By.ID, "token").send_keys("not-the-token-at-all")
     browser.find_element(By.ID, "login").click()
-    assert text_of(browser, "#error") == "wrong admin token"
+    assert text_of(browser, "#error") == "unknown or revoked token"
     shot(browser, tmp_path, "login-refused")
     login(browser, hub)
 

@@ -26,7 +26,8 @@ def cells(kind: str, item: dict[str, Any]) -> dict[str, str]:
 
 
 def test_every_kind_has_a_table() -> None:
-    assert set(output.COLUMNS) == {kind.name for kind in kinds.KINDS}
+    # Every kind has a table (tokens and the audit log have theirs too).
+    assert {kind.name for kind in kinds.KINDS} <= set(output.COLUMNS)
 
 
 @pytest.mark.parametrize(

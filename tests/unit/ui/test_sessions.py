@@ -18,7 +18,7 @@ class Clock:
 def test_a_session_lives_its_ttl_and_not_a_second_more() -> None:
     clock = Clock()
     sessions = Sessions(TOKEN, clock=clock)
-    cookie = sessions.issue()
+    cookie = sessions.issue("admin")
     nonce = sessions.nonce(cookie)
     assert nonce is not None and nonce in cookie
     clock.now += SESSION_TTL_S
@@ -28,7 +28,7 @@ def test_a_session_lives_its_ttl_and_not_a_second_more() -> None:
 
 
 def test_a_cookie_of_another_admin_token_or_tampered_is_no_session() -> None:
-    cookie = Sessions(TOKEN).issue()
+    cookie = Sessions(TOKEN).issue("admin")
     assert Sessions("another-token-0123456789").nonce(cookie) is None
     expiry, nonce, signature = cookie.split(".")
     for forged in (
@@ -44,7 +44,7 @@ def test_a_cookie_of_another_admin_token_or_tampered_is_no_session() -> None:
 
 def test_csrf_tokens_differ_per_session_and_per_admin_token() -> None:
     sessions = Sessions(TOKEN)
-    a, b = sessions.nonce(sessions.issue()), sessions.nonce(sessions.issue())
+    a, b = sessions.nonce(sessions.issue("admin")), sessions.nonce(sessions.issue("admin"))
     assert a and b and sessions.csrf(a) != sessions.csrf(b)
     assert Sessions("another-token-0123456789").csrf(a) != sessions.csrf(a)
 
