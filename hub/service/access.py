@@ -164,8 +164,12 @@ def record(ctx: ServiceContext, entry: AuditRecord) -> None:
     try:
         with ctx.db.write() as conn:
             audit.append(conn, entry)
-    except Exception as e:  # the store's own error types, whatever the backend
-        log.error("audit record lost (%s): %s", e, entry)
+    except errors.StoreError as e:
+        # The store cannot write (full disk, database down): the call it records failed the
+        # same way or wrote before the fault; one warning line, as for every storage fault.
+        log.warning("audit record lost (%s): %s", e.message, entry)
+    except Exception:  # not a storage fault: a defect, logged with its traceback
+        log.exception("audit record lost: %s", entry)
 
 
 def list_audit(
