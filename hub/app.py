@@ -339,7 +339,8 @@ class HubServer:
             ],
             mounts={"/ui": dashboard.app()},
         )
-        runner = web.AppRunner(app, access_log=None)
+        # Request bodies are read as sent: a compressed one is refused (415, hub/api/rest.py).
+        runner = web.AppRunner(app, access_log=None, auto_decompress=False)
         await runner.setup()
         host, port = split_address(self.config.http_listen)
         ssl_context = http_context(self.config.tls) if self.config.tls else None

@@ -613,6 +613,17 @@ class _Gateway:
             # Before the body is read: a caller without a token cannot make the hub buffer
             # and parse one.
             await self._authenticate(metadata)
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            # The hub reads bodies as sent (the runner has auto_decompress off): aiohttp's
+            # decoding of a body that lies about its coding could leave the request waiting
+            # for ever, and a decompressed body could be far larger than the 1 MiB limit.
+            message = (
+                f"Content-Encoding {encoding!r} is not accepted: send the JSON body uncompressed"
+            )
+            return _error_response(
+                415, "INVALID_ARGUMENT", message, headers={"Accept-Encoding": "identity"}
+            )
         body = await _read_body(request, route)
         proto_request = _build_request(
             route, body, path_values=found.path_values, query=request.rel_url.query
