@@ -468,6 +468,11 @@ class RouteDescription:
     response_body: str
     query_fields: tuple[tuple[str, FieldDescriptor], ...]
 
+    @property
+    def path_variables(self) -> tuple[str, ...]:
+        """The template's variables (dotted proto paths), in template order."""
+        return tuple(name for name, _ in self.path_fields)
+
 
 def describe_routes(services: Sequence[ServiceDescriptor]) -> list[RouteDescription]:
     """Every route `build_rest_app(services=...)` serves, in the services' method order."""
@@ -746,32 +751,6 @@ def _quiet_client_body_errors() -> None:
 
 # --------------------------------------------------------------------------------------------
 # Public entry points.
-
-
-@dataclass(frozen=True)
-class RouteInfo:
-    """One served HTTP rule, as a client sees it (tests and tools enumerate these)."""
-
-    method: MethodDescriptor
-    http_method: str
-    template: str
-    body: str  # "", "*", or the request field the body binds to
-    path_variables: tuple[str, ...]  # dotted proto paths, in template order
-
-
-def routes(services: Sequence[ServiceDescriptor]) -> list[RouteInfo]:
-    """Every HTTP rule `build_rest_app` serves for `services` (additional bindings included)."""
-    return [
-        RouteInfo(
-            method=route.method,
-            http_method=route.http_method,
-            template=route.template.text,
-            body=route.body,
-            path_variables=tuple(".".join(path) for path, _ in route.path_fields),
-        )
-        for service in services
-        for route in _routes_of(service)
-    ]
 
 
 def build_rest_app(

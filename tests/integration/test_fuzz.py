@@ -13,8 +13,9 @@ non-UTF-8 headers, a Content-Encoding that lies; over gRPC, random and truncated
 invalid UTF-8 in every string field, and typed requests with extreme values; on the stream,
 corrupt bytes and every AgentMessage kind with nasty values after a valid Hello.
 
-The routes are read from the proto's HTTP rules (hub.api.rest.routes), the RPCs from the
-service descriptor: a new route or RPC is fuzzed without a change here. WINGSMITH_FUZZ_EXAMPLES
+The routes are read from the proto's HTTP rules (hub.api.rest.describe_routes, as the OpenAPI
+document reads them), the RPCs from the service descriptor: a new route or RPC is fuzzed
+without a change here. WINGSMITH_FUZZ_EXAMPLES
 (default 30) sets the examples per route / RPC; the default keeps the file near 15 s.
 """
 
@@ -49,7 +50,7 @@ EXAMPLES = int(os.environ.get("WINGSMITH_FUZZ_EXAMPLES", "30"))
 # An error message may name the bad value, but never repeat a huge one.
 MAX_ERROR_BYTES = 4096
 CONTROL = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
-ROUTES = rest.routes([CONTROL])
+ROUTES = rest.describe_routes([CONTROL])
 BAD_GRPC_CODES = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.DATA_LOSS}
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -242,11 +243,11 @@ def _shaped(desc: Descriptor, depth: int = 0) -> st.SearchStrategy[dict[str, Any
 # REST.
 
 
-def _route_id(route: rest.RouteInfo) -> str:
+def _route_id(route: rest.RouteDescription) -> str:
     return f"{route.http_method} {route.template}"
 
 
-def _body_strategy(route: rest.RouteInfo) -> st.SearchStrategy[bytes | None]:
+def _body_strategy(route: rest.RouteDescription) -> st.SearchStrategy[bytes | None]:
     if route.body == "*":
         shaped: st.SearchStrategy[Any] = _shaped(route.method.input_type)
     elif route.body:
@@ -275,7 +276,7 @@ def _encode(document: Any) -> bytes | None:
     return json.dumps(document).encode().replace(f'"{HUGE_NUMBER}"'.encode(), HUGE_DIGITS)
 
 
-def _query_strategy(route: rest.RouteInfo) -> st.SearchStrategy[list[tuple[str, str]]]:
+def _query_strategy(route: rest.RouteDescription) -> st.SearchStrategy[list[tuple[str, str]]]:
     names = [f.name for f in route.method.input_type.fields] + ["page_token", "x", "a.b"]
     return st.lists(st.tuples(st.sampled_from(names), texts), max_size=3)
 
@@ -302,7 +303,7 @@ def _quote(text: str) -> str:
     return urllib.parse.quote(text.encode("utf-8", "surrogatepass"), safe="")
 
 
-def _path(route: rest.RouteInfo, values: list[str]) -> str:
+def _path(route: rest.RouteDescription, values: list[str]) -> str:
     path = route.template
     for variable, value in zip(route.path_variables, values, strict=True):
         path = path.replace(f"{{{variable}}}", _quote(value), 1)
@@ -351,7 +352,7 @@ def _check_http(status: int, payload: bytes, what: str) -> None:
 
 @pytest.mark.parametrize("route", ROUTES, ids=_route_id)
 def test_no_rest_request_gets_a_5xx_or_a_traceback(
-    route: rest.RouteInfo, fuzz_hub: tuple[Hub, _LogTrap], http_client: _Http
+    route: rest.RouteDescription, fuzz_hub: tuple[Hub, _LogTrap], http_client: _Http
 ) -> None:
     @FUZZ
     @given(
