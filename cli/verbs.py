@@ -22,7 +22,7 @@ from cli.errors import ApiError, CliError, ManifestError
 MUTABLE = {"project": ("quotas",), "workload": ("replicas", "serving", "placement"), "cluster": ()}
 # Map fields are replaced whole by a PATCH (their mask path is the map), so they compare
 # whole; a message compares field by field (a file names only the fields it sets).
-MAP_FIELDS = frozenset({"quotas", "labels", "cluster_selector"})
+MAP_FIELDS = frozenset({"quotas", "labels", "cluster_selector", "weights"})
 # Read-only in a file: the hub fills them, and apply never compares them.
 _SERVER_FIELDS = frozenset(
     {"workload_id", "create_time", "update_time", "phase", "usage", "deployments", "token"}
@@ -113,6 +113,12 @@ def _differs(key: str, wanted: Any, current: Any) -> bool:
         return any(_differs(k, v, current.get(k)) for k, v in wanted.items())
     if isinstance(wanted, dict):
         return wanted != (current or {})
+    if isinstance(wanted, list) and any(isinstance(item, dict) for item in wanted):
+        # A list of messages (placement.preferences): each item as a message, so the
+        # defaults the hub shows and the file leaves out are no difference.
+        if not isinstance(current, list) or len(current) != len(wanted):
+            return True
+        return any(_differs(key, w, c) for w, c in zip(wanted, current, strict=True))
     return bool(wanted != current)
 
 
@@ -284,7 +290,9 @@ def _label(key: str) -> str:
 
 
 # Maps: their keys are data (a device class, a digest, a label), printed as they are.
-_MAP_KEYS = frozenset({"live_digests", "quotas", "usage", "labels", "devices", "cluster_selector"})
+_MAP_KEYS = frozenset(
+    {"live_digests", "quotas", "usage", "labels", "devices", "cluster_selector", "weights"}
+)
 
 
 def _fields(item: Mapping[str, Any], *, indent: int, raw_keys: bool = False) -> Iterator[str]:

@@ -79,11 +79,23 @@ TOPOLOGIES = ("", "node", "nvlink_domain")
 
 
 @dataclass(frozen=True)
+class PlacementPreference:
+    """One step of the preferences: exactly one of the three is set (docs/placement.md)."""
+
+    clusters: tuple[str, ...] = ()
+    cluster_selector: Mapping[str, str] = field(default_factory=dict)
+    # cluster id -> static weight: the step's replicas split in proportion.
+    weights: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Placement:
     clusters: tuple[str, ...] = ()
     cluster_selector: Mapping[str, str] = field(default_factory=dict)
     # "" (none) | "node" | "nvlink_domain": each replica's devices within one such domain.
     topology: str = ""
+    # Ordered: fill the first step, spill to the next. Empty: level over every eligible cluster.
+    preferences: tuple[PlacementPreference, ...] = ()
 
 
 @dataclass(frozen=True)

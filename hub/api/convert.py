@@ -15,6 +15,7 @@ from hub.model import (
     Deployment,
     Discovered,
     Placement,
+    PlacementPreference,
 )
 from hub.service import views
 from hub.service.authority import Review
@@ -285,6 +286,14 @@ def placement_to_proto(p: Placement) -> pb.Placement:
         clusters=list(p.clusters),
         cluster_selector=dict(p.cluster_selector),
         topology=wire.enum_value(pb.Topology, p.topology),
+        preferences=[
+            pb.PlacementPreference(
+                clusters=list(pref.clusters),
+                cluster_selector=dict(pref.cluster_selector),
+                weights=dict(pref.weights),
+            )
+            for pref in p.preferences
+        ],
     )
 
 
@@ -293,6 +302,14 @@ def placement_from_proto(message: pb.Placement) -> Placement:
         clusters=tuple(message.clusters),
         cluster_selector=dict(message.cluster_selector),
         topology=wire.enum_word(pb.Topology, message.topology),
+        preferences=tuple(
+            PlacementPreference(
+                clusters=tuple(pref.clusters),
+                cluster_selector=dict(pref.cluster_selector),
+                weights=dict(pref.weights),
+            )
+            for pref in message.preferences
+        ),
     )
 
 

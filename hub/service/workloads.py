@@ -14,7 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hub import errors, placement, serving
-from hub.model import TOPOLOGIES, Deployment, Placement, Serving, Workload, evolve
+from hub.model import (
+    TOPOLOGIES,
+    Deployment,
+    Placement,
+    PlacementPreference,
+    Serving,
+    Workload,
+    evolve,
+)
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import (
@@ -29,6 +37,7 @@ from hub.store import (
 from hub.store.db import Connection
 
 MAX_WORKLOAD_NAME = 40
+PREFERENCES_FIELD = "workload.placement.preferences"
 
 
 @dataclass(frozen=True)
@@ -76,11 +85,13 @@ def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
             update_time=tx.now,
         )
         eligible = _eligible(tx.conn, wanted)
+        placement.check_named_clusters(wanted.preferences, eligible, PREFERENCES_FIELD)
         workloads.insert(tx.conn, workload)
         shares = placement.place(
             replicas=workload.replicas,
             devices_per_replica=normalized.devices_per_replica,
             rooms=_rooms(tx.conn, eligible, workload.device_class),
+            steps=_steps(tx.conn, wanted, eligible),
         )
         for cluster_id, share in sorted(shares.items()):
             if share > 0:
@@ -142,6 +153,7 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
         if new_placement is not None:
             workload = replace(workload, placement=new_placement)
             eligible = _eligible(tx.conn, new_placement)
+            placement.check_named_clusters(new_placement.preferences, eligible, PREFERENCES_FIELD)
             involved |= set(eligible)
             current = _drop_ineligible(tx, current, eligible)
         if new_serving is not None and new_serving.devices_per_replica != (
@@ -201,23 +213,26 @@ def _rescale(
     """Make the deployments' desired replicas add up to the workload's replicas."""
     placed = sum(d.desired_replicas for d in current)
     by_cluster = {d.cluster_id: d for d in current}
+    if workload.replicas == placed:
+        return current
+    steps = _steps(tx.conn, workload.placement, eligible)
     if workload.replicas > placed:
         shares = placement.place(
             replicas=workload.replicas - placed,
             devices_per_replica=workload.serving.devices_per_replica,
             rooms=_rooms(tx.conn, eligible, workload.device_class),
             existing={d.cluster_id: d.desired_replicas for d in current},
+            steps=steps,
         )
-    elif workload.replicas < placed:
+    else:
         shares = placement.shrink(
             shares=[
                 placement.Share(d.cluster_id, d.desired_replicas, d.admitted_replicas)
                 for d in current
             ],
             remove=placed - workload.replicas,
+            steps=steps,
         )
-    else:
-        return current
     result = []
     for cluster_id, share in sorted(shares.items()):
         existing = by_cluster.get(cluster_id)
@@ -380,10 +395,26 @@ def _valid_placement(wanted: Placement) -> Placement:
         raise errors.InvalidArgument(
             "workload.placement.topology", "expected one of: node, nvlink_domain (or none)"
         )
+    placement.check_preferences(wanted.preferences, PREFERENCES_FIELD)
+    for index, pref in enumerate(wanted.preferences):
+        where = f"{PREFERENCES_FIELD}[{index}]"
+        for position, cluster_id in enumerate(pref.clusters):
+            validate.dns_label(cluster_id, f"{where}.clusters[{position}]")
+        for cluster_id in pref.weights:
+            validate.dns_label(cluster_id, f'{where}.weights["{cluster_id}"]')
+        validate.labels(pref.cluster_selector, f"{where}.cluster_selector")
     return Placement(
         clusters=tuple(dict.fromkeys(wanted.clusters)),
         cluster_selector=dict(wanted.cluster_selector),
         topology=wanted.topology,
+        preferences=tuple(
+            PlacementPreference(
+                clusters=tuple(dict.fromkeys(pref.clusters)),
+                cluster_selector=dict(pref.cluster_selector),
+                weights=dict(pref.weights),
+            )
+            for pref in wanted.preferences
+        ),
     )
 
 
@@ -397,6 +428,15 @@ def _eligible(conn: Connection, wanted: Placement) -> list[str]:
             "no cluster matches: register a cluster or change the selector",
         )
     return eligible
+
+
+def _steps(conn: Connection, wanted: Placement, eligible: Sequence[str]) -> list[placement.Step]:
+    """The preferences as ordered steps; [] (no preferences) keeps today's levelling."""
+    if not wanted.preferences:
+        return []
+    needs_labels = any(pref.cluster_selector for pref in wanted.preferences)
+    labels = clusters.labels_by_cluster(conn, list(eligible)) if needs_labels else {}
+    return placement.resolve_steps(wanted.preferences, eligible, labels)
 
 
 def _rooms(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hub import errors, serving
-from hub.model import Placement, Workload
+from hub.model import Placement, PlacementPreference, Workload
 from hub.store import codec
 from hub.store.port import IntegrityError, Row, Transaction
 
@@ -75,6 +75,14 @@ def _placement_document(placement: Placement) -> dict[str, object]:
         "clusters": list(placement.clusters),
         "cluster_selector": dict(placement.cluster_selector),
         "topology": placement.topology,
+        "preferences": [
+            {
+                "clusters": list(p.clusters),
+                "cluster_selector": dict(p.cluster_selector),
+                "weights": dict(p.weights),
+            }
+            for p in placement.preferences
+        ],
     }
 
 
@@ -91,6 +99,15 @@ def _workload(row: Row) -> Workload:
             clusters=tuple(placement["clusters"]),
             cluster_selector=placement["cluster_selector"],
             topology=placement.get("topology", ""),
+            # Rows written before preferences existed have none: today's levelling.
+            preferences=tuple(
+                PlacementPreference(
+                    clusters=tuple(p["clusters"]),
+                    cluster_selector=p["cluster_selector"],
+                    weights=p["weights"],
+                )
+                for p in placement.get("preferences", ())
+            ),
         ),
         create_time=row["create_time"],
         update_time=row["update_time"],

@@ -856,6 +856,7 @@ class Placement(_message.Message):
     CLUSTERS_FIELD_NUMBER: _builtins.int
     CLUSTER_SELECTOR_FIELD_NUMBER: _builtins.int
     TOPOLOGY_FIELD_NUMBER: _builtins.int
+    PREFERENCES_FIELD_NUMBER: _builtins.int
     topology: Global___Topology.ValueType
     """Each replica's devices within one topology domain. The hub checks the allocations the
     cluster reports against it and shows violations on the deployment.
@@ -868,20 +869,110 @@ class Placement(_message.Message):
     def cluster_selector(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Clusters whose labels contain all of these. Exclusive with clusters."""
 
+    @_builtins.property
+    def preferences(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlacementPreference]:
+        """Ordered steps: fill the first step's clusters, spill to the next; eligible clusters no
+        step names come last. Empty: replicas level free capacity over every eligible cluster
+        (docs/placement.md "Preferences"). Scale down removes from the least preferred first.
+        """
+
     def __init__(
         self,
         *,
         clusters: _abc.Iterable[_builtins.str] | None = ...,
         cluster_selector: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         topology: Global___Topology.ValueType = ...,
+        preferences: _abc.Iterable[Global___PlacementPreference] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_selector", b"cluster_selector", "clusters", b"clusters", "topology", b"topology"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_selector", b"cluster_selector", "clusters", b"clusters", "preferences", b"preferences", "topology", b"topology"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Placement: _TypeAlias = Placement  # noqa: Y015
+
+@_typing.final
+class PlacementPreference(_message.Message):
+    """One step of a workload's placement preferences. Exactly one of the three fields is set.
+    A cluster belongs to the first step that names it; a step that names no eligible cluster
+    has no effect.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class ClusterSelectorEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class WeightsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    CLUSTERS_FIELD_NUMBER: _builtins.int
+    CLUSTER_SELECTOR_FIELD_NUMBER: _builtins.int
+    WEIGHTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def clusters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """These clusters (each must be eligible), sharing the step by levelling free capacity."""
+
+    @_builtins.property
+    def cluster_selector(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """The eligible clusters whose labels contain all of these, levelling free capacity."""
+
+    @_builtins.property
+    def weights(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """These clusters (each must be eligible), splitting the step's replicas in proportion to
+        their static weights (0 to 1000; a weight of 0 takes replicas only when every cluster of
+        positive weight in the step is full).
+        """
+
+    def __init__(
+        self,
+        *,
+        clusters: _abc.Iterable[_builtins.str] | None = ...,
+        cluster_selector: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        weights: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_selector", b"cluster_selector", "clusters", b"clusters", "weights", b"weights"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlacementPreference: _TypeAlias = PlacementPreference  # noqa: Y015
 
 @_typing.final
 class TopologyViolation(_message.Message):

@@ -266,3 +266,25 @@ def test_completion_scripts_name_every_command_and_parse(
         )
         completed = subprocess.run(["bash", "-c", probe], capture_output=True, text=True)
         assert "describe" in completed.stdout.split(), completed.stderr
+
+
+def test_apply_sets_placement_preferences_idempotently_and_describe_shows_them(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    preferred = manifests.FLEET.replace(
+        "  clusters: [east]\n", "  clusters: [east]\n  preferences:\n  - weights: {east: 3}\n"
+    )
+    path = manifests.write(tmp_path, preferred)
+    assert "workload/llama created" in cli.ok("apply", "-f", path)
+    # The hub shows every field of a preference; the file names one: no difference.
+    assert cli.ok("apply", "-f", path).splitlines()[2] == "workload/llama unchanged"
+    reweighted = manifests.write(tmp_path, preferred.replace("east: 3", "east: 2"), name="w.yaml")
+    assert cli.ok("apply", "-f", reweighted).splitlines()[2] == (
+        "workload/llama configured (placement)"
+    )
+    client = cli.hub.client()
+    assert client.get("/v1/workloads/llama")["placement"]["preferences"] == [
+        {"clusters": [], "cluster_selector": {}, "weights": {"east": 2}}
+    ]
+    described = cli.ok("describe", "workload", "llama")
+    assert "Preferences:" in described and "east:" in described.split("Preferences:")[1]
