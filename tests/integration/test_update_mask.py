@@ -96,3 +96,27 @@ def test_rest_infers_the_mask_from_the_body_so_false_and_zero_apply(
 ) -> None:
     assert hub.patch("/v1/deployments/g1.east", {"enabled": False})["enabled"] is False
     assert hub.patch("/v1/workloads/g1", {"replicas": 0})["replicas"] == 0
+
+
+def test_placement_preferences_over_grpc_by_their_own_path_and_a_bad_weight_is_refused(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    wanted = resources_pb2.Placement(
+        preferences=[resources_pb2.PlacementPreference(weights={"east": 3})]
+    )
+    request = control_pb2.UpdateWorkloadRequest(
+        ref="g1",
+        workload=resources_pb2.Workload(placement=wanted),
+        update_mask=mask("placement.preferences"),
+    )
+    answer = stub.UpdateWorkload(request, metadata=AUTH)
+    # Only the preferences changed: the explicit cluster list stays.
+    assert list(answer.placement.clusters) == ["east"]
+    assert dict(answer.placement.preferences[0].weights) == {"east": 3}
+    assert hub.get("/v1/workloads/g1")["placement"]["preferences"][0]["weights"] == {"east": 3}
+
+    request.workload.placement.preferences[0].weights["east"] = 1001
+    error = refused(stub.UpdateWorkload, request)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert 'workload.placement.preferences[0].weights["east"]' in (error.details() or "")
+    assert hub.get("/v1/workloads/g1")["placement"]["preferences"][0]["weights"] == {"east": 3}

@@ -2,9 +2,9 @@
 workload's replicas could run, some do, and nothing is ever admitted past a quota or a
 cluster's free devices (docs/placement.md, docs/admission.md).
 
-A workload's replicas are spread by `placement.place`, one deployment per cluster, and each
-deployment is admitted by `admission.decide`, exactly as hub/service/workloads.py and
-hub/service/admit.py chain them.
+A workload's replicas are spread by `placement.place` (without preferences, and with random
+ordered or weighted steps), one deployment per cluster, and each deployment is admitted by
+`admission.decide`, exactly as hub/service/workloads.py and hub/service/admit.py chain them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hub.admission import AdmissionView, Decision, Demand, decide
-from hub.placement import ClusterRoom, place
+from hub.placement import ClusterRoom, Step, place
 
 CLASS = "H100-80GB"
 # Deterministic (the same examples on every run and in CI), no example database on disk.
@@ -44,9 +44,11 @@ def fleets(draw: st.DrawFn) -> Fleet:
 
 
 def expand_and_admit(
-    fleet: Fleet, *, replicas: int, per_replica: int
+    fleet: Fleet, *, replicas: int, per_replica: int, steps: Sequence[Step] = ()
 ) -> tuple[dict[str, int], list[Decision]]:
-    shares = place(replicas=replicas, devices_per_replica=per_replica, rooms=fleet.rooms)
+    shares = place(
+        replicas=replicas, devices_per_replica=per_replica, rooms=fleet.rooms, steps=steps
+    )
     demands = [
         Demand(
             deployment_id=cluster_id,
@@ -70,16 +72,36 @@ def expand_and_admit(
     return shares, decide(demands, view)
 
 
+@st.composite
+def preference_steps(draw: st.DrawFn, fleet: Fleet) -> list[Step]:
+    """Ordered steps over the fleet (docs/placement.md "Preferences"); some weighted."""
+    order = draw(st.permutations([r.cluster_id for r in fleet.rooms]))
+    steps, start = [], 0
+    while start < len(order):
+        size = draw(st.integers(min_value=1, max_value=len(order) - start))
+        group = tuple(order[start : start + size])
+        start += size
+        weighted = draw(st.booleans())
+        weights = {c: draw(st.integers(min_value=0, max_value=4)) for c in group}
+        steps.append(Step(group, weights if weighted else None))
+    return steps
+
+
 @PROPERTY
 @given(
     fleet=fleets(),
     replicas=st.integers(min_value=0, max_value=40),
     per_replica=st.sampled_from([1, 2, 4, 8, 16]),
+    data=st.data(),
 )
 def test_a_workload_runs_every_replica_that_fits_and_never_more(
-    fleet: Fleet, replicas: int, per_replica: int
+    fleet: Fleet, replicas: int, per_replica: int, data: st.DataObject
 ) -> None:
-    shares, decisions = expand_and_admit(fleet, replicas=replicas, per_replica=per_replica)
+    # Half the examples without preferences (today's levelling), half with random steps.
+    steps = data.draw(st.just([]) | preference_steps(fleet), label="steps")
+    shares, decisions = expand_and_admit(
+        fleet, replicas=replicas, per_replica=per_replica, steps=steps
+    )
     assert sum(shares.values()) == replicas, "every replica is placed, running or waiting"
     admitted = {d.deployment_id: d.admitted_replicas for d in decisions}
     free = {r.cluster_id: r.free_devices for r in fleet.rooms}
