@@ -29,7 +29,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 from hub import errors
 from hub.model import Placement, PlacementPreference
@@ -368,12 +367,16 @@ def _overflow_in_steps(
             heapq.heappush(heap, _spill_key(best, weights[best], share, total[best]))
 
 
-def _weighted_key(share: int, weight: int) -> tuple[bool, Fraction, int]:
+def _weighted_key(share: int, weight: int) -> tuple[bool, float, int]:
     """Who gets a weighted step's next replica: the lowest share after it per unit of weight
-    (D'Hondt), ties to the heavier weight; weight 0 only after every positive weight."""
+    (D'Hondt), ties to the heavier weight; weight 0 only after every positive weight.
+
+    A float quotient orders exactly here: IEEE division rounds correctly, so equal ratios give
+    equal floats, and two different ratios of integers up to MAX_REPLICAS / MAX_WEIGHT differ
+    by far more than a double's rounding."""
     if weight <= 0:
-        return (True, Fraction(0), 0)
-    return (False, Fraction(share + 1, weight), -weight)
+        return (True, 0.0, 0)
+    return (False, (share + 1) / weight, -weight)
 
 
 def _spill_key(cluster_id: str, weight: int, share: int, total: int) -> tuple[object, ...]:
@@ -410,9 +413,9 @@ def _shrink_in_steps(shares: Sequence[Share], remove: int, steps: Sequence[Step]
     return desired
 
 
-def _above_weight(share: int, weight: int) -> tuple[bool, Fraction, int]:
+def _above_weight(share: int, weight: int) -> tuple[bool, float, int]:
     """How far a share is above its weight: weight 0 first, then share per unit of weight,
-    ties to the lighter weight (the mirror of `_weighted_key`)."""
+    ties to the lighter weight (the mirror of `_weighted_key`; floats order exactly, as there)."""
     if weight <= 0:
-        return (True, Fraction(share), 0)
-    return (False, Fraction(share, weight), -weight)
+        return (True, float(share), 0)
+    return (False, share / weight, -weight)
