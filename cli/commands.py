@@ -217,6 +217,18 @@ def rotate_token(ctx: Context, *, cluster_id: str, revoke_certificates: bool) ->
     print(agent_token_notice(cluster_id, str(answer.get("token", ""))), file=ctx.out)
 
 
+def maintain(ctx: Context, *, verb: str, cluster_id: str, node: str, device_class: str) -> None:
+    """POST /v1/clusters/{id}:cordon|uncordon|drain, scoped to a node or device class where
+    given; prints the cluster."""
+    body: JsonObject = {}
+    if node:
+        body["node"] = node
+    if device_class:
+        body["device_class"] = device_class
+    path = f"{resource_path(kinds.CLUSTER, cluster_id)}:{verb}"
+    ctx.show(ctx.client.post(path, body), kind=kinds.CLUSTER)
+
+
 # -- discovered workloads ---------------------------------------------------------------------
 
 

@@ -150,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_enable,
         _add_delete,
         _add_rotate_token,
+        _add_maintenance,
         _add_discovered,
         _add_authority,
         _add_tokens,
@@ -520,6 +521,40 @@ def _add_rotate_token(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 def _rotate_token(args: argparse.Namespace) -> Action:
     cluster_id, revoke = str(args.ref), bool(args.revoke_certificates)
     return lambda ctx: commands.rotate_token(ctx, cluster_id=cluster_id, revoke_certificates=revoke)
+
+
+MAINTENANCE = {
+    "cordon": "no new placements or admissions on a cluster (or one node or device class);"
+    " nothing running moves",
+    "uncordon": "undo a cordon (without --node or --device-class: every cordon of the cluster)",
+}
+
+
+def _add_maintenance(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    for verb, help_text in MAINTENANCE.items():
+        parser = _command(sub, client, name=verb, help_text=help_text, prepare=_maintain(verb))
+        parser.add_argument(
+            "kind", metavar="KIND", type=str.lower, choices=["cluster"], help="cluster"
+        )
+        parser.add_argument("ref", metavar="CLUSTER")
+        scope = parser.add_mutually_exclusive_group()
+        scope.add_argument("--node", default="", metavar="NODE", help="only this node")
+        scope.add_argument(
+            "--device-class",
+            default="",
+            metavar="CLASS",
+            help="only this device class (e.g. for its GPU driver upgrade)",
+        )
+
+
+def _maintain(verb: str) -> Callable[[argparse.Namespace], Action]:
+    def prepare(args: argparse.Namespace) -> Action:
+        cluster_id, node, device_class = str(args.ref), str(args.node), str(args.device_class)
+        return lambda ctx: commands.maintain(
+            ctx, verb=verb, cluster_id=cluster_id, node=node, device_class=device_class
+        )
+
+    return prepare
 
 
 def _add_discovered(sub: Subparsers, client: argparse.ArgumentParser) -> None:

@@ -247,6 +247,18 @@ def _cluster_mode(item: JsonObject) -> str:
     return "read-only" if item.get("read_only") else "managing"
 
 
+def _cluster_scheduling(item: JsonObject) -> str:
+    # Like kubectl's SchedulingDisabled: whether new placements may land here, and if only in
+    # part, what is cordoned (wingsmith cordon / uncordon / drain).
+    if item.get("draining"):
+        return "draining"
+    if item.get("cordoned"):
+        return "cordoned"
+    parts = [*(item.get("cordoned_device_classes") or [])]
+    parts += [f"node {n}" for n in item.get("cordoned_nodes") or []]
+    return f"cordoned: {', '.join(parts)}" if parts else "open"
+
+
 def _count(key: str) -> Cell:
     return lambda item: str(len(item.get(key) or []))
 
@@ -308,6 +320,7 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("NODES", _count("nodes")),
         ("DEVICES", _cluster_devices),
         ("DGD", field("dgd_version")),
+        ("SCHEDULING", _cluster_scheduling),
     ),
     "project": (
         ("NAME", field("name")),

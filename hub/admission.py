@@ -21,6 +21,8 @@ Accounting, per device class:
 - Scale-downs and disabled deployments release at once (they need no check).
 - A stale cluster (silent past the grace period) offers no free device: new demand there waits
   on insufficient_capacity, saying the cluster is stale; what it already admitted stays.
+- A cordoned cluster (or one cordoned for the demand's class) likewise offers no free device
+  to new demand, which waits on `cordoned`; a cordoned node's idle devices are not free.
 - A cluster no agent ever connected for has reported no device: demand there waits on
   insufficient_capacity saying so, not "0 free" (that would claim a count nobody reported).
 - A rolling deployment may also get *surge* replicas, so old and new run side by side: as many
@@ -38,6 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from hub.model import (
+    REASON_CORDONED,
     REASON_DISABLED,
     REASON_INSUFFICIENT_CAPACITY,
     REASON_INSUFFICIENT_QUOTA,
@@ -83,6 +86,11 @@ class AdmissionView:
     stale_clusters: frozenset[str] = frozenset()
     # Clusters no agent ever connected for: nothing known, so the message says that.
     unheard_clusters: frozenset[str] = frozenset()
+    # Cordoned (or draining) clusters, and (cluster, class) pairs cordoned for one class: like
+    # a stale cluster they offer no free device to new demand and keep what they hold.
+    # (A cordoned node's idle devices are already left out of cluster_free.)
+    cordoned_clusters: frozenset[str] = frozenset()
+    cordoned_classes: frozenset[CapacityKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,15 @@ class _Ledger:
         self.free = dict(view.cluster_free)
         self.stale = view.stale_clusters
         self.unheard = view.unheard_clusters
+        self.cordoned = view.cordoned_clusters
+        self.cordoned_classes = view.cordoned_classes
+
+    def closed(self, demand: Demand) -> bool:
+        """Cordoned for this demand: it takes nothing new, whatever it has free."""
+        return (
+            demand.cluster_id in self.cordoned
+            or (demand.cluster_id, demand.device_class) in self.cordoned_classes
+        )
 
     def headroom(self, demand: Demand) -> tuple[int | None, int]:
         """(quota left or None when the class has no quota, free devices: none on a stale
@@ -117,7 +134,7 @@ class _Ledger:
         key = (demand.project, demand.device_class)
         limit = self.limits.get(key)
         quota_left = None if limit is None else limit - self.charged.get(key, 0)
-        if demand.cluster_id in self.stale:
+        if demand.cluster_id in self.stale or self.closed(demand):
             return quota_left, 0
         return quota_left, self.free.get((demand.cluster_id, demand.device_class), 0)
 
@@ -249,7 +266,7 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
         return Decision(
             demand.deployment_id,
             demand.admitted_replicas,
-            REASON_INSUFFICIENT_CAPACITY,
+            REASON_CORDONED if ledger.closed(demand) else REASON_INSUFFICIENT_CAPACITY,
             _capacity_message(demand, delta, free, ledger),
         )
     return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
@@ -262,6 +279,12 @@ def _capacity_message(demand: Demand, delta: int, free: int, ledger: _Ledger) ->
         return (
             f"{needs}; no agent of cluster {cluster} has ever connected: nothing can run there"
             " until one does"
+        )
+    if ledger.closed(demand):
+        scope = "" if cluster in ledger.cordoned else f" for {demand.device_class}"
+        return (
+            f"{needs}; cluster {cluster} is cordoned{scope}: it takes no new placements until"
+            f" it is uncordoned (wingsmith uncordon cluster {cluster})"
         )
     if cluster in ledger.stale:
         return (

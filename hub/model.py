@@ -36,6 +36,8 @@ REASON_CLUSTER_READ_ONLY = "cluster_read_only"
 # The agent rejected the current generation: derived on read from the rejection (views), the
 # way the phase is, never stored as an admission decision.
 REASON_REJECTED = "rejected"
+# The cluster is cordoned (whole or for the deployment's device class): no new demand there.
+REASON_CORDONED = "cordoned"
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,27 @@ class AgentSession:
 
 
 @dataclass(frozen=True)
+class Maintenance:
+    """An admin's maintenance marks on a cluster (docs/placement.md, "Cordon and drain")."""
+
+    # The whole cluster takes no new placements or admissions.
+    cordoned: bool = False
+    # Only these device classes / nodes take none.
+    device_classes: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+    # Cordoned, and its managed deployments are being re-placed elsewhere.
+    draining: bool = False
+
+    def closed_to(self, device_class: str) -> bool:
+        """No new demand of this class may be placed or admitted here."""
+        return self.cordoned or self.draining or device_class in self.device_classes
+
+    @property
+    def any(self) -> bool:
+        return self.cordoned or self.draining or bool(self.device_classes or self.nodes)
+
+
+@dataclass(frozen=True)
 class Cluster:
     cluster_id: str
     labels: Mapping[str, str]
@@ -137,6 +160,7 @@ class Cluster:
     leader_term: int = 0
     # The DGD API version its agent writes; "none": none served; "": not reported yet.
     dgd_version: str = ""
+    maintenance: Maintenance = field(default_factory=Maintenance)
 
     @property
     def connected(self) -> bool:

@@ -15,9 +15,11 @@ the store. The rule (docs/placement.md):
    devices of the class. Overflow that joins a share of replicas that fit makes none of them
    wait: admission runs the replicas that fit and only the overflow waits, as that
    deployment's pending share on insufficient_capacity (hub/admission.py).
-5. Existing shares are kept: scaling up places only the added replicas; scaling down removes
+5. Cordoned clusters (whole, or for the workload's device class; docs/placement.md "Cordon and
+   drain") get no new replica while an open eligible cluster exists; they keep their shares.
+6. Existing shares are kept: scaling up places only the added replicas; scaling down removes
    unadmitted replicas first, then from the largest share (docs/placement.md).
-6. Preferences (optional) turn the eligible clusters into ordered steps (`resolve_steps`):
+7. Preferences (optional) turn the eligible clusters into ordered steps (`resolve_steps`):
    steps 3 and 4 run step by step, the first step before the next, and a step with static
    weights splits its replicas in proportion to them instead of levelling free capacity.
    Scaling down removes from the least preferred step first. Without preferences `place` and
@@ -44,6 +46,9 @@ class ClusterRoom:
     cluster_id: str
     free_devices: int
     total_devices: int
+    # Cordoned (or draining) for the workload's class: no new replica here while an open
+    # room exists; its existing share stays.
+    closed: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,20 @@ def place(
             assigned[cluster_id] = count
     if not rooms or replicas <= 0:
         return assigned
+    # New replicas go to open rooms; only when every eligible cluster is cordoned do they
+    # land on cordoned ones, where admission makes them wait (reason cordoned).
+    rooms = [room for room in rooms if not room.closed] or list(rooms)
+    kept = dict(assigned)
+    assigned = {room.cluster_id: assigned[room.cluster_id] for room in rooms}
     if steps:
-        return _place_in_steps(replicas, devices_per_replica, rooms, assigned, steps)
+        open_steps = [
+            Step(tuple(c for c in step.clusters if c in assigned), step.weights)
+            for step in steps
+            if any(c in assigned for c in step.clusters)
+        ]
+        if open_steps:
+            placed = _place_in_steps(replicas, devices_per_replica, rooms, assigned, open_steps)
+            return {**kept, **placed}
     per_replica = max(1, devices_per_replica)
     free = {room.cluster_id: room.free_devices // per_replica for room in rooms}
     total = {room.cluster_id: room.total_devices // per_replica for room in rooms}
@@ -129,7 +146,7 @@ def place(
             room, best = heapq.heappop(spill)
             added[best] += 1
             heapq.heappush(spill, (room + 1, best))
-    return {c: before[c] + added[c] for c in assigned}
+    return {**kept, **{c: before[c] + added[c] for c in assigned}}
 
 
 def _overflow_pool(

@@ -137,6 +137,18 @@ class ControlHandlers:
         )
         return cpb.RotateClusterTokenResponse(cluster=convert.cluster(view), token=token)
 
+    def CordonCluster(self, request: cpb.CordonClusterRequest) -> pb.Cluster:
+        view = clusters.cordon(
+            self._ctx, request.cluster_id, node=request.node, device_class=request.device_class
+        )
+        return convert.cluster(view)
+
+    def UncordonCluster(self, request: cpb.UncordonClusterRequest) -> pb.Cluster:
+        view = clusters.uncordon(
+            self._ctx, request.cluster_id, node=request.node, device_class=request.device_class
+        )
+        return convert.cluster(view)
+
     # -- workloads ----------------------------------------------------------------------------
 
     def CreateWorkload(self, request: cpb.CreateWorkloadRequest) -> pb.Workload:

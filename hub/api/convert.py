@@ -52,6 +52,7 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
                 devices=[wire.device_to_proto(d) for d in n.devices],
                 inventory_error=n.inventory_error,
                 observe_time=wire.timestamp_ns(n.observe_ns),
+                cordoned=n.node_id in c.maintenance.nodes,
             )
             for n in view.nodes
         ],
@@ -83,6 +84,10 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
         leader_term=c.leader_term,
         never_connected=view.never_connected,
         dgd_version=c.dgd_version,
+        cordoned=c.maintenance.cordoned,
+        cordoned_device_classes=list(c.maintenance.device_classes),
+        cordoned_nodes=list(c.maintenance.nodes),
+        draining=c.maintenance.draining,
     )
 
 

@@ -61,6 +61,9 @@ RULES: dict[str, Rule] = {
     "ListClusters": _read("cluster"),
     "DeleteCluster": _admin("cluster", lambda r: r.cluster_id),
     "RotateClusterToken": _admin("cluster", lambda r: r.cluster_id),
+    # Maintenance moves what may run where, across projects: the admin's.
+    "CordonCluster": _admin("cluster", lambda r: r.cluster_id),
+    "UncordonCluster": _admin("cluster", lambda r: r.cluster_id),
     # Workloads: their project's operators.
     "CreateWorkload": Rule(
         access.NEEDS_PROJECT,

@@ -20,13 +20,14 @@ Steps of a pass:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from hub import admission
 from hub.admission import AdmissionView, Decision, Demand
-from hub.model import Deployment, evolve
+from hub.model import Capacity, Deployment, Maintenance, evolve
 from hub.service.context import ServiceContext, Tx
-from hub.store import accounting, deployments, projects
+from hub.store import accounting, clusters, deployments, projects
+from hub.store.db import Connection
 
 
 def run(
@@ -87,13 +88,29 @@ def _view(
         tx.conn, seen_before=tx.now - ctx.settings.stale_after_s, cluster_ids=clusters_in_scope
     )
     unheard = accounting.unheard_clusters(tx.conn, clusters_in_scope)
+    marks = clusters.maintenance_of(tx.conn, clusters_in_scope)
     return AdmissionView(
         quota_limits=projects.quota_limits(tx.conn),
         quota_charged={key: used + reserved for key, (used, reserved) in charges.items()},
-        cluster_free={key: cap.free for key, cap in capacity.items()},
+        cluster_free=open_free(tx.conn, capacity, marks),
         stale_clusters=frozenset(stale),
         unheard_clusters=frozenset(unheard),
+        cordoned_clusters=frozenset(c for c, m in marks.items() if m.cordoned or m.draining),
+        cordoned_classes=frozenset(
+            (c, device_class) for c, m in marks.items() for device_class in m.device_classes
+        ),
     )
+
+
+def open_free(
+    conn: Connection,
+    capacity: Mapping[tuple[str, str], Capacity],
+    marks: Mapping[str, Maintenance],
+) -> dict[tuple[str, str], int]:
+    """Free devices per (cluster, class) that new demand may take: a cordoned node's idle
+    devices are left out (placement and admission both read this)."""
+    idle = accounting.cordoned_idle(conn, {c: m.nodes for c, m in marks.items() if m.nodes})
+    return {key: max(0, cap.free - idle.get(key, 0)) for key, cap in capacity.items()}
 
 
 def _commit(tx: Tx, current: Deployment, decision: Decision) -> None:

@@ -8,10 +8,10 @@ import secrets
 from collections.abc import Mapping, Sequence
 
 from hub import errors
-from hub.model import Cluster
+from hub.model import Cluster, Maintenance, evolve
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import accounting, clusters, deployments
+from hub.store import accounting, clusters, deployments, observations
 from hub.store.db import Connection
 
 TOKEN_PREFIX = "wsa_"
@@ -89,6 +89,66 @@ def rotate_token(
         view = views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
     ctx.publisher.identity_changed(cluster_id, new_hash)
     return view, token
+
+
+def cordon(
+    ctx: ServiceContext, cluster_id: str, *, node: str = "", device_class: str = ""
+) -> views.ClusterView:
+    """No new placements or admissions on the cluster, or only on one of its nodes or device
+    classes; nothing running moves (docs/placement.md, "Cordon and drain"). Idempotent."""
+    _scope(node, device_class)
+    with transaction(ctx) as tx:
+        cluster = _get(tx.conn, cluster_id)
+        marks = cluster.maintenance
+        if node:
+            reported = {n.node_id for n in observations.nodes_of(tx.conn, cluster_id)}
+            if node not in reported and node not in marks.nodes:
+                raise errors.InvalidArgument(
+                    "node",
+                    f"cluster {cluster_id} reports no node {node!r}"
+                    f" (see GET /v1/clusters/{cluster_id})",
+                )
+            marks = evolve(marks, nodes=tuple(sorted({*marks.nodes, node})))
+        elif device_class:
+            marks = evolve(
+                marks, device_classes=tuple(sorted({*marks.device_classes, device_class}))
+            )
+        else:
+            marks = evolve(marks, cordoned=True)
+        clusters.set_maintenance(tx.conn, cluster_id, marks)
+        # What waits there learns it is cordoned; nothing admitted is taken back.
+        admit.run(ctx, tx, cluster_ids=[cluster_id])
+        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+
+
+def uncordon(
+    ctx: ServiceContext, cluster_id: str, *, node: str = "", device_class: str = ""
+) -> views.ClusterView:
+    """Undo a cordon: of one node or device class, or (neither given) every cordon of the
+    cluster. What waits there is admitted if it fits. Idempotent."""
+    _scope(node, device_class)
+    with transaction(ctx) as tx:
+        marks = _get(tx.conn, cluster_id).maintenance
+        if node:
+            marks = evolve(marks, nodes=tuple(n for n in marks.nodes if n != node))
+        elif device_class:
+            marks = evolve(
+                marks, device_classes=tuple(c for c in marks.device_classes if c != device_class)
+            )
+        else:
+            marks = Maintenance()
+        clusters.set_maintenance(tx.conn, cluster_id, marks)
+        admit.run(ctx, tx, cluster_ids=[cluster_id])
+        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+
+
+def _scope(node: str, device_class: str) -> None:
+    if node and device_class:
+        raise errors.InvalidArgument("node", "give a node or a device_class, not both")
+    if node:
+        validate.node_name(node, "node")
+    if device_class:
+        validate.device_class(device_class, "device_class")
 
 
 def check_certificate(ctx: ServiceContext, *, cluster_id: str, fingerprint: str) -> None:

@@ -19,6 +19,8 @@ LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?\Z"
 )
+# A Kubernetes node name: a DNS-1123 subdomain.
+NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?\Z")
 MAX_REPLICAS = 10_000
 MAX_QUOTA = 1_000_000
@@ -47,6 +49,16 @@ def device_class(value: str, field: str) -> str:
         raise errors.InvalidArgument(
             field,
             f"invalid device class {value!r} (letters, digits, '.', '_', '-'; e.g. H100-80GB)",
+        )
+    return value
+
+
+def node_name(value: str, field: str) -> str:
+    if len(value) > 253 or not NODE_NAME.match(value):
+        raise errors.InvalidArgument(
+            field,
+            f"invalid node name {value!r}: a Kubernetes node name (lower-case letters, digits,"
+            " '-' and '.', at most 253 characters)",
         )
     return value
 

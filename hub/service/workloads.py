@@ -443,14 +443,17 @@ def _rooms(
     conn: Connection, eligible: Sequence[str], device_class: str
 ) -> list[placement.ClusterRoom]:
     capacity = accounting.capacities(conn, eligible)
+    marks = clusters.maintenance_of(conn, eligible)
+    free = admit.open_free(conn, capacity, marks)
     rooms = []
     for cluster_id in eligible:
         cap = capacity.get((cluster_id, device_class))
         rooms.append(
             placement.ClusterRoom(
                 cluster_id=cluster_id,
-                free_devices=cap.free if cap else 0,
+                free_devices=free.get((cluster_id, device_class), 0),
                 total_devices=cap.total if cap else 0,
+                closed=cluster_id in marks and marks[cluster_id].closed_to(device_class),
             )
         )
     return rooms

@@ -16,7 +16,7 @@ queries rather than a walk over every row:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from hub.model import Capacity
 from hub.store.port import Transaction
@@ -131,6 +131,27 @@ def capacities(
         key: Capacity(total=t, allocated=a, reserved=res, unusable=u)
         for key, (t, a, res, u) in totals.items()
     }
+
+
+def cordoned_idle(
+    conn: Transaction, nodes_by_cluster: Mapping[str, Sequence[str]]
+) -> dict[tuple[str, str], int]:
+    """(cluster, class) -> usable devices on these cordoned nodes that no pod holds: free
+    devices a cordon takes away from new admissions (what runs there keeps its devices)."""
+    result: dict[tuple[str, str], int] = {}
+    for cluster_id, nodes in sorted(nodes_by_cluster.items()):
+        for chunk in _chunks(nodes):
+            for r in conn.execute(
+                "SELECT dv.device_class AS device_class, COUNT(*) AS idle FROM devices dv"
+                f" WHERE dv.cluster_id = ? AND dv.node_id IN ({_marks(chunk)})"
+                " AND dv.verified = 1 AND dv.healthy = 1 AND NOT EXISTS (SELECT 1 FROM"
+                " allocations a WHERE a.cluster_id = dv.cluster_id AND a.device_id = dv.uuid)"
+                " GROUP BY dv.device_class",
+                [cluster_id, *chunk],
+            ):
+                key = (cluster_id, r["device_class"])
+                result[key] = result.get(key, 0) + r["idle"]
+    return result
 
 
 def silent_clusters(

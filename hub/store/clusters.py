@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from hub import errors
-from hub.model import AgentSession, Cluster
+from hub.model import AgentSession, Cluster, Maintenance
 from hub.store import codec
 from hub.store.port import IntegrityError, Row, Transaction
 
@@ -381,6 +381,63 @@ def _cluster(row: Row, agents: tuple[AgentSession, ...]) -> Cluster:
         agents=agents,
         leader_term=row["leader_term"],
         dgd_version=row["dgd_version"],
+        maintenance=_maintenance(row["maintenance"]),
+    )
+
+
+def set_maintenance(conn: Transaction, cluster_id: str, maintenance: Maintenance) -> None:
+    found = conn.execute(
+        "UPDATE clusters SET maintenance = ? WHERE cluster_id = ? RETURNING cluster_id",
+        (
+            codec.dumps(
+                {
+                    "cordoned": maintenance.cordoned,
+                    "device_classes": sorted(maintenance.device_classes),
+                    "nodes": sorted(maintenance.nodes),
+                    "draining": maintenance.draining,
+                }
+            ),
+            cluster_id,
+        ),
+    ).fetchone()
+    if found is None:
+        raise errors.NotFound("cluster", cluster_id)
+
+
+def maintenance_of(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, Maintenance]:
+    """The maintenance marks of those of these clusters that have any."""
+    ids = sorted(set(cluster_ids))
+    result: dict[str, Maintenance] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        for r in conn.execute(
+            "SELECT cluster_id, maintenance FROM clusters WHERE maintenance != '{}'"
+            f" AND cluster_id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        ):
+            marks = _maintenance(r["maintenance"])
+            if marks.any:
+                result[r["cluster_id"]] = marks
+    return result
+
+
+def draining(conn: Transaction) -> list[str]:
+    """Clusters being drained."""
+    rows = conn.execute(
+        "SELECT cluster_id, maintenance FROM clusters WHERE maintenance != '{}'"
+    ).fetchall()
+    return sorted(r["cluster_id"] for r in rows if _maintenance(r["maintenance"]).draining)
+
+
+def _maintenance(text: str) -> Maintenance:
+    if text in ("", "{}"):
+        return Maintenance()
+    document = codec.loads(text)
+    return Maintenance(
+        cordoned=bool(document.get("cordoned")),
+        device_classes=tuple(document.get("device_classes", ())),
+        nodes=tuple(document.get("nodes", ())),
+        draining=bool(document.get("draining")),
     )
 
 

@@ -339,6 +339,59 @@ class RotateClusterTokenResponse(_message.Message):
 Global___RotateClusterTokenResponse: _TypeAlias = RotateClusterTokenResponse  # noqa: Y015
 
 @_typing.final
+class CordonClusterRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    cluster_id: _builtins.str
+    node: _builtins.str
+    """Only this node (its free devices take no new admissions). Exclusive with device_class."""
+    device_class: _builtins.str
+    """Only this device class. Exclusive with node."""
+    def __init__(
+        self,
+        *,
+        cluster_id: _builtins.str = ...,
+        node: _builtins.str = ...,
+        device_class: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "device_class", b"device_class", "node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CordonClusterRequest: _TypeAlias = CordonClusterRequest  # noqa: Y015
+
+@_typing.final
+class UncordonClusterRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    cluster_id: _builtins.str
+    node: _builtins.str
+    """Only this node's (or device class's) cordon; neither: every cordon of the cluster."""
+    device_class: _builtins.str
+    def __init__(
+        self,
+        *,
+        cluster_id: _builtins.str = ...,
+        node: _builtins.str = ...,
+        device_class: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "device_class", b"device_class", "node", b"node"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UncordonClusterRequest: _TypeAlias = UncordonClusterRequest  # noqa: Y015
+
+@_typing.final
 class CreateWorkloadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

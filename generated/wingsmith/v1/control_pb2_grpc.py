@@ -201,6 +201,16 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsResponse.FromString,
                 _registered_method=True)
+        self.CordonCluster = channel.unary_unary(
+                '/wingsmith.v1.ControlService/CordonCluster',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.CordonClusterRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+                _registered_method=True)
+        self.UncordonCluster = channel.unary_unary(
+                '/wingsmith.v1.ControlService/UncordonCluster',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.UncordonClusterRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -431,6 +441,21 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CordonCluster(self, request, context):
+        """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
+        placements or admissions on the cluster (or only on one node or device class); nothing
+        running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UncordonCluster(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -598,6 +623,16 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ListAuditRecords,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsResponse.SerializeToString,
+            ),
+            'CordonCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.CordonCluster,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.CordonClusterRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.SerializeToString,
+            ),
+            'UncordonCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.UncordonCluster,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.UncordonClusterRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1491,6 +1526,60 @@ class ControlService:
             '/wingsmith.v1.ControlService/ListAuditRecords',
             wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsRequest.SerializeToString,
             wingsmith_dot_v1_dot_control__pb2.ListAuditRecordsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CordonCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/CordonCluster',
+            wingsmith_dot_v1_dot_control__pb2.CordonClusterRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UncordonCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/UncordonCluster',
+            wingsmith_dot_v1_dot_control__pb2.UncordonClusterRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
             options,
             channel_credentials,
             insecure,

@@ -109,6 +109,12 @@ class ControlServiceStub:
     """Revokes at once (the next call with it is refused); the record stays, listed as revoked."""
     ListAuditRecords: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListAuditRecordsRequest, _control_pb2.ListAuditRecordsResponse]
     """The audit log: every mutating call and agent connection event, newest first (admin only)."""
+    CordonCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.CordonClusterRequest, _resources_pb2.Cluster]
+    """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
+    placements or admissions on the cluster (or only on one node or device class); nothing
+    running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+    """
+    UncordonCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.UncordonClusterRequest, _resources_pb2.Cluster]
 
 @_typing.type_check_only
 class ControlServiceAsyncStub(ControlServiceStub):
@@ -178,6 +184,12 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """Revokes at once (the next call with it is refused); the record stays, listed as revoked."""
     ListAuditRecords: _aio.UnaryUnaryMultiCallable[_control_pb2.ListAuditRecordsRequest, _control_pb2.ListAuditRecordsResponse]  # type: ignore[assignment]
     """The audit log: every mutating call and agent connection event, newest first (admin only)."""
+    CordonCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.CordonClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
+    """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
+    placements or admissions on the cluster (or only on one node or device class); nothing
+    running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+    """
+    UncordonCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.UncordonClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
 
 class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -442,5 +454,23 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_control_pb2.ListAuditRecordsResponse, _abc.Awaitable[_control_pb2.ListAuditRecordsResponse]]:
         """The audit log: every mutating call and agent connection event, newest first (admin only)."""
+
+    @_abc_1.abstractmethod
+    def CordonCluster(
+        self,
+        request: _control_pb2.CordonClusterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Cluster, _abc.Awaitable[_resources_pb2.Cluster]]:
+        """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
+        placements or admissions on the cluster (or only on one node or device class); nothing
+        running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+        """
+
+    @_abc_1.abstractmethod
+    def UncordonCluster(
+        self,
+        request: _control_pb2.UncordonClusterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Cluster, _abc.Awaitable[_resources_pb2.Cluster]]: ...
 
 def add_ControlServiceServicer_to_server(servicer: ControlServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

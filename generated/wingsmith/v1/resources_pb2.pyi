@@ -85,6 +85,10 @@ class _AdmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Admis
     """Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
     nothing, so it does not run (computed on read, never stored; docs/phases.md).
     """
+    ADMISSION_REASON_CORDONED: _AdmissionReason.ValueType  # 6
+    """The cluster is cordoned (whole, or for the deployment's device class): it takes no new
+    placements and admits no new demand; what it runs keeps running (docs/placement.md).
+    """
 
 class AdmissionReason(_AdmissionReason, metaclass=_AdmissionReasonEnumTypeWrapper):
     """Why a deployment is not (fully) admitted."""
@@ -104,6 +108,10 @@ the agent applies it (a new generation, or the cause removed in the cluster).
 ADMISSION_REASON_CLUSTER_READ_ONLY: AdmissionReason.ValueType  # 5
 """Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
 nothing, so it does not run (computed on read, never stored; docs/phases.md).
+"""
+ADMISSION_REASON_CORDONED: AdmissionReason.ValueType  # 6
+"""The cluster is cordoned (whole, or for the deployment's device class): it takes no new
+placements and admits no new demand; what it runs keeps running (docs/placement.md).
 """
 Global___AdmissionReason: _TypeAlias = AdmissionReason  # noqa: Y015
 
@@ -472,6 +480,10 @@ class Cluster(_message.Message):
     LEADER_TERM_FIELD_NUMBER: _builtins.int
     NEVER_CONNECTED_FIELD_NUMBER: _builtins.int
     DGD_VERSION_FIELD_NUMBER: _builtins.int
+    CORDONED_FIELD_NUMBER: _builtins.int
+    CORDONED_DEVICE_CLASSES_FIELD_NUMBER: _builtins.int
+    CORDONED_NODES_FIELD_NUMBER: _builtins.int
+    DRAINING_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     """Unique, a DNS-1123 label."""
     connected: _builtins.bool
@@ -495,6 +507,14 @@ class Cluster(_message.Message):
     "v1alpha1"), "none" when its API server serves neither (its deployments cannot run: no
     Dynamo operator, or one too new for the agent), empty until its agent reported one.
     """
+    cordoned: _builtins.bool
+    """Cordoned (POST /v1/clusters/{id}:cordon): no new placements or admissions there; nothing
+    running moves (docs/placement.md, "Cordon and drain"). Set by the admin, not the agent.
+    """
+    draining: _builtins.bool
+    """Draining (POST /v1/clusters/{id}:drain): cordoned, and its managed deployments are
+    re-placed elsewhere, then removed here once their stand-ins run (make-before-break).
+    """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     @_builtins.property
@@ -515,6 +535,14 @@ class Cluster(_message.Message):
     def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentSession]:
         """Output only: the agents streaming now (one per DaemonSet pod), and the leader's term."""
 
+    @_builtins.property
+    def cordoned_device_classes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Cordoned for these device classes only (a GPU driver upgrade of one class)."""
+
+    @_builtins.property
+    def cordoned_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Cordoned nodes: their free devices count as no capacity for new admissions."""
+
     def __init__(
         self,
         *,
@@ -534,10 +562,14 @@ class Cluster(_message.Message):
         leader_term: _builtins.int = ...,
         never_connected: _builtins.bool = ...,
         dgd_version: _builtins.str = ...,
+        cordoned: _builtins.bool = ...,
+        cordoned_device_classes: _abc.Iterable[_builtins.str] | None = ...,
+        cordoned_nodes: _abc.Iterable[_builtins.str] | None = ...,
+        draining: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "dgd_version", b"dgd_version", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "cordoned", b"cordoned", "cordoned_device_classes", b"cordoned_device_classes", "cordoned_nodes", b"cordoned_nodes", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "dgd_version", b"dgd_version", "draining", b"draining", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -624,9 +656,12 @@ class Node(_message.Message):
     DEVICES_FIELD_NUMBER: _builtins.int
     INVENTORY_ERROR_FIELD_NUMBER: _builtins.int
     OBSERVE_TIME_FIELD_NUMBER: _builtins.int
+    CORDONED_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     inventory_error: _builtins.str
     """Why the node's device inventory is degraded (for example: NVML not available)."""
+    cordoned: _builtins.bool
+    """Cordoned (the cluster's cordoned_nodes lists it)."""
     @_builtins.property
     def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Device]: ...
     @_builtins.property
@@ -638,10 +673,11 @@ class Node(_message.Message):
         devices: _abc.Iterable[Global___Device] | None = ...,
         inventory_error: _builtins.str = ...,
         observe_time: _timestamp_pb2.Timestamp | None = ...,
+        cordoned: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["observe_time", b"observe_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["devices", b"devices", "inventory_error", b"inventory_error", "node_id", b"node_id", "observe_time", b"observe_time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cordoned", b"cordoned", "devices", b"devices", "inventory_error", b"inventory_error", "node_id", b"node_id", "observe_time", b"observe_time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

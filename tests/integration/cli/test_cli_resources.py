@@ -119,8 +119,11 @@ def test_get_lists_each_kind_as_a_table(cli: Runner) -> None:
     ]
     # No agent ever connected: it reported nothing, so neither "not stale" nor "0/0 free".
     assert rows(cli.ok("get", "clusters")) == [
-        ["CLUSTER", "MODE", "CONNECTED", "STALE", "LAST-SEEN", "NODES", "DEVICES", "DGD"],
-        ["east", "-", "never", "-", "-", "0", "-", "-"],
+        [
+            *["CLUSTER", "MODE", "CONNECTED", "STALE", "LAST-SEEN", "NODES", "DEVICES", "DGD"],
+            "SCHEDULING",
+        ],
+        ["east", "-", "never", "-", "-", "0", "-", "-", "open"],
     ]
     assert rows(cli.ok("get", "workloads")) == [
         ["NAME", "PROJECT", "PHASE", "READY/DESIRED", "DEVICE-CLASS", "DEPLOYMENTS"],

@@ -39,7 +39,7 @@ def test_every_kind_has_a_table() -> None:
             "NAME CLUSTER PHASE REASON READY/DESIRED ADMITTED ROLLOUT GENERATION DIGEST AUTHORITY"
             " DRIFT ENABLED STALE",
         ),
-        ("cluster", "CLUSTER MODE CONNECTED STALE LAST-SEEN NODES DEVICES DGD"),
+        ("cluster", "CLUSTER MODE CONNECTED STALE LAST-SEEN NODES DEVICES DGD SCHEDULING"),
         ("replica", "NAME DEPLOYMENT NODE READY DEVICES DIGEST"),
         ("allocation", "REPLICA POD NODE DEVICES PROJECT"),
         ("discovered", "NAME STATE GONE ENGINE VERSION READY/DESIRED DEVICE-CLASS WORKLOAD"),
@@ -96,18 +96,26 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
             "cluster",
             builders.cluster(),
             ["east", "managing", "true", "false", "2026-01-31T12:00:05Z", "2",
-             "A100-40GB 0/8 free, H100-80GB 12/16 free", "v1beta1"],
+             "A100-40GB 0/8 free, H100-80GB 12/16 free", "v1beta1", "open"],
         ),
         (
             "cluster",
-            builders.cluster(read_only=True),
+            builders.cluster(read_only=True, cordoned=True),
             ["east", "read-only", "true", "false", "2026-01-31T12:00:05Z", "2",
-             "A100-40GB 0/8 free, H100-80GB 12/16 free", "v1beta1"],
+             "A100-40GB 0/8 free, H100-80GB 12/16 free", "v1beta1", "cordoned"],
+        ),
+        (
+            "cluster",
+            builders.cluster(cordoned_device_classes=["A100-40GB"], cordoned_nodes=["n2"]),
+            ["east", "managing", "true", "false", "2026-01-31T12:00:05Z", "2",
+             "A100-40GB 0/8 free, H100-80GB 12/16 free", "v1beta1",
+             "cordoned: A100-40GB, node n2"],
         ),
         (
             "cluster",
             builders.cluster(connected=False, last_seen="2026-01-31T12:00:05Z", devices={}),
-            ["east", "managing", "false", "false", "2026-01-31T12:00:05Z", "2", "-", "v1beta1"],
+            ["east", "managing", "false", "false", "2026-01-31T12:00:05Z", "2", "-", "v1beta1",
+             "open"],
         ),
         (
             # Never heard from: neither "false" for stale nor "0/0 free" (nothing was reported).
@@ -120,7 +128,7 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
                 devices={"H100-80GB": {"total": 0, "free": 0}},
                 dgd_version="",
             ),
-            ["east", "-", "never", "-", "-", "0", "-", "-"],
+            ["east", "-", "never", "-", "-", "0", "-", "-", "open"],
         ),
         (
             "project",

@@ -1,0 +1,39 @@
+"""`wingsmith cordon|uncordon cluster X [--node N | --device-class C]` against a real hub."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.cli.conftest import Runner
+
+
+def test_cordon_and_uncordon_print_the_cluster_with_its_scheduling(cli: Runner) -> None:
+    cli.hub.client().post("/v1/clusters", {"cluster_id": "east"})
+
+    out = cli.ok("cordon", "cluster", "east")
+    assert out.splitlines()[0].split()[-1] == "SCHEDULING"
+    assert out.splitlines()[1].split()[-1] == "cordoned"
+
+    answer = json.loads(
+        cli.ok("cordon", "cluster", "east", "--device-class", "A100-40GB", "-o", "json")
+    )
+    assert (answer["cordoned"], answer["cordoned_device_classes"]) == (True, ["A100-40GB"])
+
+    cli.ok("uncordon", "cluster", "east", "--device-class", "A100-40GB")
+    out = cli.ok("uncordon", "cluster", "east")
+    assert out.splitlines()[1].split()[-1] == "open"
+    assert cli.hub.client().get("/v1/clusters/east").get("cordoned", False) is False
+
+
+def test_cordon_refuses_what_it_cannot_do(cli: Runner) -> None:
+    cli.hub.client().post("/v1/clusters", {"cluster_id": "east"})
+    unknown = cli("cordon", "cluster", "east", "--node", "gpu-7")
+    assert unknown.code == 1
+    assert "400 INVALID_ARGUMENT" in unknown.err and "reports no node 'gpu-7'" in unknown.err
+    missing = cli("uncordon", "cluster", "nowhere")
+    assert missing.err == "error: 404 NOT_FOUND: cluster 'nowhere' not found\n"
+    with pytest.raises(SystemExit) as usage:
+        cli("cordon", "cluster", "east", "--node", "n1", "--device-class", "A100-40GB")
+    assert usage.value.code == 2
