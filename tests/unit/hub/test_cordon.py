@@ -201,3 +201,14 @@ def test_which_marks_close_a_cluster_to_a_class(
     marks: Maintenance, device_class: str, closed: bool
 ) -> None:
     assert marks.closed_to(device_class) is closed
+
+
+def test_a_preferred_cluster_that_is_cordoned_is_skipped_for_the_next_step() -> None:
+    steps = [placement.Step(("east",)), placement.Step(("west",))]
+    rooms = [room("east", 16, closed=True), room("west", 16)]
+    got = placement.place(replicas=2, devices_per_replica=2, rooms=rooms, steps=steps)
+    assert got == {"east": 0, "west": 2}
+    # Open again: the first step fills first, as the preferences say.
+    rooms = [room("east", 16), room("west", 16)]
+    got = placement.place(replicas=2, devices_per_replica=2, rooms=rooms, steps=steps)
+    assert got == {"east": 2, "west": 0}
