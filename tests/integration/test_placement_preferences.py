@@ -90,6 +90,13 @@ def test_preferences_change_through_the_update_mask_and_steer_the_next_scale_up(
     assert hub.get("/v1/workloads/chat")["placement"]["preferences"][0]["clusters"] == [
         "cloud-west"
     ]
+    # Narrowing the eligible clusters under a preference that names another is refused.
+    status, answer = hub.rest(
+        "PATCH", "/v1/workloads/chat", {"placement": {"clusters": ["onprem"]}}, check=False
+    )
+    assert status == 400, answer
+    assert answer["error"]["message"].startswith("workload.placement.preferences[0].clusters[0]")
+    assert shares(hub, "chat") == after
 
 
 def test_bad_preferences_are_refused_naming_the_field(
