@@ -239,6 +239,46 @@ def decide_discovered(ctx: Context, *, ref: str, decision: str) -> None:
     ctx.show(ctx.client.post(f"{resource_path(kind, ref)}/{decision}", {}), kind=kind)
 
 
+def rollout_action(ctx: Context, *, ref: str, action: str) -> None:
+    """`resume` or `abort` a workload's rollout in waves: POST /v1/workloads/{ref}:{action};
+    prints the workload."""
+    kind = kinds.WORKLOAD
+    ctx.show(ctx.client.post(f"{resource_path(kind, ref)}:{action}", {}), kind=kind)
+    if ctx.human:
+        rollout_status(ctx, ref=ref)
+
+
+def rollout_status(ctx: Context, *, ref: str) -> None:
+    """The workload's rollout in waves, for people (with -o json|yaml: the rollout_status
+    object as the API gives it)."""
+    workload = ctx.client.get(resource_path(kinds.WORKLOAD, ref))
+    status = workload.get("rollout_status")
+    if not ctx.human:
+        print(output.serialize(status, fmt=ctx.output), file=ctx.out)
+        return
+    if not status:
+        policy = workload.get("rollout") or {}
+        limit = policy.get("max_clusters_in_flight") or 0
+        how = f"waves of {limit} cluster(s)" if limit else "every cluster at once"
+        print(f"workload {workload['name']}: no rollout in waves ({how})", file=ctx.out)
+        return
+    lines = [
+        f"Rollout:   {status.get('state', '')}",
+        f"Target:    {status.get('target_serving_digest', '')}",
+        f"Previous:  {status.get('previous_serving_digest', '')}",
+    ]
+    if status.get("reason"):
+        lines.append(f"Reason:    {status['reason']}")
+    if status.get("message"):
+        lines.append(f"Message:   {status['message']}")
+    rows = [["CLUSTER", "WAVE", "CHANGED"]] if ctx.headers else []
+    rows += [
+        [c["cluster_id"], c.get("state", ""), output.timestamp(c.get("change_time"))]
+        for c in status.get("clusters", [])
+    ]
+    print("\n".join([*lines, output.format_rows(rows)]), file=ctx.out)
+
+
 def promote_discovered(
     ctx: Context, *, ref: str, project: str, workload_name: str, device_class: str
 ) -> None:

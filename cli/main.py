@@ -152,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_rotate_token,
         _add_maintenance,
         _add_discovered,
+        _add_rollout,
         _add_authority,
         _add_tokens,
         _add_audit,
@@ -609,6 +610,41 @@ def _promote_discovered(args: argparse.Namespace) -> Action:
     return lambda ctx: commands.promote_discovered(
         ctx, ref=ref, project=project, workload_name=name, device_class=device_class
     )
+
+
+def _add_rollout(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    actions = _group(
+        sub,
+        client,
+        name="rollout",
+        help_text="a workload's serving change rolling out in waves: status, resume, abort",
+    )
+    for action, help_text in (
+        ("status", "show the rollout: its state, why it paused, each cluster's wave"),
+        ("resume", "go on with a rollout paused at a wave deadline"),
+        ("abort", "stop the rollout: the clusters it changed get the previous config back"),
+    ):
+        parser = _command(
+            actions, client, name=action, help_text=help_text, prepare=_rollout(action)
+        )
+        parser.add_argument(
+            "kind", metavar="KIND", type=str.lower, help="workload (the only kind that rolls out)"
+        )
+        parser.add_argument("ref", metavar="REF", help="the workload's name or wl_ id")
+
+
+def _rollout(action: str) -> Callable[[argparse.Namespace], Action]:
+    def prepare(args: argparse.Namespace) -> Action:
+        kind_word, ref = str(args.kind), str(args.ref)
+        if kind_word not in kinds.words() or kinds.lookup(kind_word) is not kinds.WORKLOAD:
+            raise UsageError(
+                f"rollout {action} applies to workloads: rollout {action} workload REF"
+            )
+        if action == "status":
+            return lambda ctx: commands.rollout_status(ctx, ref=ref)
+        return lambda ctx: commands.rollout_action(ctx, ref=ref, action=action)
+
+    return prepare
 
 
 def _add_authority(sub: Subparsers, client: argparse.ArgumentParser) -> None:

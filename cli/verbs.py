@@ -19,13 +19,26 @@ from cli.errors import ApiError, CliError, ManifestError
 
 # What PATCH may change per kind (the UpdateX masks); anything else in a file that differs
 # from the hub is refused: the object must be deleted and created again.
-MUTABLE = {"project": ("quotas",), "workload": ("replicas", "serving", "placement"), "cluster": ()}
+MUTABLE = {
+    "project": ("quotas",),
+    "workload": ("replicas", "serving", "placement", "rollout"),
+    "cluster": (),
+}
 # Map fields are replaced whole by a PATCH (their mask path is the map), so they compare
 # whole; a message compares field by field (a file names only the fields it sets).
 MAP_FIELDS = frozenset({"quotas", "labels", "cluster_selector", "weights"})
 # Read-only in a file: the hub fills them, and apply never compares them.
 _SERVER_FIELDS = frozenset(
-    {"workload_id", "create_time", "update_time", "phase", "usage", "deployments", "token"}
+    {
+        "workload_id",
+        "create_time",
+        "update_time",
+        "phase",
+        "usage",
+        "deployments",
+        "token",
+        "rollout_status",
+    }
 )
 
 

@@ -44,6 +44,7 @@ from hub.metrics import HubMetrics
 from hub.service import access as access_service
 from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
+from hub.service import rollouts as rollouts_service
 from hub.service import sync as sync_service
 from hub.service.context import (
     DESIRED_CHANNEL,
@@ -218,6 +219,7 @@ class HubServer:
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
             asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),
             asyncio.create_task(self._prune_audit(ctx), name="audit-retention"),
+            asyncio.create_task(self._rollout_waves(ctx), name="rollout-waves"),
         ]
         self._listening = self._listen(db, fanout)
         log.info(
@@ -410,6 +412,16 @@ class HubServer:
             except WingsmithError as e:
                 log.warning("audit pruning failed: %s", e)
             await asyncio.sleep(3600)
+
+    async def _rollout_waves(self, ctx: ServiceContext) -> None:
+        """Rollouts in waves whose deadline passed pause; ones with room for a wave go on
+        (observations ending a deployment's rollout decide at once; this catches time)."""
+        while True:
+            await asyncio.sleep(ctx.settings.rollout_sweep_s)
+            try:
+                await asyncio.to_thread(rollouts_service.sweep, ctx)
+            except WingsmithError as e:  # the store may be down for a while: next pass
+                log.warning("rollout wave pass failed: %s", e)
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._listening is not None:

@@ -187,6 +187,52 @@ class Capacity:
         return max(0, self.total - self.allocated - self.reserved)
 
 
+# A workload's rollout of a serving change in waves (docs/rollouts.md "Waves"); "" when it
+# never rolled in waves. The same words name a cluster's place in it (hub/rollout.py).
+ROLLOUT_ROLLING = "rolling"
+ROLLOUT_PAUSED = "paused"
+ROLLOUT_CONVERGED = "converged"
+ROLLOUT_ABORTED = "aborted"
+ROLLOUT_STATES = ("", ROLLOUT_ROLLING, ROLLOUT_PAUSED, ROLLOUT_CONVERGED, ROLLOUT_ABORTED)
+# A wave not ready on the new digest within this long pauses the rollout (0 in the policy).
+DEFAULT_WAVE_DEADLINE_S = 600
+
+
+@dataclass(frozen=True)
+class RolloutPolicy:
+    # Clusters that may be changing at once; 0: every cluster at once (no waves).
+    max_clusters_in_flight: int = 0
+    # Seconds a wave may take to be ready on the new digest; 0: DEFAULT_WAVE_DEADLINE_S.
+    wave_deadline_seconds: int = 0
+
+    @property
+    def waves(self) -> bool:
+        return self.max_clusters_in_flight > 0
+
+
+@dataclass(frozen=True)
+class WorkloadRollout:
+    """A serving change rolling out in waves, as the hub keeps it on the workload."""
+
+    state: str = ""
+    target_digest: str = ""
+    # The config the clusters ran before the change: what waiting clusters keep, and what an
+    # abort restores on the clusters already changed.
+    previous: Serving | None = None
+    previous_digest: str = ""
+    # Cluster id -> when the change reached it (its wave started).
+    changed_at: Mapping[str, float] = field(default_factory=dict)
+    # Why it paused or stopped ("wave_deadline_exceeded", "aborted"), and the details.
+    reason: str = ""
+    message: str = ""
+    start_time: float = 0.0
+    update_time: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.state in (ROLLOUT_ROLLING, ROLLOUT_PAUSED)
+
+
 @dataclass(frozen=True)
 class Workload:
     workload_id: str
@@ -198,6 +244,8 @@ class Workload:
     placement: Placement
     create_time: float
     update_time: float
+    rollout_policy: RolloutPolicy = field(default_factory=RolloutPolicy)
+    rollout: WorkloadRollout = field(default_factory=WorkloadRollout)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from hub.service import (
     deployments,
     inventory,
     projects,
+    rollouts,
     views,
     workloads,
 )
@@ -39,7 +40,7 @@ from hub.store.observations import AllocationFilter, ReplicaFilter
 from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
 
-WORKLOAD_MUTABLE = ("replicas", "serving", "placement")
+WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout")
 
 
 class ControlHandlers:
@@ -188,12 +189,21 @@ class ControlHandlers:
             placement=(
                 convert.placement_from_proto(merged.placement) if "placement" in touched else None
             ),
+            rollout_policy=(
+                convert.rollout_policy(merged.rollout) if "rollout" in touched else None
+            ),
         )
         return convert.workload(workloads.update(self._ctx, request.ref, change))
 
     def DeleteWorkload(self, request: cpb.DeleteWorkloadRequest) -> empty_pb2.Empty:
         workloads.delete(self._ctx, request.ref)
         return empty_pb2.Empty()
+
+    def ResumeWorkloadRollout(self, request: cpb.ResumeWorkloadRolloutRequest) -> pb.Workload:
+        return convert.workload(rollouts.resume(self._ctx, request.ref))
+
+    def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
+        return convert.workload(rollouts.abort(self._ctx, request.ref))
 
     # -- deployments --------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from hub.model import (
     Discovered,
     Placement,
     PlacementPreference,
+    RolloutPolicy,
 )
 from hub.service import views
 from hub.service.authority import Review
@@ -251,6 +252,39 @@ def workload(view: views.WorkloadView) -> pb.Workload:
         devices_per_replica=w.serving.devices_per_replica,
         create_time=wire.timestamp(w.create_time),
         update_time=wire.timestamp(w.update_time),
+        rollout=pb.RolloutPolicy(
+            max_clusters_in_flight=w.rollout_policy.max_clusters_in_flight,
+            wave_deadline_seconds=w.rollout_policy.wave_deadline_seconds,
+        ),
+        rollout_status=workload_rollout(view) if w.rollout.state else None,
+    )
+
+
+def workload_rollout(view: views.WorkloadView) -> pb.WorkloadRollout:
+    r = view.workload.rollout
+    return pb.WorkloadRollout(
+        state=wire.enum_value(pb.RolloutState, r.state),
+        target_serving_digest=r.target_digest,
+        previous_serving_digest=r.previous_digest,
+        reason=r.reason,
+        message=r.message,
+        clusters=[
+            pb.WaveStatus(
+                cluster_id=c.cluster_id,
+                state=wire.enum_value(pb.RolloutState, c.state),
+                change_time=wire.timestamp(c.changed_at),
+            )
+            for c in view.waves
+        ],
+        start_time=wire.timestamp(r.start_time),
+        update_time=wire.timestamp(r.update_time),
+    )
+
+
+def rollout_policy(message: pb.RolloutPolicy) -> RolloutPolicy:
+    return RolloutPolicy(
+        max_clusters_in_flight=message.max_clusters_in_flight,
+        wave_deadline_seconds=message.wave_deadline_seconds,
     )
 
 
@@ -326,6 +360,7 @@ def workload_spec(message: pb.Workload) -> WorkloadSpec:
         device_class=message.device_class,
         serving=wire.serving_from_proto(message.serving),
         placement=placement_from_proto(message.placement),
+        rollout_policy=rollout_policy(message.rollout),
     )
 
 

@@ -75,6 +75,8 @@ RULES: dict[str, Rule] = {
     "ListWorkloads": _read("workload"),
     "UpdateWorkload": _by("workload", "ref", "workload"),
     "DeleteWorkload": _by("workload", "ref", "workload"),
+    "ResumeWorkloadRollout": _by("workload", "ref", "workload"),
+    "AbortWorkloadRollout": _by("workload", "ref", "workload"),
     "ListDeployments": _read("deployment"),
     "GetDeployment": _read("deployment"),
     "UpdateDeployment": _by("deployment", "ref", "deployment"),

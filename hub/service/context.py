@@ -91,6 +91,8 @@ class Settings:
     hub_dead_after_s: float = 10.0
     # Audit records older than this are pruned (hourly).
     audit_retention_s: float = 90 * 24 * 3600.0
+    # How often rollouts in waves are checked against their wave deadline.
+    rollout_sweep_s: float = 1.0
 
 
 @dataclass

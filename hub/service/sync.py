@@ -29,7 +29,7 @@ from hub.model import (
     Rejection,
     evolve,
 )
-from hub.service import admit
+from hub.service import admit, rollouts
 from hub.service.context import (
     SUPERSEDE_CHANNEL,
     TERM_CHANNEL,
@@ -466,10 +466,14 @@ def _write_batches(
     # Pods joining or leaving move devices between reserved and held.
     changed = {cluster_id for cluster_id, _ in fresh}
     records = sum(1 + len(obs.replicas) for _, obs in fresh)
+    settled: set[str] = set()
     for _, obs in fresh:
         current = rolling.get(obs.deployment_id)
         if current is not None and rollout_done(current, obs):
             deployments.set_rolling(tx.conn, deployment_id=current.deployment_id, rolling=False)
+            settled.add(current.workload_id)
+    # A deployment ready on its new digest may let the next wave of its workload's rollout go.
+    advanced = rollouts.evaluate(ctx, tx, settled) if settled else set()
     nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
     node_changes, nodes_written, node_records = observations.write_nodes(
         tx.conn, nodes, known=ctx.node_hashes, written=written
@@ -490,8 +494,8 @@ def _write_batches(
             )
     for cluster_id in sorted(changed):
         accounting.refresh_held(tx.conn, cluster_id)
-    if changed:
-        admit.run(ctx, tx, cluster_ids=changed)
+    if changed or advanced:
+        admit.run(ctx, tx, cluster_ids=changed | advanced)
     return IngestResult(len(fresh), nodes_written, records, frozenset(changed))
 
 

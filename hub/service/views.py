@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from hub import phases, topology
+from hub import phases, rollout, topology
 from hub.model import (
     PHASE_ADMITTED,
     REASON_CLUSTER_READ_ONLY,
@@ -129,6 +129,8 @@ class WorkloadView:
     phase: str
     ready_replicas: int
     degraded: bool
+    # Each cluster's place in the workload's rollout in waves (none when it never had one).
+    waves: tuple[rollout.ClusterWave, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -382,6 +384,9 @@ def workload_view(workload: Workload, deployments: Sequence[DeploymentView]) -> 
         phase=phases.workload_phase((d.phase for d in deployments), replicas=workload.replicas),
         ready_replicas=ready,
         degraded=any(d.status is not None for d in deployments) and ready < workload.replicas,
+        waves=rollout.waves_of(workload, [d.deployment for d in deployments])
+        if workload.rollout.state
+        else (),
     )
 
 

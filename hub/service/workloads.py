@@ -4,33 +4,35 @@ A workload is expanded into one deployment per cluster placement chose (hub/plac
 each deployment then waits for admission (hub/service/admit.py) in the same transaction.
 Updates keep existing shares where they can: only added replicas are placed, removed ones are
 taken from unadmitted demand first, and a serving change bumps a deployment's generation only
-when its serving digest changes.
+when its serving digest changes: on every deployment at once, or wave by wave when the
+workload has a rollout policy (hub/service/rollouts.py).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hub import errors, placement, serving
 from hub.model import (
+    DEFAULT_WAVE_DEADLINE_S,
     TOPOLOGIES,
     Deployment,
     Placement,
     PlacementPreference,
+    RolloutPolicy,
     Serving,
     Workload,
     evolve,
 )
-from hub.service import admit, validate, views
+from hub.service import admit, rollouts, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import (
     accounting,
     clusters,
     deployments,
     discovered,
-    observations,
     projects,
     workloads,
 )
@@ -50,6 +52,7 @@ class WorkloadSpec:
     device_class: str
     serving: Serving
     placement: Placement
+    rollout_policy: RolloutPolicy = field(default_factory=RolloutPolicy)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class WorkloadChange:
     replicas: int | None = None
     serving: Serving | None = None
     placement: Placement | None = None
+    rollout_policy: RolloutPolicy | None = None
 
 
 def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
@@ -68,6 +72,7 @@ def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
     validate.replicas(spec.replicas, "workload.replicas")
     normalized = serving.normalize(spec.serving, field="workload.serving")
     wanted = _valid_placement(spec.placement)
+    policy = _valid_rollout_policy(spec.rollout_policy)
     with transaction(ctx) as tx:
         if projects.get(tx.conn, spec.project) is None:
             raise errors.InvalidArgument(
@@ -83,6 +88,7 @@ def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
             placement=wanted,
             create_time=tx.now,
             update_time=tx.now,
+            rollout_policy=policy,
         )
         eligible = _eligible(tx.conn, wanted)
         placement.check_named_clusters(wanted.preferences, eligible, PREFERENCES_FIELD)
@@ -141,8 +147,11 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
         serving.normalize(change.serving, field="workload.serving") if change.serving else None
     )
     new_placement = _valid_placement(change.placement) if change.placement else None
+    new_policy = (
+        _valid_rollout_policy(change.rollout_policy) if change.rollout_policy is not None else None
+    )
     with transaction(ctx) as tx:
-        workload = _get(tx.conn, ref)
+        workload = before = _get(tx.conn, ref)
         current = deployments.of_workload(tx.conn, workload.workload_id)
         # Before anything moves: a placement change would drop the adopted deployment (and
         # with it the DGD it was found as) or render a second copy elsewhere.
@@ -168,11 +177,14 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
             workload = replace(workload, serving=new_serving)
         if change.replicas is not None:
             workload = replace(workload, replicas=change.replicas)
+        if new_policy is not None:
+            workload = replace(workload, rollout_policy=new_policy)
         workload = replace(workload, update_time=tx.now)
         workloads.update(tx.conn, workload)
         eligible = _eligible(tx.conn, workload.placement)
         current = _rescale(tx, workload, current, eligible)
-        _apply_serving(tx, workload, current)
+        # At once, or in waves (a rollout kept on the workload): hub/service/rollouts.py.
+        rollouts.apply_change(tx, before, workload, current)
         involved |= {d.cluster_id for d in current}
         admit.run(ctx, tx, cluster_ids=involved)
     return get(ctx, workload.workload_id)
@@ -266,54 +278,6 @@ def _rescale(
                 ),
             )
         )
-    return result
-
-
-def _apply_serving(tx: Tx, workload: Workload, current: list[Deployment]) -> None:
-    """A new serving digest is a new generation. A managed deployment with admitted replicas
-    whose pod template changes starts rolling out: admission may grant it surge so old and new
-    run side by side (an adopted one keeps its template unless engine_args change its flags)."""
-    digest = serving.digest(workload.serving)
-    requeue = _rejected_with_nothing_running(
-        tx.conn, [d for d in current if d.serving_digest != digest]
-    )
-    for d in current:
-        if d.serving_digest == digest:
-            continue
-        changed = evolve(
-            d,
-            serving=workload.serving,
-            engine_args=workload.serving.engine_args,
-            serving_digest=digest,
-            generation=d.generation + 1,
-            update_time=tx.now,
-        )
-        if d.deployment_id in requeue:
-            # Its reservation was released when the agent rejected it and the room may be
-            # gone: the new generation is new demand, admitted only if it fits.
-            changed = evolve(changed, admitted_replicas=0, surge_replicas=0, pending_since=tx.now)
-        rolling = d.authority == "managed" and d.admitted_replicas > 0
-        _save(tx, evolve(changed, rolling=rolling and views.rolls_out(tx.conn, changed)))
-
-
-def _rejected_with_nothing_running(conn: Connection, candidates: Sequence[Deployment]) -> set[str]:
-    """The deployments among these whose current generation the agent rejected and of which
-    nothing is in the cluster (no DGD reported, no device held): taking their admission back
-    deletes nothing."""
-    ids = [d.deployment_id for d in candidates]
-    if not ids:
-        return set()
-    rejections = observations.rejections(conn, ids)
-    reports = observations.reports(conn, ids)
-    held = accounting.held_by_deployment(conn, ids)
-    result = set()
-    for d in candidates:
-        rejection = rejections.get(d.deployment_id)
-        report = reports.get(d.deployment_id)
-        if rejection is None or rejection.generation < d.generation:
-            continue
-        if (report is None or report.absent) and not held.get(d.deployment_id):
-            result.add(d.deployment_id)
     return result
 
 
@@ -416,6 +380,26 @@ def _valid_placement(wanted: Placement) -> Placement:
             for pref in wanted.preferences
         ),
     )
+
+
+# A wave deadline longer than a week is a rollout nobody watches.
+MAX_WAVE_DEADLINE_S = 7 * 24 * 3600
+MAX_CLUSTERS_IN_FLIGHT = 10_000
+
+
+def _valid_rollout_policy(policy: RolloutPolicy) -> RolloutPolicy:
+    if not 0 <= policy.max_clusters_in_flight <= MAX_CLUSTERS_IN_FLIGHT:
+        raise errors.InvalidArgument(
+            "workload.rollout.max_clusters_in_flight",
+            f"must be between 0 and {MAX_CLUSTERS_IN_FLIGHT} (0: every cluster at once)",
+        )
+    if not 0 <= policy.wave_deadline_seconds <= MAX_WAVE_DEADLINE_S:
+        raise errors.InvalidArgument(
+            "workload.rollout.wave_deadline_seconds",
+            f"must be between 0 and {MAX_WAVE_DEADLINE_S} (0: the default,"
+            f" {DEFAULT_WAVE_DEADLINE_S} s)",
+        )
+    return policy
 
 
 def _eligible(conn: Connection, wanted: Placement) -> list[str]:

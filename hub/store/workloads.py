@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from hub import errors, serving
-from hub.model import Placement, PlacementPreference, Workload
+from hub.model import (
+    ROLLOUT_ROLLING,
+    Placement,
+    PlacementPreference,
+    RolloutPolicy,
+    Workload,
+    WorkloadRollout,
+)
 from hub.store import codec
 from hub.store.port import IntegrityError, Row, Transaction
 
@@ -12,7 +22,8 @@ def insert(conn: Transaction, workload: Workload) -> None:
     try:
         conn.execute(
             "INSERT INTO workloads (workload_id, name, project, replicas, device_class, serving,"
-            " placement, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " placement, create_time, update_time, rollout_policy, rollout_state, rollout)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 workload.workload_id,
                 workload.name,
@@ -23,6 +34,9 @@ def insert(conn: Transaction, workload: Workload) -> None:
                 codec.dumps(_placement_document(workload.placement)),
                 workload.create_time,
                 workload.update_time,
+                codec.dumps(_policy_document(workload.rollout_policy)),
+                workload.rollout.state,
+                codec.dumps(_rollout_document(workload.rollout)),
             ),
         )
     except IntegrityError as e:
@@ -31,16 +45,36 @@ def insert(conn: Transaction, workload: Workload) -> None:
 
 def update(conn: Transaction, workload: Workload) -> None:
     conn.execute(
-        "UPDATE workloads SET replicas = ?, serving = ?, placement = ?, update_time = ?"
-        " WHERE workload_id = ?",
+        "UPDATE workloads SET replicas = ?, serving = ?, placement = ?, update_time = ?,"
+        " rollout_policy = ?, rollout_state = ?, rollout = ? WHERE workload_id = ?",
         (
             workload.replicas,
             serving.encode(workload.serving),
             codec.dumps(_placement_document(workload.placement)),
             workload.update_time,
+            codec.dumps(_policy_document(workload.rollout_policy)),
+            workload.rollout.state,
+            codec.dumps(_rollout_document(workload.rollout)),
             workload.workload_id,
         ),
     )
+
+
+def set_rollout(conn: Transaction, workload_id: str, rollout: WorkloadRollout) -> None:
+    """Record a wave decision (the workload's intent is unchanged)."""
+    conn.execute(
+        "UPDATE workloads SET rollout_state = ?, rollout = ? WHERE workload_id = ?",
+        (rollout.state, codec.dumps(_rollout_document(rollout)), workload_id),
+    )
+
+
+def rolling_ids(conn: Transaction) -> list[str]:
+    """Workloads with a rollout in waves under way (not paused): the periodic pass's work."""
+    rows = conn.execute(
+        "SELECT workload_id FROM workloads WHERE rollout_state = ? ORDER BY workload_id",
+        (ROLLOUT_ROLLING,),
+    ).fetchall()
+    return [r["workload_id"] for r in rows]
 
 
 def get(conn: Transaction, ref: str) -> Workload | None:
@@ -86,6 +120,54 @@ def _placement_document(placement: Placement) -> dict[str, object]:
     }
 
 
+def _policy_document(policy: RolloutPolicy) -> dict[str, int]:
+    if not policy.waves and not policy.wave_deadline_seconds:
+        return {}
+    return {
+        "max_clusters_in_flight": policy.max_clusters_in_flight,
+        "wave_deadline_seconds": policy.wave_deadline_seconds,
+    }
+
+
+def _rollout_document(rollout: WorkloadRollout) -> dict[str, Any]:
+    if not rollout.state:
+        return {}
+    return {
+        "target_digest": rollout.target_digest,
+        "previous": serving.to_document(rollout.previous) if rollout.previous else None,
+        "previous_digest": rollout.previous_digest,
+        "changed_at": dict(rollout.changed_at),
+        "reason": rollout.reason,
+        "message": rollout.message,
+        "start_time": rollout.start_time,
+        "update_time": rollout.update_time,
+    }
+
+
+def _policy(document: Mapping[str, Any]) -> RolloutPolicy:
+    return RolloutPolicy(
+        max_clusters_in_flight=int(document.get("max_clusters_in_flight", 0)),
+        wave_deadline_seconds=int(document.get("wave_deadline_seconds", 0)),
+    )
+
+
+def _rollout(state: str, document: Mapping[str, Any]) -> WorkloadRollout:
+    if not state:
+        return WorkloadRollout()
+    previous = document.get("previous")
+    return WorkloadRollout(
+        state=state,
+        target_digest=document.get("target_digest", ""),
+        previous=serving.from_document(dict(previous)) if previous else None,
+        previous_digest=document.get("previous_digest", ""),
+        changed_at={k: float(v) for k, v in document.get("changed_at", {}).items()},
+        reason=document.get("reason", ""),
+        message=document.get("message", ""),
+        start_time=float(document.get("start_time", 0.0)),
+        update_time=float(document.get("update_time", 0.0)),
+    )
+
+
 def _workload(row: Row) -> Workload:
     placement = codec.loads(row["placement"])
     return Workload(
@@ -111,4 +193,6 @@ def _workload(row: Row) -> Workload:
         ),
         create_time=row["create_time"],
         update_time=row["update_time"],
+        rollout_policy=_policy(codec.loads(row["rollout_policy"])),
+        rollout=_rollout(row["rollout_state"], codec.loads(row["rollout"])),
     )

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
-from tests.harness import Hub, SimAgent, wait_until, workload
+import pytest
+
+from tests.harness import ApiError, Hub, SimAgent, wait_until, workload
 
 
 def deployment(hub: Hub, name: str) -> dict[str, Any]:
@@ -186,3 +189,116 @@ def test_zero_replicas_read_admitted_whether_created_so_or_scaled_so(
         what="admitted at zero",
     )
     assert [d["cluster_id"] for d in scaled["deployments"]] == ["east"]
+
+
+# -- waves ------------------------------------------------------------------------------------
+
+
+def summaries(hub: Hub, name: str) -> dict[str, dict[str, Any]]:
+    return {d["cluster_id"]: d for d in hub.get(f"/v1/workloads/{name}")["deployments"]}
+
+
+def test_a_serving_change_rolls_out_one_cluster_at_a_time_pauses_resumes_and_aborts(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    """Three clusters, one in flight at a time, wave order by cluster id. wave-b's pods never
+    become ready: its wave misses the deadline and the rollout pauses with wave-c untouched;
+    resume gives it a new deadline; abort puts the old digest back where it was changed."""
+    hub.create_project("search", H100_80GB=64)
+    speeds = {"wave-a": "0.3s", "wave-b": "60m", "wave-c": "0.3s"}
+    sims = {}
+    for cluster_id, ready_after in speeds.items():
+        token = hub.register_cluster(cluster_id)
+        sims[cluster_id] = agents(
+            cluster_id=cluster_id,
+            token=token,
+            spec=f"nodes=1,gpus=8,class=H100-80GB,ready_after={ready_after}",
+        )
+        wait_until(lambda c=cluster_id: hub.get(f"/v1/clusters/{c}")["devices"], what="devices")
+    body = workload("chat", replicas=3, clusters=tuple(speeds))
+    body["rollout"] = {"max_clusters_in_flight": 1, "wave_deadline_seconds": 3}
+    created = hub.post("/v1/workloads", body)
+    assert created["rollout"] == {"max_clusters_in_flight": 1, "wave_deadline_seconds": 3}
+    assert created["rollout_status"] is None, "no rollout before a serving change"
+    for cluster_id in ("wave-a", "wave-c"):
+        wait_until(converged(hub, f"chat.{cluster_id}", 1), what=f"{cluster_id} running")
+    wait_until(
+        lambda: deployment(hub, "chat.wave-b")["live_digests"], what="wave-b's pod scheduled"
+    )
+    old_digest = deployment(hub, "chat.wave-a")["serving_digest"]
+    c_pods = {p.name for p in sims["wave-c"].cluster.list_pods()}
+
+    changed = hub.patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+    new_digest = changed["rollout_status"]["target_serving_digest"]
+    assert new_digest != old_digest
+    assert changed["rollout_status"]["previous_serving_digest"] == old_digest
+    by_cluster = {d["cluster_id"]: d for d in changed["deployments"]}
+    assert by_cluster["wave-a"]["serving_digest"] == new_digest
+    assert [by_cluster[c]["generation"] for c in ("wave-b", "wave-c")] == [1, 1]
+    assert {by_cluster[c]["serving_digest"] for c in ("wave-b", "wave-c")} == {old_digest}
+    assert [(w["cluster_id"], w["state"]) for w in changed["rollout_status"]["clusters"]] == [
+        ("wave-a", "rolling"),
+        ("wave-b", "waiting"),
+        ("wave-c", "waiting"),
+    ]
+
+    order: list[str] = []
+
+    def paused() -> dict[str, Any] | None:
+        w = hub.get("/v1/workloads/chat")
+        changed = [d for d in w["deployments"] if d["serving_digest"] == new_digest]
+        order.extend(d["cluster_id"] for d in changed if d["cluster_id"] not in order)
+        waves = {c["cluster_id"]: c["state"] for c in w["rollout_status"]["clusters"]}
+        in_flight = [c for c, state in waves.items() if state == "rolling"]
+        assert len(in_flight) <= 1, f"more than one cluster in flight: {waves}"
+        return w if w["rollout_status"]["state"] == "paused" else None
+
+    stopped = wait_until(paused, what="paused at wave-b's deadline", interval=0.05)
+    assert order == ["wave-a", "wave-b"]
+    assert stopped["rollout_status"]["reason"] == "wave_deadline_exceeded"
+    assert "wave-b (0/1 ready)" in stopped["rollout_status"]["message"]
+    assert deployment(hub, "chat.wave-a")["rollout"]["state"] == "converged"
+
+    # Paused: wave-c gets nothing, however long it waits; its pods are the same pods.
+    time.sleep(1.5)
+    c = deployment(hub, "chat.wave-c")
+    assert (c["serving_digest"], c["generation"]) == (old_digest, 1)
+    assert {p.name for p in sims["wave-c"].cluster.list_pods()} == c_pods
+    assert hub.get("/v1/workloads/chat")["rollout_status"]["state"] == "paused"
+
+    resumed = hub.post("/v1/workloads/chat:resume", {})
+    assert resumed["rollout_status"]["state"] == "rolling"
+    assert resumed["rollout_status"]["reason"] == ""
+    again = wait_until(paused, what="paused again: wave-b is still not ready", interval=0.05)
+    assert again["rollout_status"]["update_time"] > stopped["rollout_status"]["update_time"]
+    assert deployment(hub, "chat.wave-c")["serving_digest"] == old_digest
+
+    aborted = hub.post("/v1/workloads/chat:abort", {})
+    assert aborted["rollout_status"]["state"] == "aborted"
+    assert aborted["serving"]["engine_version"] == "0.11.0", "the previous config is back"
+    after = {d["cluster_id"]: d for d in aborted["deployments"]}
+    assert {c: d["serving_digest"] for c, d in after.items()} == dict.fromkeys(speeds, old_digest)
+    assert [after[c]["generation"] for c in speeds] == [3, 3, 1], "wave-c was never touched"
+    wait_until(converged(hub, "chat.wave-a", 1), what="wave-a back on the old digest")
+    assert {p.name for p in sims["wave-c"].cluster.list_pods()} == c_pods
+
+    with pytest.raises(ApiError) as refused:
+        hub.post("/v1/workloads/chat:resume", {})
+    assert refused.value.status == 409
+    assert "no paused rollout (rollout: aborted)" in str(refused.value.body)
+
+
+def test_without_a_wave_policy_a_change_reaches_every_cluster_at_once(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    hub.create_project("search", H100_80GB=64)
+    for cluster_id in ("one", "two"):
+        agents(cluster_id=cluster_id, token=hub.register_cluster(cluster_id))
+        wait_until(lambda c=cluster_id: hub.get(f"/v1/clusters/{c}")["devices"], what="devices")
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("one", "two")))
+    changed = hub.patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+    assert [d["generation"] for d in changed["deployments"]] == [2, 2]
+    assert changed["rollout_status"] is None
+    with pytest.raises(ApiError) as refused:
+        hub.post("/v1/workloads/chat:abort", {})
+    assert refused.value.status == 409

@@ -491,8 +491,8 @@ class UpdateWorkloadRequest(_message.Message):
     def workload(self) -> _resources_pb2.Workload: ...
     @_builtins.property
     def update_mask(self) -> _field_mask_pb2.FieldMask:
-        """Paths among: replicas, serving (or serving.<field>), placement. REST infers it from the
-        body's fields when absent.
+        """Paths among: replicas, serving (or serving.<field>), placement, rollout (or
+        rollout.<field>). REST infers it from the body's fields when absent.
         """
 
     def __init__(
@@ -528,6 +528,44 @@ class DeleteWorkloadRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteWorkloadRequest: _TypeAlias = DeleteWorkloadRequest  # noqa: Y015
+
+@_typing.final
+class ResumeWorkloadRolloutRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResumeWorkloadRolloutRequest: _TypeAlias = ResumeWorkloadRolloutRequest  # noqa: Y015
+
+@_typing.final
+class AbortWorkloadRolloutRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortWorkloadRolloutRequest: _TypeAlias = AbortWorkloadRolloutRequest  # noqa: Y015
 
 @_typing.final
 class ListDeploymentsRequest(_message.Message):

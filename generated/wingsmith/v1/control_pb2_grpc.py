@@ -111,6 +111,16 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadRequest.SerializeToString,
                 response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
                 _registered_method=True)
+        self.ResumeWorkloadRollout = channel.unary_unary(
+                '/wingsmith.v1.ControlService/ResumeWorkloadRollout',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.ResumeWorkloadRolloutRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
+                _registered_method=True)
+        self.AbortWorkloadRollout = channel.unary_unary(
+                '/wingsmith.v1.ControlService/AbortWorkloadRollout',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.AbortWorkloadRolloutRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
+                _registered_method=True)
         self.ListDeployments = channel.unary_unary(
                 '/wingsmith.v1.ControlService/ListDeployments',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ListDeploymentsRequest.SerializeToString,
@@ -304,7 +314,7 @@ class ControlServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateWorkload(self, request, context):
-        """Mutable: replicas, serving, placement.
+        """Mutable: replicas, serving, placement, rollout.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -312,6 +322,20 @@ class ControlServiceServicer:
 
     def DeleteWorkload(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeWorkloadRollout(self, request, context):
+        """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortWorkloadRollout(self, request, context):
+        """A rollout in waves stops; the clusters it changed get the previous serving config back.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -533,6 +557,16 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.DeleteWorkload,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadRequest.FromString,
                     response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+            ),
+            'ResumeWorkloadRollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeWorkloadRollout,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.ResumeWorkloadRolloutRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Workload.SerializeToString,
+            ),
+            'AbortWorkloadRollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortWorkloadRollout,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.AbortWorkloadRolloutRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Workload.SerializeToString,
             ),
             'ListDeployments': grpc.unary_unary_rpc_method_handler(
                     servicer.ListDeployments,
@@ -1040,6 +1074,60 @@ class ControlService:
             '/wingsmith.v1.ControlService/DeleteWorkload',
             wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadRequest.SerializeToString,
             google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeWorkloadRollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/ResumeWorkloadRollout',
+            wingsmith_dot_v1_dot_control__pb2.ResumeWorkloadRolloutRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortWorkloadRollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/AbortWorkloadRollout',
+            wingsmith_dot_v1_dot_control__pb2.AbortWorkloadRolloutRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
             options,
             channel_credentials,
             insecure,

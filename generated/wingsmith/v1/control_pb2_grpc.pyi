@@ -69,8 +69,12 @@ class ControlServiceStub:
     GetWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetWorkloadRequest, _resources_pb2.Workload]
     ListWorkloads: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListWorkloadsRequest, _control_pb2.ListWorkloadsResponse]
     UpdateWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.UpdateWorkloadRequest, _resources_pb2.Workload]
-    """Mutable: replicas, serving, placement."""
+    """Mutable: replicas, serving, placement, rollout."""
     DeleteWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkloadRequest, _empty_pb2.Empty]
+    ResumeWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]
+    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
+    AbortWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]
+    """A rollout in waves stops; the clusters it changed get the previous serving config back."""
     ListDeployments: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListDeploymentsRequest, _control_pb2.ListDeploymentsResponse]
     """Deployments."""
     GetDeployment: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetDeploymentRequest, _resources_pb2.Deployment]
@@ -144,8 +148,12 @@ class ControlServiceAsyncStub(ControlServiceStub):
     GetWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.GetWorkloadRequest, _resources_pb2.Workload]  # type: ignore[assignment]
     ListWorkloads: _aio.UnaryUnaryMultiCallable[_control_pb2.ListWorkloadsRequest, _control_pb2.ListWorkloadsResponse]  # type: ignore[assignment]
     UpdateWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.UpdateWorkloadRequest, _resources_pb2.Workload]  # type: ignore[assignment]
-    """Mutable: replicas, serving, placement."""
+    """Mutable: replicas, serving, placement, rollout."""
     DeleteWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkloadRequest, _empty_pb2.Empty]  # type: ignore[assignment]
+    ResumeWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
+    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
+    AbortWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
+    """A rollout in waves stops; the clusters it changed get the previous serving config back."""
     ListDeployments: _aio.UnaryUnaryMultiCallable[_control_pb2.ListDeploymentsRequest, _control_pb2.ListDeploymentsResponse]  # type: ignore[assignment]
     """Deployments."""
     GetDeployment: _aio.UnaryUnaryMultiCallable[_control_pb2.GetDeploymentRequest, _resources_pb2.Deployment]  # type: ignore[assignment]
@@ -300,7 +308,7 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.UpdateWorkloadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
-        """Mutable: replicas, serving, placement."""
+        """Mutable: replicas, serving, placement, rollout."""
 
     @_abc_1.abstractmethod
     def DeleteWorkload(
@@ -308,6 +316,22 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.DeleteWorkloadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]: ...
+
+    @_abc_1.abstractmethod
+    def ResumeWorkloadRollout(
+        self,
+        request: _control_pb2.ResumeWorkloadRolloutRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
+        """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
+
+    @_abc_1.abstractmethod
+    def AbortWorkloadRollout(
+        self,
+        request: _control_pb2.AbortWorkloadRolloutRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
+        """A rollout in waves stops; the clusters it changed get the previous serving config back."""
 
     @_abc_1.abstractmethod
     def ListDeployments(

@@ -188,6 +188,12 @@ class _RolloutStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RolloutS
     """Every replica runs the deployment's current serving digest."""
     ROLLOUT_STATE_ROLLING: _RolloutState.ValueType  # 2
     """Replicas of an older generation are still up, or the new one is not ready yet."""
+    ROLLOUT_STATE_PAUSED: _RolloutState.ValueType  # 10
+    """A rollout in waves stopped at a wave deadline: no further cluster gets the change."""
+    ROLLOUT_STATE_ABORTED: _RolloutState.ValueType  # 11
+    """A rollout in waves was aborted: the clusters it changed went back to the previous config."""
+    ROLLOUT_STATE_WAITING: _RolloutState.ValueType  # 12
+    """A cluster waiting for its wave: it keeps the previous serving config meanwhile."""
 
 class RolloutState(_RolloutState, metaclass=_RolloutStateEnumTypeWrapper): ...
 
@@ -196,6 +202,12 @@ ROLLOUT_STATE_CONVERGED: RolloutState.ValueType  # 1
 """Every replica runs the deployment's current serving digest."""
 ROLLOUT_STATE_ROLLING: RolloutState.ValueType  # 2
 """Replicas of an older generation are still up, or the new one is not ready yet."""
+ROLLOUT_STATE_PAUSED: RolloutState.ValueType  # 10
+"""A rollout in waves stopped at a wave deadline: no further cluster gets the change."""
+ROLLOUT_STATE_ABORTED: RolloutState.ValueType  # 11
+"""A rollout in waves was aborted: the clusters it changed went back to the previous config."""
+ROLLOUT_STATE_WAITING: RolloutState.ValueType  # 12
+"""A cluster waiting for its wave: it keeps the previous serving config meanwhile."""
 Global___RolloutState: _TypeAlias = RolloutState  # noqa: Y015
 
 class _DiscoveredState:
@@ -1229,6 +1241,8 @@ class Workload(_message.Message):
     DEVICES_PER_REPLICA_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    ROLLOUT_FIELD_NUMBER: _builtins.int
+    ROLLOUT_STATUS_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     """Output only: "wl_..." (assigned by the hub)."""
     name: _builtins.str
@@ -1254,6 +1268,16 @@ class Workload(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def rollout(self) -> Global___RolloutPolicy:
+        """How a serving change reaches the clusters: at once (the default) or in waves."""
+
+    @_builtins.property
+    def rollout_status(self) -> Global___WorkloadRollout:
+        """Output only: the serving change rolling out in waves, or the last one; null when the
+        workload never rolled out in waves.
+        """
+
     def __init__(
         self,
         *,
@@ -1271,14 +1295,122 @@ class Workload(_message.Message):
         devices_per_replica: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        rollout: Global___RolloutPolicy | None = ...,
+        rollout_status: Global___WorkloadRollout | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "placement", b"placement", "serving", b"serving", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "placement", b"placement", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "name", b"name", "phase", b"phase", "placement", b"placement", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "name", b"name", "phase", b"phase", "placement", b"placement", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Workload: _TypeAlias = Workload  # noqa: Y015
+
+@_typing.final
+class RolloutPolicy(_message.Message):
+    """How a serving change reaches a workload's clusters (docs/rollouts.md "Waves")."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_CLUSTERS_IN_FLIGHT_FIELD_NUMBER: _builtins.int
+    WAVE_DEADLINE_SECONDS_FIELD_NUMBER: _builtins.int
+    max_clusters_in_flight: _builtins.int
+    """Clusters that may be changing at once; 0: every cluster at once (no waves)."""
+    wave_deadline_seconds: _builtins.int
+    """Seconds a wave may take to be ready on the new serving digest before the rollout pauses;
+    0: 600.
+    """
+    def __init__(
+        self,
+        *,
+        max_clusters_in_flight: _builtins.int = ...,
+        wave_deadline_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_clusters_in_flight", b"max_clusters_in_flight", "wave_deadline_seconds", b"wave_deadline_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RolloutPolicy: _TypeAlias = RolloutPolicy  # noqa: Y015
+
+@_typing.final
+class WorkloadRollout(_message.Message):
+    """A workload's rollout of a serving change in waves."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    TARGET_SERVING_DIGEST_FIELD_NUMBER: _builtins.int
+    PREVIOUS_SERVING_DIGEST_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    CLUSTERS_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    state: Global___RolloutState.ValueType
+    """rolling | paused | converged | aborted."""
+    target_serving_digest: _builtins.str
+    """The digest rolling out, and the one the waiting clusters keep (an abort restores it)."""
+    previous_serving_digest: _builtins.str
+    reason: _builtins.str
+    """Why it paused or stopped: wave_deadline_exceeded | aborted; and the details."""
+    message: _builtins.str
+    @_builtins.property
+    def clusters(self) -> _containers.RepeatedCompositeFieldContainer[Global___WaveStatus]:
+        """Each cluster's place: waiting (its wave has not come), rolling (in flight), converged."""
+
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        state: Global___RolloutState.ValueType = ...,
+        target_serving_digest: _builtins.str = ...,
+        previous_serving_digest: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+        clusters: _abc.Iterable[Global___WaveStatus] | None = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        update_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["start_time", b"start_time", "update_time", b"update_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["clusters", b"clusters", "message", b"message", "previous_serving_digest", b"previous_serving_digest", "reason", b"reason", "start_time", b"start_time", "state", b"state", "target_serving_digest", b"target_serving_digest", "update_time", b"update_time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WorkloadRollout: _TypeAlias = WorkloadRollout  # noqa: Y015
+
+@_typing.final
+class WaveStatus(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    CHANGE_TIME_FIELD_NUMBER: _builtins.int
+    cluster_id: _builtins.str
+    state: Global___RolloutState.ValueType
+    @_builtins.property
+    def change_time(self) -> _timestamp_pb2.Timestamp:
+        """When the change reached the cluster; null while it waits."""
+
+    def __init__(
+        self,
+        *,
+        cluster_id: _builtins.str = ...,
+        state: Global___RolloutState.ValueType = ...,
+        change_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["change_time", b"change_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["change_time", b"change_time", "cluster_id", b"cluster_id", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaveStatus: _TypeAlias = WaveStatus  # noqa: Y015
 
 @_typing.final
 class DeploymentStatus(_message.Message):

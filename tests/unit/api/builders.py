@@ -68,6 +68,23 @@ def workload() -> pb.Workload:
         devices_per_replica=8,
         create_time=_time(1_700_000_000),
         update_time=_time(1_700_000_100, 500_000_000),
+        rollout=pb.RolloutPolicy(max_clusters_in_flight=1, wave_deadline_seconds=300),
+        rollout_status=pb.WorkloadRollout(
+            state=pb.ROLLOUT_STATE_PAUSED,
+            target_serving_digest="svg_cd34",
+            previous_serving_digest="svg_ab12",
+            reason="wave_deadline_exceeded",
+            message="not ready on svg_cd34 within the wave deadline of 300s: east (0/2 ready)",
+            clusters=[
+                pb.WaveStatus(
+                    cluster_id="east",
+                    state=pb.ROLLOUT_STATE_ROLLING,
+                    change_time=_time(1_700_000_050),
+                )
+            ],
+            start_time=_time(1_700_000_040),
+            update_time=_time(1_700_000_360),
+        ),
     )
 
 

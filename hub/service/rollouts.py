@@ -1,0 +1,291 @@
+"""Serving changes reaching deployments: all at once, or in waves; resume and abort.
+
+A workload without a wave policy hands a serving change to every deployment at once (each
+gets a new generation and digest, and rolls out: docs/rollouts.md). With
+`rollout.max_clusters_in_flight` N > 0 the change starts a *rollout* kept on the workload:
+the pure decision (hub/rollout.py) hands it to N clusters at a time, and the rest keep their
+serving config (same digest, same generation: nothing restarts) until their wave comes. The
+decision is taken again in the same transaction as every observation that ends a
+deployment's rollout (hub/service/sync.py) and by a periodic pass (`sweep`, for deadlines).
+A wave not ready within the deadline pauses the rollout; `resume` goes on, `abort` restores
+the previous config on the clusters already changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from hub import errors, rollout, serving
+from hub.model import (
+    ROLLOUT_ABORTED,
+    ROLLOUT_CONVERGED,
+    ROLLOUT_PAUSED,
+    ROLLOUT_ROLLING,
+    Deployment,
+    Serving,
+    Workload,
+    WorkloadRollout,
+    evolve,
+)
+from hub.service import admit, views
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.store import accounting, deployments, observations, workloads
+from hub.store.port import Transaction as Connection
+
+
+def apply_change(tx: Tx, before: Workload, workload: Workload, current: list[Deployment]) -> None:
+    """After an update of `before` into `workload` (stored): hand its serving config to its
+    deployments, at once or wave by wave, and record the rollout."""
+    target = serving.digest(workload.serving)
+    record = workload.rollout
+    if not workload.rollout_policy.waves:
+        apply_serving(tx, workload.serving, current)
+        if record.active:
+            # Waves switched off mid-rollout: every cluster got the change just now.
+            _record(tx, workload, _ended(record, ROLLOUT_CONVERGED, tx.now))
+        return
+    if target != record.target_digest or not record.active:
+        if all(d.serving_digest == target for d in current):
+            return
+        # The config the waiting clusters run: the one before this change, or, when a
+        # rollout was under way, the one before that rollout (what they still run).
+        previous = record.previous if record.active and record.previous else before.serving
+        record = WorkloadRollout(
+            state=ROLLOUT_ROLLING,
+            target_digest=target,
+            previous=previous,
+            previous_digest=serving.digest(previous),
+            start_time=tx.now,
+            update_time=tx.now,
+        )
+        if record.previous_digest == target:
+            # Back to what the waiting clusters run: the ones changed go back at once.
+            apply_serving(tx, workload.serving, current)
+            record = _ended(record, ROLLOUT_CONVERGED, tx.now)
+    _record(tx, workload, _step(tx, replace(workload, rollout=record), current))
+
+
+def evaluate(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str]) -> set[str]:
+    """Decide the next wave of these workloads' rollouts (those rolling); the clusters handed
+    a change are returned (admission should run for them: the change may want surge)."""
+    advanced: set[str] = set()
+    for workload_id in sorted(set(workload_ids)):
+        workload = workloads.get(tx.conn, workload_id)
+        if workload is None or workload.rollout.state != ROLLOUT_ROLLING:
+            continue
+        current = deployments.of_workload(tx.conn, workload_id)
+        record = _step(tx, workload, current)
+        if record != workload.rollout:
+            advanced |= set(record.changed_at) - set(workload.rollout.changed_at)
+            _record(tx, workload, record)
+    return advanced
+
+
+def sweep(ctx: ServiceContext) -> int:
+    """The periodic pass: rollouts whose decision changes something (a deadline passed, room
+    for a wave) get it; returns how many. Reads first, writes only when there is work."""
+    with snapshot(ctx) as conn:
+        due = [
+            workload_id
+            for workload_id in workloads.rolling_ids(conn)
+            if _has_work(conn, workload_id, ctx.clock())
+        ]
+    if not due:
+        return 0
+    with transaction(ctx) as tx:
+        advanced = evaluate(ctx, tx, due)
+        if advanced:
+            admit.run(ctx, tx, cluster_ids=advanced)
+    return len(due)
+
+
+def resume(ctx: ServiceContext, ref: str) -> views.WorkloadView:
+    """Go on with a paused rollout. The clusters still in flight get a new deadline."""
+    with transaction(ctx) as tx:
+        workload = _get(tx.conn, ref)
+        record = workload.rollout
+        if record.state != ROLLOUT_PAUSED:
+            raise errors.FailedPrecondition(
+                f"workload {workload.name} has no paused rollout (rollout: {_said(record)})",
+                ["resume applies to a rollout in waves paused at a wave deadline"],
+            )
+        current = deployments.of_workload(tx.conn, workload.workload_id)
+        flying = {c.cluster_id for c in rollout.in_flight(rollout.waves_of(workload, current))}
+        record = replace(
+            record,
+            state=ROLLOUT_ROLLING,
+            reason="",
+            message="",
+            changed_at={
+                cluster_id: tx.now if cluster_id in flying else at
+                for cluster_id, at in record.changed_at.items()
+            },
+            update_time=tx.now,
+        )
+        record = _step(tx, replace(workload, rollout=record), current)
+        _record(tx, workload, record)
+        admit.run(ctx, tx, cluster_ids=set(record.changed_at))
+    return _view(ctx, workload.workload_id)
+
+
+def abort(ctx: ServiceContext, ref: str) -> views.WorkloadView:
+    """Stop a rollout and put the previous serving config back on the clusters that got the
+    change (they roll back: a new generation, the old digest); the others never left it."""
+    with transaction(ctx) as tx:
+        workload = _get(tx.conn, ref)
+        record = workload.rollout
+        if not record.active or record.previous is None:
+            raise errors.FailedPrecondition(
+                f"workload {workload.name} has no rollout to abort (rollout: {_said(record)})",
+                [
+                    "abort applies to a rollout in waves that is rolling or paused",
+                    "to go back after a rollout converged, update the serving config",
+                ],
+            )
+        current = deployments.of_workload(tx.conn, workload.workload_id)
+        changed = [d for d in current if d.serving_digest != record.previous_digest]
+        workload = replace(workload, serving=record.previous, update_time=tx.now)
+        workloads.update(tx.conn, workload)
+        apply_serving(tx, record.previous, changed)
+        names = ", ".join(d.cluster_id for d in changed) or "none"
+        record = replace(
+            _ended(record, ROLLOUT_ABORTED, tx.now),
+            reason="aborted",
+            message=f"rolled back to {record.previous_digest} on the clusters changed: {names}",
+        )
+        _record(tx, workload, record)
+        admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
+    return _view(ctx, workload.workload_id)
+
+
+def apply_serving(tx: Tx, target: Serving, current: Sequence[Deployment]) -> None:
+    """A new serving digest is a new generation. A managed deployment with admitted replicas
+    whose pod template changes starts rolling out: admission may grant it surge so old and new
+    run side by side (an adopted one keeps its template unless engine_args change its flags)."""
+    digest = serving.digest(target)
+    requeue = _rejected_with_nothing_running(
+        tx.conn, [d for d in current if d.serving_digest != digest]
+    )
+    for d in current:
+        if d.serving_digest == digest:
+            continue
+        changed = evolve(
+            d,
+            serving=target,
+            engine_args=target.engine_args,
+            serving_digest=digest,
+            generation=d.generation + 1,
+            update_time=tx.now,
+        )
+        if d.deployment_id in requeue:
+            # Its reservation was released when the agent rejected it and the room may be
+            # gone: the new generation is new demand, admitted only if it fits.
+            changed = evolve(changed, admitted_replicas=0, surge_replicas=0, pending_since=tx.now)
+        rolling = d.authority == "managed" and d.admitted_replicas > 0
+        saved = evolve(changed, rolling=rolling and views.rolls_out(tx.conn, changed))
+        tx.touched.add(saved.cluster_id)
+        deployments.save(tx.conn, saved)
+
+
+# -- steps ------------------------------------------------------------------------------------
+
+
+def _step(tx: Tx, workload: Workload, current: list[Deployment]) -> WorkloadRollout:
+    """Take the decision for a rolling workload and apply it: the new record."""
+    record = workload.rollout
+    decision = rollout.decide(_wave_view(tx.conn, workload, current, tx.now))
+    if decision.pause_reason:
+        return replace(
+            record,
+            state=ROLLOUT_PAUSED,
+            reason=decision.pause_reason,
+            message=decision.pause_message,
+            update_time=tx.now,
+        )
+    if decision.converged:
+        return _ended(record, ROLLOUT_CONVERGED, tx.now)
+    if not decision.advance:
+        return record
+    wave = set(decision.advance)
+    apply_serving(tx, workload.serving, [d for d in current if d.cluster_id in wave])
+    return replace(
+        record,
+        changed_at={**record.changed_at, **dict.fromkeys(decision.advance, tx.now)},
+        update_time=tx.now,
+    )
+
+
+def _has_work(conn: Connection, workload_id: str, now: float) -> bool:
+    workload = workloads.get(conn, workload_id)
+    if workload is None or workload.rollout.state != ROLLOUT_ROLLING:
+        return False
+    decision = rollout.decide(
+        _wave_view(conn, workload, deployments.of_workload(conn, workload_id), now)
+    )
+    return bool(decision.advance or decision.pause_reason or decision.converged)
+
+
+def _wave_view(
+    conn: Connection, workload: Workload, current: Sequence[Deployment], now: float
+) -> rollout.WaveView:
+    reports = observations.reports(conn, [d.deployment_id for d in current])
+    clusters = []
+    for wave, d in zip(rollout.waves_of(workload, current), current, strict=True):
+        report = reports.get(d.deployment_id)
+        clusters.append(replace(wave, ready=report.ready_replicas if report else 0))
+    return rollout.WaveView(
+        policy=workload.rollout_policy,
+        state=workload.rollout.state,
+        target_digest=workload.rollout.target_digest,
+        clusters=tuple(clusters),
+        now=now,
+    )
+
+
+def _ended(record: WorkloadRollout, state: str, now: float) -> WorkloadRollout:
+    return replace(record, state=state, reason="", message="", update_time=now)
+
+
+def _record(tx: Tx, workload: Workload, record: WorkloadRollout) -> None:
+    if record != workload.rollout:
+        workloads.set_rollout(tx.conn, workload.workload_id, record)
+
+
+def _said(record: WorkloadRollout) -> str:
+    return record.state or "none"
+
+
+def _rejected_with_nothing_running(conn: Connection, candidates: Sequence[Deployment]) -> set[str]:
+    """The deployments among these whose current generation the agent rejected and of which
+    nothing is in the cluster (no DGD reported, no device held): taking their admission back
+    deletes nothing."""
+    ids = [d.deployment_id for d in candidates]
+    if not ids:
+        return set()
+    rejections = observations.rejections(conn, ids)
+    reports = observations.reports(conn, ids)
+    held = accounting.held_by_deployment(conn, ids)
+    result = set()
+    for d in candidates:
+        rejection = rejections.get(d.deployment_id)
+        report = reports.get(d.deployment_id)
+        if rejection is None or rejection.generation < d.generation:
+            continue
+        if (report is None or report.absent) and not held.get(d.deployment_id):
+            result.add(d.deployment_id)
+    return result
+
+
+def _get(conn: Connection, ref: str) -> Workload:
+    workload = workloads.get(conn, ref)
+    if workload is None:
+        raise errors.NotFound("workload", ref)
+    return workload
+
+
+def _view(ctx: ServiceContext, workload_id: str) -> views.WorkloadView:
+    with snapshot(ctx) as conn:
+        workload = _get(conn, workload_id)
+        found = deployments.of_workload(conn, workload_id)
+        return views.workload_view(workload, views.deployment_views(ctx, conn, found))
