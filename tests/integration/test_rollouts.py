@@ -302,3 +302,29 @@ def test_without_a_wave_policy_a_change_reaches_every_cluster_at_once(
     with pytest.raises(ApiError) as refused:
         hub.post("/v1/workloads/chat:abort", {})
     assert refused.value.status == 409
+
+
+@pytest.mark.parametrize(
+    ("policy", "field"),
+    [
+        ({"max_clusters_in_flight": -1}, "workload.rollout.max_clusters_in_flight"),
+        ({"wave_deadline_seconds": -5}, "workload.rollout.wave_deadline_seconds"),
+        ({"wave_deadline_seconds": 8 * 24 * 3600}, "workload.rollout.wave_deadline_seconds"),
+    ],
+)
+def test_a_bad_rollout_policy_is_refused_naming_the_field(
+    hub: Hub, policy: dict[str, int], field: str
+) -> None:
+    hub.create_project("search", H100_80GB=8)
+    hub.register_cluster("east")
+    body = workload("chat", clusters=("east",))
+    body["rollout"] = policy
+    with pytest.raises(ApiError) as refused:
+        hub.post("/v1/workloads", body)
+    assert refused.value.status == 400
+    assert field in str(refused.value.body)
+    hub.post("/v1/workloads", workload("chat", clusters=("east",)))
+    with pytest.raises(ApiError) as refused:
+        hub.patch("/v1/workloads/chat", {"rollout": policy})
+    assert refused.value.status == 400
+    assert field in str(refused.value.body)
