@@ -34,7 +34,9 @@ from hub.store import accounting, deployments, observations, workloads
 from hub.store.port import Transaction as Connection
 
 
-def apply_change(tx: Tx, before: Workload, workload: Workload, current: list[Deployment]) -> None:
+def apply_change(
+    ctx: ServiceContext, tx: Tx, before: Workload, workload: Workload, current: list[Deployment]
+) -> None:
     """After an update of `before` into `workload` (stored): hand its serving config to its
     deployments, at once or wave by wave, and record the rollout."""
     target = serving.digest(workload.serving)
@@ -63,7 +65,7 @@ def apply_change(tx: Tx, before: Workload, workload: Workload, current: list[Dep
             # Back to what the waiting clusters run: the ones changed go back at once.
             apply_serving(tx, workload.serving, current)
             record = _ended(record, ROLLOUT_CONVERGED, tx.now)
-    _record(tx, workload, _step(tx, replace(workload, rollout=record), current))
+    _record(tx, workload, _step(ctx, tx, replace(workload, rollout=record), current))
 
 
 def evaluate(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str]) -> set[str]:
@@ -75,7 +77,7 @@ def evaluate(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str]) -> set[st
         if workload is None or workload.rollout.state != ROLLOUT_ROLLING:
             continue
         current = deployments.of_workload(tx.conn, workload_id)
-        record = _step(tx, workload, current)
+        record = _step(ctx, tx, workload, current)
         if record != workload.rollout:
             advanced |= set(record.changed_at) - set(workload.rollout.changed_at)
             _record(tx, workload, record)
@@ -123,7 +125,7 @@ def resume(ctx: ServiceContext, ref: str) -> views.WorkloadView:
             },
             update_time=tx.now,
         )
-        record = _step(tx, replace(workload, rollout=record), current)
+        record = _step(ctx, tx, replace(workload, rollout=record), current)
         _record(tx, workload, record)
         admit.run(ctx, tx, cluster_ids=set(record.changed_at))
     return _view(ctx, workload.workload_id)
@@ -191,11 +193,23 @@ def apply_serving(tx: Tx, target: Serving, current: Sequence[Deployment]) -> Non
 # -- steps ------------------------------------------------------------------------------------
 
 
-def _step(tx: Tx, workload: Workload, current: list[Deployment]) -> WorkloadRollout:
+def _step(
+    ctx: ServiceContext, tx: Tx, workload: Workload, current: list[Deployment]
+) -> WorkloadRollout:
     """Take the decision for a rolling workload and apply it: the new record."""
     record = workload.rollout
-    decision = rollout.decide(_wave_view(tx.conn, workload, current, tx.now))
+    view = _wave_view(workload, current, tx.now)
+    decision = rollout.decide(view)
     if decision.pause_reason:
+        # The message says how far each late cluster got: its replicas ready on the target
+        # (read only now: views of every deployment at every pass would cost a fleet-wide
+        # workload dearly).
+        ready = _ready_on_target(ctx, tx.conn, current)
+        counted = replace(
+            view,
+            clusters=tuple(replace(c, ready=ready.get(c.cluster_id, 0)) for c in view.clusters),
+        )
+        decision = rollout.decide(counted)
         return replace(
             record,
             state=ROLLOUT_PAUSED,
@@ -220,27 +234,27 @@ def _has_work(conn: Connection, workload_id: str, now: float) -> bool:
     workload = workloads.get(conn, workload_id)
     if workload is None or workload.rollout.state != ROLLOUT_ROLLING:
         return False
-    decision = rollout.decide(
-        _wave_view(conn, workload, deployments.of_workload(conn, workload_id), now)
-    )
+    decision = rollout.decide(_wave_view(workload, deployments.of_workload(conn, workload_id), now))
     return bool(decision.advance or decision.pause_reason or decision.converged)
 
 
-def _wave_view(
-    conn: Connection, workload: Workload, current: Sequence[Deployment], now: float
-) -> rollout.WaveView:
-    reports = observations.reports(conn, [d.deployment_id for d in current])
-    clusters = []
-    for wave, d in zip(rollout.waves_of(workload, current), current, strict=True):
-        report = reports.get(d.deployment_id)
-        clusters.append(replace(wave, ready=report.ready_replicas if report else 0))
+def _wave_view(workload: Workload, current: Sequence[Deployment], now: float) -> rollout.WaveView:
     return rollout.WaveView(
         policy=workload.rollout_policy,
         state=workload.rollout.state,
         target_digest=workload.rollout.target_digest,
-        clusters=tuple(clusters),
+        clusters=rollout.waves_of(workload, current),
         now=now,
     )
+
+
+def _ready_on_target(
+    ctx: ServiceContext, conn: Connection, current: Sequence[Deployment]
+) -> dict[str, int]:
+    return {
+        view.deployment.cluster_id: view.rollout.ready_on_target if view.rollout else 0
+        for view in views.deployment_views(ctx, conn, current)
+    }
 
 
 def _ended(record: WorkloadRollout, state: str, now: float) -> WorkloadRollout:

@@ -184,7 +184,7 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
         eligible = _eligible(tx.conn, workload.placement)
         current = _rescale(tx, workload, current, eligible)
         # At once, or in waves (a rollout kept on the workload): hub/service/rollouts.py.
-        rollouts.apply_change(tx, before, workload, current)
+        rollouts.apply_change(ctx, tx, before, workload, current)
         involved |= {d.cluster_id for d in current}
         admit.run(ctx, tx, cluster_ids=involved)
     return get(ctx, workload.workload_id)
