@@ -527,7 +527,10 @@ def _rotate_token(args: argparse.Namespace) -> Action:
 MAINTENANCE = {
     "cordon": "no new placements or admissions on a cluster (or one node or device class);"
     " nothing running moves",
-    "uncordon": "undo a cordon (without --node or --device-class: every cordon of the cluster)",
+    "uncordon": "undo a cordon (without --node or --device-class: every cordon of the cluster,"
+    " and a drain)",
+    "drain": "cordon a cluster and re-place its managed deployments elsewhere, removing each"
+    " there once its stand-ins run",
 }
 
 
@@ -538,6 +541,9 @@ def _add_maintenance(sub: Subparsers, client: argparse.ArgumentParser) -> None:
             "kind", metavar="KIND", type=str.lower, choices=["cluster"], help="cluster"
         )
         parser.add_argument("ref", metavar="CLUSTER")
+        if verb == "drain":
+            parser.set_defaults(node="", device_class="")
+            continue
         scope = parser.add_mutually_exclusive_group()
         scope.add_argument("--node", default="", metavar="NODE", help="only this node")
         scope.add_argument(

@@ -37,7 +37,7 @@ fit does not block a later, smaller one that does.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hub.model import (
     REASON_CORDONED,
@@ -69,9 +69,28 @@ class Demand:
     # The reason the deployment holds now ("" when none yet): a decision that keeps the
     # replicas and the reason changes nothing (Decision.changed).
     reason: str = ""
+    # Failover (hub/failover.py): the cover (AdmissionView.covers) this deployment belongs to,
+    # as the "lost" deployment or as a "stand_in" host; a host's first base_replicas are its
+    # own, the next stand_in_replicas stand in for the lost one.
+    cover: str = ""
+    cover_role: str = ""
+    base_replicas: int = 0
+    stand_in_replicas: int = 0
 
     def charge(self, *, admitted: int, surge: int) -> int:
         return max((admitted + surge) * self.devices_per_replica, self.held)
+
+
+@dataclass(frozen=True)
+class Cover:
+    """A workload's failovers, for the quota: a replica and its stand-in are charged once.
+
+    The project is charged max(lost, stand_in) for the pair rather than the sum: `lost` is the
+    charge of the lost deployments (devices), `stand_in` that of the stand-in replicas of the
+    hosts. AdmissionView.quota_charged already counts the pair once."""
+
+    lost: int
+    stand_in: int
 
 
 @dataclass(frozen=True)
@@ -91,6 +110,8 @@ class AdmissionView:
     # (A cordoned node's idle devices are already left out of cluster_free.)
     cordoned_clusters: frozenset[str] = frozenset()
     cordoned_classes: frozenset[CapacityKey] = frozenset()
+    # Failovers' quota credits, by Demand.cover.
+    covers: Mapping[str, Cover] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,6 +141,7 @@ class _Ledger:
         self.unheard = view.unheard_clusters
         self.cordoned = view.cordoned_clusters
         self.cordoned_classes = view.cordoned_classes
+        self.covers = {key: [c.lost, c.stand_in] for key, c in view.covers.items()}
 
     def closed(self, demand: Demand) -> bool:
         """Cordoned for this demand: it takes nothing new, whatever it has free."""
@@ -138,14 +160,42 @@ class _Ledger:
             return quota_left, 0
         return quota_left, self.free.get((demand.cluster_id, demand.device_class), 0)
 
-    def spend(self, demand: Demand, devices: int) -> None:
-        """Charge `devices` (negative: give back what a scale-down or release frees)."""
-        if devices == 0:
+    def quota_cost(self, demand: Demand, before: int, after: int) -> int:
+        """What moving the demand's charge from `before` to `after` devices costs the
+        project's quota: the difference, except that a failover's pair (a lost replica and its
+        stand-in) is charged once, the larger of the two (Cover)."""
+        cover = self.covers.get(demand.cover) if demand.cover else None
+        if cover is None:
+            return after - before
+        lost, stand_in = cover
+        if demand.cover_role == "lost":
+            return max(lost + after - before, stand_in) - max(lost, stand_in)
+        moved = _portion(demand, after) - _portion(demand, before)
+        return (after - before - moved) + max(lost, stand_in + moved) - max(lost, stand_in)
+
+    def spend(self, demand: Demand, before: int, after: int) -> None:
+        """Move the demand's charge from `before` to `after` devices (after < before: give
+        back what a scale-down or release frees)."""
+        if before == after:
             return
         quota_key = (demand.project, demand.device_class)
         capacity_key = (demand.cluster_id, demand.device_class)
-        self.charged[quota_key] = self.charged.get(quota_key, 0) + devices
-        self.free[capacity_key] = self.free.get(capacity_key, 0) - devices
+        self.charged[quota_key] = self.charged.get(quota_key, 0) + self.quota_cost(
+            demand, before, after
+        )
+        self.free[capacity_key] = self.free.get(capacity_key, 0) - (after - before)
+        cover = self.covers.get(demand.cover) if demand.cover else None
+        if cover is not None:
+            if demand.cover_role == "lost":
+                cover[0] += after - before
+            else:
+                cover[1] += _portion(demand, after) - _portion(demand, before)
+
+
+def _portion(demand: Demand, charge: int) -> int:
+    """The part of a stand-in host's charge that stands in for a lost cluster's replicas."""
+    own = demand.base_replicas * demand.devices_per_replica
+    return max(0, min(charge - own, demand.stand_in_replicas * demand.devices_per_replica))
 
 
 def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
@@ -176,31 +226,27 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
 def _spend_admitted(demand: Demand, decision: Decision, ledger: _Ledger) -> None:
     ledger.spend(
         demand,
-        demand.charge(admitted=decision.admitted_replicas, surge=demand.surge_replicas)
-        - demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas),
+        demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas),
+        demand.charge(admitted=decision.admitted_replicas, surge=demand.surge_replicas),
     )
 
 
 def _admit_part(demand: Demand, waiting: Decision, ledger: _Ledger) -> Decision:
     """As many more whole replicas of a waiting demand as quota and capacity allow now; the
     rest keeps waiting, with the reason and message of what it still waits for."""
-    quota_left, free = ledger.headroom(demand)
-    if quota_left is None:
-        return waiting
-    room = min(quota_left, free)
     admitted = waiting.admitted_replicas
     while admitted < demand.desired_replicas:
-        step = demand.charge(admitted=admitted + 1, surge=demand.surge_replicas) - demand.charge(
-            admitted=admitted, surge=demand.surge_replicas
-        )
-        if step > room:
+        quota_left, free = ledger.headroom(demand)
+        if quota_left is None:
             break
-        room -= step
+        before = demand.charge(admitted=admitted, surge=demand.surge_replicas)
+        after = demand.charge(admitted=admitted + 1, surge=demand.surge_replicas)
+        if ledger.quota_cost(demand, before, after) > quota_left or after - before > free:
+            break
+        ledger.spend(demand, before, after)
         admitted += 1
     if admitted == waiting.admitted_replicas:
         return waiting
-    granted = Decision(demand.deployment_id, admitted, REASON_NONE, "")
-    _spend_admitted(replace(demand, admitted_replicas=waiting.admitted_replicas), granted, ledger)
     return _decide_one(replace(demand, admitted_replicas=admitted), ledger)
 
 
@@ -231,8 +277,8 @@ def _release_surge(demand: Demand, ledger: _Ledger) -> Demand:
     admitted = demand.admitted_replicas
     ledger.spend(
         demand,
-        demand.charge(admitted=admitted, surge=0)
-        - demand.charge(admitted=admitted, surge=demand.surge_replicas),
+        demand.charge(admitted=admitted, surge=demand.surge_replicas),
+        demand.charge(admitted=admitted, surge=0),
     )
     return replace(demand, surge_replicas=0)
 
@@ -242,9 +288,10 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
         return Decision(demand.deployment_id, 0, REASON_DISABLED, "deployment is disabled")
     if demand.desired_replicas <= demand.admitted_replicas:
         return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
-    delta = demand.charge(admitted=demand.desired_replicas, surge=demand.surge_replicas) - (
-        demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas)
-    )
+    before = demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas)
+    after = demand.charge(admitted=demand.desired_replicas, surge=demand.surge_replicas)
+    delta = after - before
+    cost = ledger.quota_cost(demand, before, after)
     quota_left, free = ledger.headroom(demand)
     if quota_left is None:
         return Decision(
@@ -253,7 +300,7 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
             REASON_INSUFFICIENT_QUOTA,
             f"project {demand.project} has no quota for {demand.device_class}",
         )
-    if delta > quota_left:
+    if cost > quota_left:
         limit = ledger.limits[(demand.project, demand.device_class)]
         return Decision(
             demand.deployment_id,
@@ -300,19 +347,25 @@ def _with_surge(demand: Demand, decision: Decision, ledger: _Ledger) -> Decision
     surge = 0
     if demand.rolling and demand.enabled and admitted > 0:
         surge = min(demand.surge_replicas, admitted)
-        quota_left, free = ledger.headroom(demand)
-        room = 0 if quota_left is None else min(quota_left, free)
+        ledger.spend(
+            demand,
+            demand.charge(admitted=admitted, surge=demand.surge_replicas),
+            demand.charge(admitted=admitted, surge=surge),
+        )
         while surge < admitted:
-            step = demand.charge(admitted=admitted, surge=surge + 1) - demand.charge(
-                admitted=admitted, surge=surge
-            )
-            if step > room:
+            quota_left, free = ledger.headroom(demand)
+            if quota_left is None:
                 break
-            room -= step
+            before = demand.charge(admitted=admitted, surge=surge)
+            after = demand.charge(admitted=admitted, surge=surge + 1)
+            if ledger.quota_cost(demand, before, after) > quota_left or after - before > free:
+                break
+            ledger.spend(demand, before, after)
             surge += 1
-    ledger.spend(
-        demand,
-        demand.charge(admitted=admitted, surge=surge)
-        - demand.charge(admitted=admitted, surge=demand.surge_replicas),
-    )
+    else:
+        ledger.spend(
+            demand,
+            demand.charge(admitted=admitted, surge=demand.surge_replicas),
+            demand.charge(admitted=admitted, surge=0),
+        )
     return Decision(decision.deployment_id, admitted, decision.reason, decision.message, surge)

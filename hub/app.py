@@ -44,6 +44,7 @@ from hub.metrics import HubMetrics
 from hub.service import access as access_service
 from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
+from hub.service import failover as failover_service
 from hub.service import rollouts as rollouts_service
 from hub.service import sync as sync_service
 from hub.service.context import (
@@ -220,6 +221,7 @@ class HubServer:
             asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),
             asyncio.create_task(self._prune_audit(ctx), name="audit-retention"),
             asyncio.create_task(self._rollout_waves(ctx), name="rollout-waves"),
+            asyncio.create_task(self._failovers(ctx, flush_s), name="failovers"),
         ]
         self._listening = self._listen(db, fanout)
         log.info(
@@ -422,6 +424,18 @@ class HubServer:
                 await asyncio.to_thread(rollouts_service.sweep, ctx)
             except WingsmithError as e:  # the store may be down for a while: next pass
                 log.warning("rollout wave pass failed: %s", e)
+
+    async def _failovers(self, ctx: ServiceContext, interval_s: float) -> None:
+        """Failover, failback and drain steps (hub/service/failover.py), about once a second:
+        a read, and a write only when a workload's plan changes something."""
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await asyncio.to_thread(failover_service.tick, ctx)
+            except WingsmithError as e:
+                log.warning("failover step failed (retried): %s", e)
+            except Exception:
+                log.exception("failover step failed; will retry")
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._listening is not None:

@@ -91,6 +91,43 @@ class PlacementPreference:
 
 
 @dataclass(frozen=True)
+class FailoverPolicy:
+    """placement.failover (docs/placement.md "Failover and failback"), in seconds."""
+
+    toleration_s: int = 300
+    stabilization_s: int = 300
+
+
+FAILOVER_CAUSES = ("stale", "cordoned", "draining")
+FAILOVER_STATES = ("failed_over", "recovering", "failed_back", "drained")
+
+
+@dataclass(frozen=True)
+class FailoverRecord:
+    """A failover of one cluster of a workload: its replicas there stand in elsewhere."""
+
+    workload_id: str
+    # The lost cluster and its deployment there (kept: nothing is deleted on a lost cluster).
+    cluster_id: str
+    deployment_id: str
+    cause: str
+    start_time: float
+    # Replicas of that deployment that got stand-ins, and the stand-ins per cluster.
+    replicas: int
+    stand_ins: Mapping[str, int]
+    # Back, uncordoned and its replicas ready since then (failback once stabilized).
+    recovered_since: float | None = None
+    # Ended (failed back, or drained) at; an ended record is history only.
+    end_time: float | None = None
+    state: str = "failed_over"
+    message: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.end_time is None
+
+
+@dataclass(frozen=True)
 class Placement:
     clusters: tuple[str, ...] = ()
     cluster_selector: Mapping[str, str] = field(default_factory=dict)
@@ -98,6 +135,8 @@ class Placement:
     topology: str = ""
     # Ordered: fill the first step, spill to the next. Empty: level over every eligible cluster.
     preferences: tuple[PlacementPreference, ...] = ()
+    # None: no failover (a lost cluster's replicas wait for it).
+    failover: FailoverPolicy | None = None
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,9 @@ class ControlHandlers:
         )
         return convert.cluster(view)
 
+    def DrainCluster(self, request: cpb.DrainClusterRequest) -> pb.Cluster:
+        return convert.cluster(clusters.drain(self._ctx, request.cluster_id))
+
     # -- workloads ----------------------------------------------------------------------------
 
     def CreateWorkload(self, request: cpb.CreateWorkloadRequest) -> pb.Workload:

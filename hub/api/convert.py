@@ -14,6 +14,8 @@ from hub.model import (
     AuditRecord,
     Deployment,
     Discovered,
+    FailoverPolicy,
+    FailoverRecord,
     Placement,
     PlacementPreference,
     RolloutPolicy,
@@ -130,6 +132,8 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
             pb.TopologyViolation(replica_id=v.replica_id, name=v.name, reason=v.reason)
             for v in view.topology_violations
         ],
+        failover_replicas=view.failover_replicas,
+        failover_for=list(view.failover_for),
     )
     if view.rollout is not None:
         message.rollout.CopyFrom(rollout(view.rollout))
@@ -257,6 +261,7 @@ def workload(view: views.WorkloadView) -> pb.Workload:
             wave_deadline_seconds=w.rollout_policy.wave_deadline_seconds,
         ),
         rollout_status=workload_rollout(view) if w.rollout.state else None,
+        failovers=[failover_status(r, w.placement) for r in view.failovers],
     )
 
 
@@ -285,6 +290,23 @@ def rollout_policy(message: pb.RolloutPolicy) -> RolloutPolicy:
     return RolloutPolicy(
         max_clusters_in_flight=message.max_clusters_in_flight,
         wave_deadline_seconds=message.wave_deadline_seconds,
+    )
+
+
+def failover_status(r: FailoverRecord, placement: Placement) -> pb.FailoverStatus:
+    stabilization = placement.failover.stabilization_s if placement.failover else 0
+    return pb.FailoverStatus(
+        cluster_id=r.cluster_id,
+        cause=r.cause,
+        state=r.state,
+        start_time=wire.timestamp(r.start_time),
+        replicas=r.replicas,
+        stand_ins=dict(r.stand_ins),
+        failback_time=wire.timestamp(
+            None if r.recovered_since is None else r.recovered_since + stabilization
+        ),
+        end_time=wire.timestamp(r.end_time),
+        message=r.message,
     )
 
 
@@ -333,6 +355,14 @@ def placement_to_proto(p: Placement) -> pb.Placement:
             )
             for pref in p.preferences
         ],
+        failover=(
+            pb.Failover(
+                toleration_seconds=p.failover.toleration_s,
+                stabilization_seconds=p.failover.stabilization_s,
+            )
+            if p.failover is not None
+            else None
+        ),
     )
 
 
@@ -348,6 +378,14 @@ def placement_from_proto(message: pb.Placement) -> Placement:
                 weights=dict(pref.weights),
             )
             for pref in message.preferences
+        ),
+        failover=(
+            FailoverPolicy(
+                toleration_s=message.failover.toleration_seconds,
+                stabilization_s=message.failover.stabilization_seconds,
+            )
+            if message.HasField("failover")
+            else None
         ),
     )
 

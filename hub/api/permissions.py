@@ -64,6 +64,7 @@ RULES: dict[str, Rule] = {
     # Maintenance moves what may run where, across projects: the admin's.
     "CordonCluster": _admin("cluster", lambda r: r.cluster_id),
     "UncordonCluster": _admin("cluster", lambda r: r.cluster_id),
+    "DrainCluster": _admin("cluster", lambda r: r.cluster_id),
     # Workloads: their project's operators.
     "CreateWorkload": Rule(
         access.NEEDS_PROJECT,

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from hub import admission
 from hub.admission import AdmissionView, Decision, Demand
 from hub.model import Capacity, Deployment, Maintenance, evolve
+from hub.service import credit
 from hub.service.context import ServiceContext, Tx
 from hub.store import accounting, clusters, deployments, projects
 from hub.store.db import Connection
@@ -46,13 +47,17 @@ def run(
     if not waiting:
         return []
     tx.conn.serialize("admission")
+    projects_in_scope = sorted({d.project for d in waiting})
+    credits = credit.read(tx.conn, projects_in_scope)
     view = _view(
         ctx,
         tx,
-        projects_in_scope=sorted({d.project for d in waiting}),
+        projects_in_scope=projects_in_scope,
         clusters_in_scope=sorted({d.cluster_id for d in waiting}),
+        credits=credits,
     )
     held = accounting.held_by_deployment(tx.conn, [d.deployment_id for d in waiting])
+    no_role = credit.Role("", "")
     demands = [
         Demand(
             deployment_id=d.deployment_id,
@@ -68,6 +73,10 @@ def run(
             rolling=d.rolling,
             surge_replicas=d.surge_replicas,
             reason=d.admission_reason,
+            cover=credits.roles.get(d.deployment_id, no_role).cover,
+            cover_role=credits.roles.get(d.deployment_id, no_role).role,
+            base_replicas=credits.roles.get(d.deployment_id, no_role).base_replicas,
+            stand_in_replicas=credits.roles.get(d.deployment_id, no_role).stand_in_replicas,
         )
         for d in waiting
     ]
@@ -80,7 +89,12 @@ def run(
 
 
 def _view(
-    ctx: ServiceContext, tx: Tx, *, projects_in_scope: list[str], clusters_in_scope: list[str]
+    ctx: ServiceContext,
+    tx: Tx,
+    *,
+    projects_in_scope: list[str],
+    clusters_in_scope: list[str],
+    credits: credit.Credits,
 ) -> AdmissionView:
     charges = accounting.quota_charges(tx.conn, projects_in_scope)
     capacity = accounting.capacities(tx.conn, clusters_in_scope)
@@ -91,7 +105,11 @@ def _view(
     marks = clusters.maintenance_of(tx.conn, clusters_in_scope)
     return AdmissionView(
         quota_limits=projects.quota_limits(tx.conn),
-        quota_charged={key: used + reserved for key, (used, reserved) in charges.items()},
+        # A replica and its failover stand-in count once (hub/service/credit.py).
+        quota_charged={
+            key: used + reserved - credits.credit.get(key, 0)
+            for key, (used, reserved) in charges.items()
+        },
         cluster_free=open_free(tx.conn, capacity, marks),
         stale_clusters=frozenset(stale),
         unheard_clusters=frozenset(unheard),
@@ -99,6 +117,7 @@ def _view(
         cordoned_classes=frozenset(
             (c, device_class) for c, m in marks.items() for device_class in m.device_classes
         ),
+        covers=credits.covers,
     )
 
 

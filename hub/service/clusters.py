@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from hub import errors
 from hub.model import Cluster, Maintenance, evolve
-from hub.service import admit, validate, views
+from hub.service import admit, failover, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import accounting, clusters, deployments, observations
 from hub.store.db import Connection
@@ -116,8 +116,22 @@ def cordon(
         else:
             marks = evolve(marks, cordoned=True)
         clusters.set_maintenance(tx.conn, cluster_id, marks)
-        # What waits there learns it is cordoned; nothing admitted is taken back.
+        # What waits there learns it is cordoned; nothing admitted is taken back. Workloads
+        # with placement.failover get stand-ins elsewhere.
         admit.run(ctx, tx, cluster_ids=[cluster_id])
+        failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
+        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+
+
+def drain(ctx: ServiceContext, cluster_id: str) -> views.ClusterView:
+    """Cordon the cluster and re-place its managed deployments elsewhere first; each is
+    removed here once its stand-ins run (make-before-break, hub/failover.py). Observed and
+    adopted deployments stay. Idempotent; `uncordon` stops it."""
+    with transaction(ctx) as tx:
+        marks = _get(tx.conn, cluster_id).maintenance
+        clusters.set_maintenance(tx.conn, cluster_id, evolve(marks, draining=True))
+        admit.run(ctx, tx, cluster_ids=[cluster_id])
+        failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
         return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
 
 
@@ -139,6 +153,8 @@ def uncordon(
             marks = Maintenance()
         clusters.set_maintenance(tx.conn, cluster_id, marks)
         admit.run(ctx, tx, cluster_ids=[cluster_id])
+        # A stopped drain takes its stand-ins back at once; a failover's wait for failback.
+        failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
         return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
 
 

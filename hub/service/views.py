@@ -24,6 +24,7 @@ from hub.model import (
     Capacity,
     Cluster,
     Deployment,
+    FailoverRecord,
     Node,
     Project,
     QuotaUsage,
@@ -32,9 +33,11 @@ from hub.model import (
     StatusReport,
     Workload,
 )
+from hub.service import credit
 from hub.service.context import ServiceContext
 from hub.store import accounting, observations
 from hub.store import clusters as cluster_store
+from hub.store import failovers as failover_store
 from hub.store.db import Connection
 
 
@@ -85,6 +88,9 @@ class DeploymentView:
     idle_on_read_only: bool = False
     # The object its agent applied (without body), once reported.
     applied_object: AppliedObject | None = None
+    # Of desired_replicas, how many stand in for lost clusters of the workload, and for which.
+    failover_replicas: int = 0
+    failover_for: tuple[str, ...] = ()
 
     @property
     def admission_reason(self) -> str:
@@ -131,6 +137,8 @@ class WorkloadView:
     degraded: bool
     # Each cluster's place in the workload's rollout in waves (none when it never had one).
     waves: tuple[rollout.ClusterWave, ...] = ()
+    # Failovers of its clusters, active and ended (hub/failover.py).
+    failovers: tuple[FailoverRecord, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,12 @@ def deployment_views(
     applied = {cluster_id: c.applied_revision for cluster_id, c in clusters.items()}
     read_only = {cluster_id for cluster_id, c in clusters.items() if c.read_only}
     stale = _stale(ctx, clusters)
+    standing: dict[tuple[str, str], dict[str, int]] = {}
+    for records in failover_store.of_workloads(conn, {d.workload_id for d in deployments}).values():
+        for record in records:
+            for cluster_id, count in record.stand_ins.items() if record.active else ():
+                key = (record.workload_id, cluster_id)
+                standing.setdefault(key, {})[record.cluster_id] = count
     views = []
     for d in deployments:
         is_stale_cluster = d.cluster_id in stale
@@ -240,6 +254,8 @@ def deployment_views(
                     topology.violations(d.topology, held_devices.get(d.deployment_id, {}))
                 ),
                 applied_object=applied_objects.get(d.deployment_id),
+                failover_replicas=sum(standing.get((d.workload_id, d.cluster_id), {}).values()),
+                failover_for=tuple(sorted(standing.get((d.workload_id, d.cluster_id), {}))),
                 # Nothing of it on the cluster: a read-only agent applies nothing.
                 idle_on_read_only=(
                     d.cluster_id in read_only
@@ -376,9 +392,14 @@ def drift(
     return tuple(found)
 
 
-def workload_view(workload: Workload, deployments: Sequence[DeploymentView]) -> WorkloadView:
+def workload_view(
+    workload: Workload,
+    deployments: Sequence[DeploymentView],
+    failovers: Sequence[FailoverRecord] = (),
+) -> WorkloadView:
     ready = sum(d.ready_replicas for d in deployments)
     return WorkloadView(
+        failovers=tuple(failovers),
         workload=workload,
         deployments=tuple(deployments),
         phase=phases.workload_phase((d.phase for d in deployments), replicas=workload.replicas),
@@ -409,10 +430,16 @@ def cluster_view(ctx: ServiceContext, conn: Connection, cluster: Cluster) -> Clu
 
 def project_view(conn: Connection, project: Project) -> ProjectView:
     charges = accounting.quota_charges(conn, [project.name])
+    credits = credit.read(conn, [project.name])
     classes = set(project.quotas) | {device_class for (_, device_class) in charges}
     usage = {}
     for device_class in sorted(classes):
         used, reserved = charges.get((project.name, device_class), (0, 0))
+        # A replica and its failover stand-in count once: the credit comes off what is
+        # reserved first (a stand-in not yet running), then off what is held.
+        covered = credits.credit.get((project.name, device_class), 0)
+        off_reserved = min(reserved, covered)
+        reserved, used = reserved - off_reserved, max(0, used - (covered - off_reserved))
         usage[device_class] = QuotaUsage(
             used=used, reserved=reserved, limit=project.quotas.get(device_class, 0)
         )

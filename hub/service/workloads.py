@@ -19,6 +19,7 @@ from hub.model import (
     DEFAULT_WAVE_DEADLINE_S,
     TOPOLOGIES,
     Deployment,
+    FailoverPolicy,
     Placement,
     PlacementPreference,
     RolloutPolicy,
@@ -26,13 +27,13 @@ from hub.model import (
     Workload,
     evolve,
 )
-from hub.service import admit, rollouts, validate, views
+from hub.service import admit, failover, rollouts, shares, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import (
-    accounting,
     clusters,
     deployments,
     discovered,
+    failovers,
     projects,
     workloads,
 )
@@ -136,7 +137,13 @@ def list_page(
         by_workload: dict[str, list[views.DeploymentView]] = {}
         for view in all_views:
             by_workload.setdefault(view.deployment.workload_id, []).append(view)
-        result = [views.workload_view(w, by_workload.get(w.workload_id, [])) for w in found]
+        records = failovers.of_workloads(conn, [w.workload_id for w in found])
+        result = [
+            views.workload_view(
+                w, by_workload.get(w.workload_id, []), records.get(w.workload_id, [])
+            )
+            for w in found
+        ]
     return result, validate.next_token([w.name for w in found], limit)
 
 
@@ -158,6 +165,9 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
         adopted = [d for d in current if d.adopted]
         if adopted:
             _check_adopted_change(workload, adopted, new_serving, new_placement)
+        # Stand-ins out first, so the shares add up to the workload's replicas; failover
+        # places them again below for clusters still lost (docs/placement.md).
+        current = failover.settle(tx, workload, current)
         involved = {d.cluster_id for d in current}
         if new_placement is not None:
             workload = replace(workload, placement=new_placement)
@@ -186,6 +196,7 @@ def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.Workl
         # At once, or in waves (a rollout kept on the workload): hub/service/rollouts.py.
         rollouts.apply_change(ctx, tx, before, workload, current)
         involved |= {d.cluster_id for d in current}
+        failover.reconcile(ctx, tx, [workload.workload_id])
         admit.run(ctx, tx, cluster_ids=involved)
     return get(ctx, workload.workload_id)
 
@@ -316,30 +327,7 @@ def _check_adopted_change(
 def _new_deployment(
     workload: Workload, *, cluster_id: str, replicas: int, now: float
 ) -> Deployment:
-    return Deployment(
-        deployment_id="dep_" + secrets.token_hex(8),
-        workload_id=workload.workload_id,
-        workload_name=workload.name,
-        project=workload.project,
-        cluster_id=cluster_id,
-        desired_replicas=replicas,
-        admitted_replicas=0,
-        admission_reason="",
-        admission_message="",
-        generation=1,
-        authority="managed",
-        enabled=True,
-        engine_args=workload.serving.engine_args,
-        imported_args=(),
-        serving=workload.serving,
-        serving_digest=serving.digest(workload.serving),
-        device_class=workload.device_class,
-        devices_per_replica=workload.serving.devices_per_replica,
-        revision=0,
-        create_time=now,
-        update_time=now,
-        pending_since=now,
-    )
+    return shares.new_deployment(workload, cluster_id=cluster_id, replicas=replicas, now=now)
 
 
 def _save(tx: Tx, deployment: Deployment) -> Deployment:
@@ -379,6 +367,32 @@ def _valid_placement(wanted: Placement) -> Placement:
             )
             for pref in wanted.preferences
         ),
+        failover=_valid_failover(wanted.failover),
+    )
+
+
+MAX_FAILOVER_S = 86_400
+DEFAULT_FAILOVER_S = 300
+
+
+def _valid_failover(wanted: FailoverPolicy | None) -> FailoverPolicy | None:
+    """0 means the default (300 s); each between 1 s and a day."""
+    if wanted is None:
+        return None
+    values = {}
+    for name, value in (
+        ("toleration_seconds", wanted.toleration_s),
+        ("stabilization_seconds", wanted.stabilization_s),
+    ):
+        if not 0 <= value <= MAX_FAILOVER_S:
+            raise errors.InvalidArgument(
+                f"workload.placement.failover.{name}",
+                f"{value} out of range: 1 to {MAX_FAILOVER_S} seconds (0: {DEFAULT_FAILOVER_S})",
+            )
+        values[name] = value or DEFAULT_FAILOVER_S
+    return FailoverPolicy(
+        toleration_s=values["toleration_seconds"],
+        stabilization_s=values["stabilization_seconds"],
     )
 
 
@@ -426,21 +440,7 @@ def _steps(conn: Connection, wanted: Placement, eligible: Sequence[str]) -> list
 def _rooms(
     conn: Connection, eligible: Sequence[str], device_class: str
 ) -> list[placement.ClusterRoom]:
-    capacity = accounting.capacities(conn, eligible)
-    marks = clusters.maintenance_of(conn, eligible)
-    free = admit.open_free(conn, capacity, marks)
-    rooms = []
-    for cluster_id in eligible:
-        cap = capacity.get((cluster_id, device_class))
-        rooms.append(
-            placement.ClusterRoom(
-                cluster_id=cluster_id,
-                free_devices=free.get((cluster_id, device_class), 0),
-                total_devices=cap.total if cap else 0,
-                closed=cluster_id in marks and marks[cluster_id].closed_to(device_class),
-            )
-        )
-    return rooms
+    return shares.rooms(conn, eligible, device_class)
 
 
 def _get(conn: Connection, ref: str) -> Workload:
@@ -453,4 +453,5 @@ def _get(conn: Connection, ref: str) -> Workload:
 def _view(ctx: ServiceContext, conn: Connection, ref: str) -> views.WorkloadView:
     workload = _get(conn, ref)
     found = deployments.of_workload(conn, workload.workload_id)
-    return views.workload_view(workload, views.deployment_views(ctx, conn, found))
+    records = failovers.of_workloads(conn, [workload.workload_id]).get(workload.workload_id, [])
+    return views.workload_view(workload, views.deployment_views(ctx, conn, found), records)

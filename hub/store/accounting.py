@@ -52,6 +52,20 @@ def held_by_deployment(
     return held
 
 
+def charges_by_deployment(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, int]:
+    """deployment id -> its charge, held(d) + reserved(d), as the quota counts it."""
+    result: dict[str, int] = {}
+    for chunk in _chunks(deployment_ids):
+        for r in conn.execute(
+            f"SELECT d.deployment_id AS deployment_id, COALESCE(h.held, 0) + ({_RESERVED})"
+            f" AS charge FROM deployments d {_HELD_JOIN}"
+            f" WHERE d.deployment_id IN ({_marks(chunk)})",
+            chunk,
+        ):
+            result[r["deployment_id"]] = r["charge"]
+    return result
+
+
 def refresh_held(conn: Transaction, cluster_id: str) -> None:
     """Recount what the cluster's deployments hold: after its replicas or allocations changed."""
     conn.execute("DELETE FROM deployment_held WHERE cluster_id = ?", (cluster_id,))

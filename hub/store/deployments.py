@@ -283,6 +283,18 @@ def delete(conn: Transaction, deployment: Deployment, *, now: float) -> int:
     return revision
 
 
+def workloads_on(conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
+    """The workloads with a deployment on any of these clusters."""
+    if not cluster_ids:
+        return set()
+    rows = conn.execute(
+        "SELECT DISTINCT workload_id FROM deployments"
+        f" WHERE cluster_id IN ({','.join('?' * len(cluster_ids))})",
+        list(cluster_ids),
+    )
+    return {r["workload_id"] for r in rows}
+
+
 def count_on_cluster(conn: Transaction, cluster_id: str) -> int:
     row = conn.execute(
         "SELECT COUNT(*) FROM deployments WHERE cluster_id = ?", (cluster_id,)

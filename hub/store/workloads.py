@@ -8,6 +8,7 @@ from typing import Any
 from hub import errors, serving
 from hub.model import (
     ROLLOUT_ROLLING,
+    FailoverPolicy,
     Placement,
     PlacementPreference,
     RolloutPolicy,
@@ -117,6 +118,16 @@ def _placement_document(placement: Placement) -> dict[str, object]:
             }
             for p in placement.preferences
         ],
+        **(
+            {}
+            if placement.failover is None
+            else {
+                "failover": {
+                    "toleration_s": placement.failover.toleration_s,
+                    "stabilization_s": placement.failover.stabilization_s,
+                }
+            }
+        ),
     }
 
 
@@ -168,6 +179,20 @@ def _rollout(state: str, document: Mapping[str, Any]) -> WorkloadRollout:
     )
 
 
+def _failover(document: dict[str, int] | None) -> FailoverPolicy | None:
+    if document is None:
+        return None
+    return FailoverPolicy(
+        toleration_s=document["toleration_s"], stabilization_s=document["stabilization_s"]
+    )
+
+
+def with_failover(conn: Transaction) -> list[Workload]:
+    """The workloads that asked for failover (placement.failover set)."""
+    rows = conn.execute("SELECT * FROM workloads WHERE placement LIKE '%\"failover\"%'")
+    return [w for w in map(_workload, rows) if w.placement.failover is not None]
+
+
 def _workload(row: Row) -> Workload:
     placement = codec.loads(row["placement"])
     return Workload(
@@ -190,6 +215,7 @@ def _workload(row: Row) -> Workload:
                 )
                 for p in placement.get("preferences", ())
             ),
+            failover=_failover(placement.get("failover")),
         ),
         create_time=row["create_time"],
         update_time=row["update_time"],

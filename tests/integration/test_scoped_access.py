@@ -76,6 +76,7 @@ def calls(refs: dict[str, str]) -> dict[str, tuple[str, str, Any]]:
         "RotateClusterToken": ("POST", "/v1/clusters/east:rotateToken", {}),
         "CordonCluster": ("POST", "/v1/clusters/east:cordon", {}),
         "UncordonCluster": ("POST", "/v1/clusters/east:uncordon", {}),
+        "DrainCluster": ("POST", "/v1/clusters/east:drain", {}),
         "CreateWorkload": ("POST", "/v1/workloads", workload("bx", project="b", tp=1)),
         "GetWorkload": ("GET", f"/v1/workloads/{b_wl}", None),
         "ListWorkloads": ("GET", "/v1/workloads", None),

@@ -392,6 +392,25 @@ class UncordonClusterRequest(_message.Message):
 Global___UncordonClusterRequest: _TypeAlias = UncordonClusterRequest  # noqa: Y015
 
 @_typing.final
+class DrainClusterRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    cluster_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        cluster_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DrainClusterRequest: _TypeAlias = DrainClusterRequest  # noqa: Y015
+
+@_typing.final
 class CreateWorkloadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

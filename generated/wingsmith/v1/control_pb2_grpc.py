@@ -221,6 +221,11 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.UncordonClusterRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
                 _registered_method=True)
+        self.DrainCluster = channel.unary_unary(
+                '/wingsmith.v1.ControlService/DrainCluster',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.DrainClusterRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -468,7 +473,8 @@ class ControlServiceServicer:
     def CordonCluster(self, request, context):
         """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
         placements or admissions on the cluster (or only on one node or device class); nothing
-        running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+        running moves. Uncordon undoes it (without a node or class: every cordon of the cluster,
+        and a drain).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -476,6 +482,16 @@ class ControlServiceServicer:
 
     def UncordonCluster(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DrainCluster(self, request, context):
+        """Drain: cordon the cluster and re-place its managed deployments elsewhere first (their
+        stand-ins admitted as usual), removing each here once its stand-ins run
+        (make-before-break). Observed and adopted deployments stay: Wingsmith never moves what
+        it does not manage. Uncordon stops a drain; what was already removed stays removed.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -666,6 +682,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
             'UncordonCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.UncordonCluster,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.UncordonClusterRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.SerializeToString,
+            ),
+            'DrainCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainCluster,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.DrainClusterRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.SerializeToString,
             ),
     }
@@ -1667,6 +1688,33 @@ class ControlService:
             target,
             '/wingsmith.v1.ControlService/UncordonCluster',
             wingsmith_dot_v1_dot_control__pb2.UncordonClusterRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/DrainCluster',
+            wingsmith_dot_v1_dot_control__pb2.DrainClusterRequest.SerializeToString,
             wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
             options,
             channel_credentials,

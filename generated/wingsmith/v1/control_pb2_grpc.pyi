@@ -116,9 +116,16 @@ class ControlServiceStub:
     CordonCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.CordonClusterRequest, _resources_pb2.Cluster]
     """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
     placements or admissions on the cluster (or only on one node or device class); nothing
-    running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+    running moves. Uncordon undoes it (without a node or class: every cordon of the cluster,
+    and a drain).
     """
     UncordonCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.UncordonClusterRequest, _resources_pb2.Cluster]
+    DrainCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.DrainClusterRequest, _resources_pb2.Cluster]
+    """Drain: cordon the cluster and re-place its managed deployments elsewhere first (their
+    stand-ins admitted as usual), removing each here once its stand-ins run
+    (make-before-break). Observed and adopted deployments stay: Wingsmith never moves what
+    it does not manage. Uncordon stops a drain; what was already removed stays removed.
+    """
 
 @_typing.type_check_only
 class ControlServiceAsyncStub(ControlServiceStub):
@@ -195,9 +202,16 @@ class ControlServiceAsyncStub(ControlServiceStub):
     CordonCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.CordonClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
     """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
     placements or admissions on the cluster (or only on one node or device class); nothing
-    running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+    running moves. Uncordon undoes it (without a node or class: every cordon of the cluster,
+    and a drain).
     """
     UncordonCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.UncordonClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
+    DrainCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.DrainClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
+    """Drain: cordon the cluster and re-place its managed deployments elsewhere first (their
+    stand-ins admitted as usual), removing each here once its stand-ins run
+    (make-before-break). Observed and adopted deployments stay: Wingsmith never moves what
+    it does not manage. Uncordon stops a drain; what was already removed stays removed.
+    """
 
 class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -487,7 +501,8 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_resources_pb2.Cluster, _abc.Awaitable[_resources_pb2.Cluster]]:
         """Maintenance (admin only; docs/placement.md, "Cordon and drain"). Cordon: no new
         placements or admissions on the cluster (or only on one node or device class); nothing
-        running moves. Uncordon undoes it (without a node or class: every cordon of the cluster).
+        running moves. Uncordon undoes it (without a node or class: every cordon of the cluster,
+        and a drain).
         """
 
     @_abc_1.abstractmethod
@@ -496,5 +511,17 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.UncordonClusterRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Cluster, _abc.Awaitable[_resources_pb2.Cluster]]: ...
+
+    @_abc_1.abstractmethod
+    def DrainCluster(
+        self,
+        request: _control_pb2.DrainClusterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Cluster, _abc.Awaitable[_resources_pb2.Cluster]]:
+        """Drain: cordon the cluster and re-place its managed deployments elsewhere first (their
+        stand-ins admitted as usual), removing each here once its stand-ins run
+        (make-before-break). Observed and adopted deployments stay: Wingsmith never moves what
+        it does not manage. Uncordon stops a drain; what was already removed stays removed.
+        """
 
 def add_ControlServiceServicer_to_server(servicer: ControlServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

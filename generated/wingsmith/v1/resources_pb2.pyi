@@ -905,6 +905,7 @@ class Placement(_message.Message):
     CLUSTER_SELECTOR_FIELD_NUMBER: _builtins.int
     TOPOLOGY_FIELD_NUMBER: _builtins.int
     PREFERENCES_FIELD_NUMBER: _builtins.int
+    FAILOVER_FIELD_NUMBER: _builtins.int
     topology: Global___Topology.ValueType
     """Each replica's devices within one topology domain. The hub checks the allocations the
     cluster reports against it and shows violations on the deployment.
@@ -924,6 +925,12 @@ class Placement(_message.Message):
         (docs/placement.md "Preferences"). Scale down removes from the least preferred first.
         """
 
+    @_builtins.property
+    def failover(self) -> Global___Failover:
+        """Opt-in failover (docs/placement.md "Failover and failback"): absent, a lost cluster's
+        replicas wait for it. Present: they are placed additionally elsewhere.
+        """
+
     def __init__(
         self,
         *,
@@ -931,14 +938,129 @@ class Placement(_message.Message):
         cluster_selector: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         topology: Global___Topology.ValueType = ...,
         preferences: _abc.Iterable[Global___PlacementPreference] | None = ...,
+        failover: Global___Failover | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["failover", b"failover"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_selector", b"cluster_selector", "clusters", b"clusters", "preferences", b"preferences", "topology", b"topology"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_selector", b"cluster_selector", "clusters", b"clusters", "failover", b"failover", "preferences", b"preferences", "topology", b"topology"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Placement: _TypeAlias = Placement  # noqa: Y015
+
+@_typing.final
+class Failover(_message.Message):
+    """When a cluster of the workload is lost (stale for longer than the toleration, cordoned or
+    draining), its replicas there are placed additionally on the other eligible clusters
+    (admission as usual; a replica and its stand-in are charged to the quota once); nothing is
+    deleted there. Once the cluster is back and its replicas ready again for the stabilization
+    window without interruption, the stand-ins are removed (failback).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOLERATION_SECONDS_FIELD_NUMBER: _builtins.int
+    STABILIZATION_SECONDS_FIELD_NUMBER: _builtins.int
+    toleration_seconds: _builtins.int
+    """Seconds a cluster may be silent before its replicas fail over; 0: 300. At most 86400."""
+    stabilization_seconds: _builtins.int
+    """Seconds the cluster must be back, uncordoned and its replicas ready before the stand-ins
+    go; 0: 300. At most 86400. Any interruption starts the window again (no flapping).
+    """
+    def __init__(
+        self,
+        *,
+        toleration_seconds: _builtins.int = ...,
+        stabilization_seconds: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["stabilization_seconds", b"stabilization_seconds", "toleration_seconds", b"toleration_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Failover: _TypeAlias = Failover  # noqa: Y015
+
+@_typing.final
+class FailoverStatus(_message.Message):
+    """A failover of one of the workload's clusters: what happened, why, and where its replicas
+    stand in (output only).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class StandInsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    CAUSE_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    START_TIME_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    STAND_INS_FIELD_NUMBER: _builtins.int
+    FAILBACK_TIME_FIELD_NUMBER: _builtins.int
+    END_TIME_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    cluster_id: _builtins.str
+    """The cluster whose replicas were placed elsewhere."""
+    cause: _builtins.str
+    """"stale" (silent past the toleration), "cordoned" or "draining"."""
+    state: _builtins.str
+    """"failed_over": stand-ins placed; "recovering": back and ready, failback at failback_time
+    unless interrupted; "failed_back": stand-ins removed at end_time; "drained": the drained
+    deployment removed once its stand-ins ran, the stand-ins kept.
+    """
+    replicas: _builtins.int
+    """Replicas of the lost cluster's deployment that got stand-ins."""
+    message: _builtins.str
+    """Human words: what happened and why."""
+    @_builtins.property
+    def start_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def stand_ins(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """Stand-in replicas per cluster."""
+
+    @_builtins.property
+    def failback_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def end_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        cluster_id: _builtins.str = ...,
+        cause: _builtins.str = ...,
+        state: _builtins.str = ...,
+        start_time: _timestamp_pb2.Timestamp | None = ...,
+        replicas: _builtins.int = ...,
+        stand_ins: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        failback_time: _timestamp_pb2.Timestamp | None = ...,
+        end_time: _timestamp_pb2.Timestamp | None = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["end_time", b"end_time", "failback_time", b"failback_time", "start_time", b"start_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cause", b"cause", "cluster_id", b"cluster_id", "end_time", b"end_time", "failback_time", b"failback_time", "message", b"message", "replicas", b"replicas", "stand_ins", b"stand_ins", "start_time", b"start_time", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FailoverStatus: _TypeAlias = FailoverStatus  # noqa: Y015
 
 @_typing.final
 class PlacementPreference(_message.Message):
@@ -1241,6 +1363,7 @@ class Workload(_message.Message):
     DEVICES_PER_REPLICA_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    FAILOVERS_FIELD_NUMBER: _builtins.int
     ROLLOUT_FIELD_NUMBER: _builtins.int
     ROLLOUT_STATUS_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
@@ -1269,6 +1392,10 @@ class Workload(_message.Message):
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
+    def failovers(self) -> _containers.RepeatedCompositeFieldContainer[Global___FailoverStatus]:
+        """Output only: failovers of its clusters, running and recent (docs/placement.md)."""
+
+    @_builtins.property
     def rollout(self) -> Global___RolloutPolicy:
         """How a serving change reaches the clusters: at once (the default) or in waves."""
 
@@ -1295,12 +1422,13 @@ class Workload(_message.Message):
         devices_per_replica: _builtins.int = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        failovers: _abc.Iterable[Global___FailoverStatus] | None = ...,
         rollout: Global___RolloutPolicy | None = ...,
         rollout_status: Global___WorkloadRollout | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "placement", b"placement", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "name", b"name", "phase", b"phase", "placement", b"placement", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "failovers", b"failovers", "name", b"name", "phase", b"phase", "placement", b"placement", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1563,6 +1691,8 @@ class Deployment(_message.Message):
     ADOPTED_FROM_FIELD_NUMBER: _builtins.int
     TOPOLOGY_VIOLATIONS_FIELD_NUMBER: _builtins.int
     APPLIED_FIELD_NUMBER: _builtins.int
+    FAILOVER_REPLICAS_FIELD_NUMBER: _builtins.int
+    FAILOVER_FOR_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     """Output only: "dep_..."."""
     name: _builtins.str
@@ -1588,6 +1718,10 @@ class Deployment(_message.Message):
     devices_per_replica: _builtins.int
     degraded: _builtins.bool
     """Output only: ready < desired."""
+    failover_replicas: _builtins.int
+    """Output only: of desired_replicas, how many stand in for lost clusters of the workload
+    (placement.failover or a drain), and for which.
+    """
     @_builtins.property
     def engine_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -1632,6 +1766,8 @@ class Deployment(_message.Message):
         GET /v1/deployments/{ref}/applied); null until the agent reports one.
         """
 
+    @_builtins.property
+    def failover_for(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -1666,10 +1802,12 @@ class Deployment(_message.Message):
         adopted_from: Global___AdoptedFrom | None = ...,
         topology_violations: _abc.Iterable[Global___TopologyViolation] | None = ...,
         applied: Global___AppliedObject | None = ...,
+        failover_replicas: _builtins.int = ...,
+        failover_for: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "applied", b"applied", "create_time", b"create_time", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "applied", b"applied", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "applied", b"applied", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "failover_for", b"failover_for", "failover_replicas", b"failover_replicas", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -22,6 +22,8 @@ def test_cordon_and_uncordon_print_the_cluster_with_its_scheduling(cli: Runner) 
     assert (answer["cordoned"], answer["cordoned_device_classes"]) == (True, ["A100-40GB"])
 
     cli.ok("uncordon", "cluster", "east", "--device-class", "A100-40GB")
+    out = cli.ok("drain", "cluster", "east")
+    assert out.splitlines()[1].split()[-1] == "draining"
     out = cli.ok("uncordon", "cluster", "east")
     assert out.splitlines()[1].split()[-1] == "open"
     assert cli.hub.client().get("/v1/clusters/east").get("cordoned", False) is False

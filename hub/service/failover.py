@@ -1,0 +1,245 @@
+"""Failover, failback and drain, applied: read the workloads' state, decide (hub/failover.py),
+commit the plan and run admission, in one write transaction.
+
+`tick` runs about once a second (hub/app.py): it reads first and opens a write transaction
+only when some workload's plan changes something, so a quiet fleet costs one read. The use
+cases that change what failover looks at call `reconcile` in their own transaction: a cordon
+or drain (hub/service/clusters.py) and a workload update (hub/service/workloads.py, which
+first `settle`s the workload's stand-ins so its replicas add up again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from hub import errors, failover, placement
+from hub.model import Cluster, Deployment, FailoverRecord, StatusReport, Workload, evolve
+from hub.service import admit, shares
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.store import clusters, deployments, failovers, observations, workloads
+from hub.store.db import Connection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    workload: Workload
+    current: Sequence[Deployment]
+    plan: failover.Plan
+
+
+def tick(ctx: ServiceContext) -> int:
+    """Decide for every workload failover concerns; commit only when something changes.
+    Returns the number of workloads changed."""
+    with snapshot(ctx) as conn:
+        pending = [p for p in _plans(ctx, conn, now=ctx.clock()) if not p.plan.empty]
+    if not pending:
+        return 0
+    with transaction(ctx) as tx:
+        # Decided again inside the transaction: another hub (or a control call) may have
+        # acted since the read.
+        return reconcile(ctx, tx, [p.workload.workload_id for p in pending])
+
+
+def reconcile(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str] | None = None) -> int:
+    """Apply the failover plans of these workloads (None: every workload it concerns) in the
+    caller's transaction, then run admission where desired replicas changed."""
+    changed = 0
+    touched: set[str] = set()
+    for planned in _plans(ctx, tx.conn, now=tx.now, workload_ids=workload_ids):
+        if planned.plan.empty:
+            continue
+        changed += 1
+        touched |= _apply(tx, planned)
+    if touched:
+        admit.run(ctx, tx, cluster_ids=touched)
+    return changed
+
+
+def settle(tx: Tx, workload: Workload, current: list[Deployment]) -> list[Deployment]:
+    """End the workload's failovers and take their stand-ins out of the deployments' desired
+    replicas, so they add up to the workload's replicas again (a workload update reshapes
+    its shares, then `reconcile` places stand-ins anew for clusters still lost)."""
+    records = [
+        r
+        for r in failovers.of_workloads(tx.conn, [workload.workload_id]).get(
+            workload.workload_id, []
+        )
+        if r.active
+    ]
+    if not records:
+        return current
+    extra: dict[str, int] = {}
+    for record in records:
+        for cluster_id, count in record.stand_ins.items():
+            extra[cluster_id] = extra.get(cluster_id, 0) + count
+        failovers.save(
+            tx.conn,
+            evolve(
+                record,
+                state="failed_back",
+                end_time=tx.now,
+                recovered_since=None,
+                message="the workload changed: its stand-ins were re-placed",
+            ),
+        )
+    result = []
+    for d in current:
+        remove = extra.get(d.cluster_id, 0)
+        if remove:
+            d = evolve(d, desired_replicas=max(0, d.desired_replicas - remove), update_time=tx.now)
+            d = evolve(d, revision=deployments.save(tx.conn, d))
+            tx.touched.add(d.cluster_id)
+        result.append(d)
+    return result
+
+
+def _apply(tx: Tx, planned: _Planned) -> set[str]:
+    workload, plan = planned.workload, planned.plan
+    by_cluster = {d.cluster_id: d for d in planned.current}
+    touched: set[str] = set()
+    removed = set(plan.remove)
+    for cluster_id, count in sorted(plan.desired.items()):
+        existing = by_cluster.get(cluster_id)
+        if existing is not None and existing.deployment_id in removed:
+            continue
+        if existing is None:
+            d = shares.new_deployment(workload, cluster_id=cluster_id, replicas=count, now=tx.now)
+        else:
+            grows = count > max(existing.desired_replicas, existing.admitted_replicas)
+            settled = existing.admitted_replicas >= existing.desired_replicas
+            d = evolve(
+                existing,
+                desired_replicas=count,
+                update_time=tx.now,
+                # A new wait joins the back of the queue (as a scale-up does).
+                pending_since=tx.now if grows and settled else existing.pending_since,
+            )
+        deployments.save(tx.conn, d)
+        touched.add(cluster_id)
+    for d in planned.current:
+        if d.deployment_id in removed:
+            deployments.delete(tx.conn, d, now=tx.now)
+            touched.add(d.cluster_id)
+    for record in plan.records:
+        failovers.save(tx.conn, record)
+        log.info(
+            "failover of workload %s on cluster %s: %s (%s)",
+            workload.name,
+            record.cluster_id,
+            record.state,
+            record.message,
+        )
+    tx.touched |= touched
+    return touched
+
+
+def _plans(
+    ctx: ServiceContext,
+    conn: Connection,
+    *,
+    now: float,
+    workload_ids: Iterable[str] | None = None,
+) -> list[_Planned]:
+    if workload_ids is None:
+        concerned = {w.workload_id: w for w in workloads.with_failover(conn)}
+        wanted = set(failovers.active_workloads(conn))
+        draining = clusters.draining(conn)
+        if draining:
+            wanted |= deployments.workloads_on(conn, draining)
+        for workload_id in sorted(wanted - set(concerned)):
+            found = workloads.get(conn, workload_id)
+            if found is not None:
+                concerned[workload_id] = found
+    else:
+        # Only workloads failover concerns: a workload update of any other costs two reads.
+        asked = sorted(set(workload_ids))
+        active = set(failovers.active_workloads_among(conn, asked))
+        draining = clusters.draining(conn)
+        on_draining = deployments.workloads_on(conn, draining) if draining else set()
+        concerned = {}
+        for workload_id in asked:
+            found = workloads.get(conn, workload_id)
+            if found is not None and (
+                found.placement.failover is not None
+                or workload_id in active
+                or workload_id in on_draining
+            ):
+                concerned[workload_id] = found
+    if not concerned:
+        return []
+    current: dict[str, list[Deployment]] = {}
+    for d in deployments.of_workloads(conn, sorted(concerned)):
+        current.setdefault(d.workload_id, []).append(d)
+    records = failovers.of_workloads(conn, concerned)
+    # Explicit placements need only their clusters' rows; a selector needs every label.
+    named = {c for w in concerned.values() for c in w.placement.clusters}
+    every = any(not w.placement.clusters for w in concerned.values())
+    labels = clusters.labels_by_cluster(conn, None if every else named)
+    reports = observations.reports(
+        conn, [d.deployment_id for found in current.values() for d in found]
+    )
+    involved = set(labels) | {d.cluster_id for found in current.values() for d in found}
+    known = clusters.get_many(conn, involved)
+    result = []
+    for workload_id, workload in sorted(concerned.items()):
+        try:
+            eligible = placement.eligible_clusters(workload.placement, labels)
+        except errors.InvalidArgument:
+            eligible = [c for c in workload.placement.clusters if c in labels]
+        present = current.get(workload_id, [])
+        sites = {
+            cluster_id: _site(ctx, known[cluster_id], workload.device_class, now)
+            for cluster_id in {*eligible, *(d.cluster_id for d in present)}
+            if cluster_id in known
+        }
+        state = failover.WorkloadState(
+            workload_id=workload_id,
+            policy=workload.placement.failover,
+            devices_per_replica=workload.serving.devices_per_replica,
+            eligible=eligible,
+            shares=[_share(d, reports, sites) for d in present],
+            records=records.get(workload_id, []),
+        )
+        rooms = {r.cluster_id: r for r in shares.rooms(conn, eligible, workload.device_class)}
+        plan = failover.decide(state, sites, rooms, now)
+        result.append(_Planned(workload, present, plan))
+    return result
+
+
+def _site(ctx: ServiceContext, cluster: Cluster, device_class: str, now: float) -> failover.Site:
+    if cluster.last_seen is None:
+        # Never heard from: not lost (it never went quiet), and no place for stand-ins.
+        return failover.Site(cluster.cluster_id, stale=True, silent_s=0.0)
+    silent = max(0.0, now - cluster.last_seen)
+    marks = cluster.maintenance
+    return failover.Site(
+        cluster_id=cluster.cluster_id,
+        stale=silent > ctx.settings.stale_after_s,
+        silent_s=silent,
+        closed=marks.closed_to(device_class),
+        draining=marks.draining,
+    )
+
+
+def _share(
+    d: Deployment, reports: Mapping[str, StatusReport | None], sites: Mapping[str, failover.Site]
+) -> failover.Share:
+    report = reports.get(d.deployment_id)
+    site = sites.get(d.cluster_id)
+    stale = site is None or site.stale
+    ready = 0 if stale or report is None else report.ready_replicas
+    return failover.Share(
+        deployment_id=d.deployment_id,
+        cluster_id=d.cluster_id,
+        desired=d.desired_replicas,
+        ready=ready,
+        movable=d.authority == "managed" and d.enabled and not d.adopted,
+    )
+
+
+def records_of(conn: Connection, workload_ids: Sequence[str]) -> dict[str, list[FailoverRecord]]:
+    return failovers.of_workloads(conn, workload_ids)

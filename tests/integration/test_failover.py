@@ -1,0 +1,147 @@
+"""Failover, failback and drain on a real hub with real agents on simulated clusters.
+
+Killing an agent makes its cluster stale; past the workload's toleration its replicas stand in
+on another cluster (nothing deleted on the lost one); restarting the agent brings it back, and
+after the stabilization window the stand-ins go. A drain re-places a cluster's managed
+deployments first and removes them there once their stand-ins run (docs/placement.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub.service.context import Settings
+from tests.harness import Hub, LoopThread, SimAgent, running_hub, start_agent, wait_until, workload
+
+SPEC = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
+
+
+@pytest.fixture
+def fast(tmp_path: Path) -> Iterator[tuple[LoopThread, Hub]]:
+    with running_hub(tmp_path, Settings(stale_after_s=1.0, heartbeat_interval_s=0.2)) as pair:
+        yield pair
+
+
+def ready(hub: Hub, name: str) -> int:
+    status = hub.get(f"/v1/deployments/{name}").get("status") or {}
+    return int(status.get("ready_replicas") or 0)
+
+
+def shares(hub: Hub, name: str) -> dict[str, int]:
+    return {
+        d["cluster_id"]: d["desired_replicas"]
+        for d in hub.get(f"/v1/workloads/{name}")["deployments"]
+    }
+
+
+def failovers(hub: Hub, name: str) -> list[dict[str, Any]]:
+    return list(hub.get(f"/v1/workloads/{name}").get("failovers") or [])
+
+
+def charged(hub: Hub) -> int:
+    usage = hub.get("/v1/projects/search")["usage"]["H100-80GB"]
+    return int(usage.get("used", 0)) + int(usage.get("reserved", 0))
+
+
+def test_a_stale_cluster_fails_over_and_back_charging_the_quota_once(
+    fast: tuple[LoopThread, Hub],
+) -> None:
+    loop, hub = fast
+    # Quota for exactly the workload's two replicas: a stand-in runs on the lost replica's
+    # charge, or it could not run at all.
+    hub.create_project("search", H100_80GB=8)
+    tokens = {c: hub.register_cluster(c) for c in ("east", "west")}
+    agents = {
+        c: start_agent(loop, hub, cluster_id=c, token=t, spec=SPEC) for c, t in tokens.items()
+    }
+    started: list[SimAgent] = list(agents.values())
+    try:
+        for c in tokens:
+            wait_until(lambda c=c: hub.get(f"/v1/clusters/{c}")["devices"], what=f"{c} devices")
+        body = workload("llama", replicas=2, clusters=("east", "west"))
+        body["placement"]["failover"] = {"toleration_seconds": 1, "stabilization_seconds": 2}
+        created = hub.post("/v1/workloads", body)
+        assert created["placement"]["failover"] == {
+            "toleration_seconds": 1,
+            "stabilization_seconds": 2,
+        }
+        assert shares(hub, "llama") == {"east": 1, "west": 1}
+        wait_until(lambda: ready(hub, "llama.east") == ready(hub, "llama.west") == 1, what="ready")
+
+        agents["east"].stop()  # east goes quiet
+        wait_until(lambda: failovers(hub, "llama"), timeout=10, what="failover")
+        (event,) = failovers(hub, "llama")
+        assert (event["cluster_id"], event["cause"], event["state"]) == (
+            "east",
+            "stale",
+            "failed_over",
+        )
+        assert event["stand_ins"] == {"west": 1}
+        assert "nothing was deleted on east" in event["message"]
+        # The lost deployment stays; west carries one stand-in, and it runs within the quota.
+        assert shares(hub, "llama") == {"east": 1, "west": 2}
+        west = hub.get("/v1/deployments/llama.west")
+        assert (west["failover_replicas"], west["failover_for"]) == (1, ["east"])
+        wait_until(lambda: ready(hub, "llama.west") == 2, what="the stand-in running on west")
+        assert hub.get("/v1/workloads/llama")["ready_replicas"] == 2
+        assert charged(hub) <= 8
+
+        # East comes back: its replica is ready again, the stand-in goes after the window.
+        agents["east"] = start_agent(loop, hub, cluster_id="east", token=tokens["east"], spec=SPEC)
+        started.append(agents["east"])
+        wait_until(
+            lambda: failovers(hub, "llama")[0]["state"] in ("recovering", "failed_back"),
+            what="recovering",
+        )
+        assert charged(hub) <= 8
+        wait_until(
+            lambda: failovers(hub, "llama")[0]["state"] == "failed_back", timeout=10, what="back"
+        )
+        (event,) = failovers(hub, "llama")
+        assert "stand-ins removed" in event["message"] and event.get("end_time")
+        assert shares(hub, "llama") == {"east": 1, "west": 1}
+        assert hub.get("/v1/deployments/llama.west").get("failover_replicas", 0) == 0
+        wait_until(lambda: ready(hub, "llama.west") == 1, what="west back to one replica")
+        # The stand-in's devices are charged (held) until its pod is gone, like any scale-down.
+        wait_until(lambda: charged(hub) == 8, what="the stand-in's devices released")
+    finally:
+        for agent in started:
+            agent.stop()
+
+
+def test_drain_replaces_a_clusters_replicas_first_then_removes_them_there(
+    fast: tuple[LoopThread, Hub],
+) -> None:
+    loop, hub = fast
+    hub.create_project("search", H100_80GB=8)
+    tokens = {c: hub.register_cluster(c) for c in ("east", "west")}
+    started = [start_agent(loop, hub, cluster_id=c, token=t, spec=SPEC) for c, t in tokens.items()]
+    try:
+        for c in tokens:
+            wait_until(lambda c=c: hub.get(f"/v1/clusters/{c}")["devices"], what=f"{c} devices")
+        hub.post("/v1/workloads", workload("llama", replicas=2))  # no failover asked: drain anyway
+        assert shares(hub, "llama") == {"east": 1, "west": 1}
+        wait_until(lambda: ready(hub, "llama.east") == ready(hub, "llama.west") == 1, what="ready")
+
+        cluster = hub.post("/v1/clusters/east:drain", {})
+        assert cluster["draining"] is True
+        # Make before break: east keeps its replica until west runs the stand-in.
+        (event,) = failovers(hub, "llama")
+        assert (event["cause"], event["stand_ins"]) == ("draining", {"west": 1})
+        wait_until(lambda: "east" not in shares(hub, "llama"), timeout=10, what="east removed")
+        assert ready(hub, "llama.west") == 2
+        (event,) = failovers(hub, "llama")
+        assert event["state"] == "drained" and "drained" in event["message"]
+        assert shares(hub, "llama") == {"west": 2}
+        assert charged(hub) <= 8
+        # Drained: new work goes elsewhere until it is uncordoned.
+        assert hub.get("/v1/clusters/east")["draining"] is True
+        hub.post("/v1/clusters/east:uncordon", {})
+        assert hub.get("/v1/clusters/east").get("draining", False) is False
+    finally:
+        for agent in started:
+            agent.stop()
