@@ -44,6 +44,7 @@ def workload() -> pb.Workload:
             clusters=["east", "west"],
             cluster_selector={"tier": "gold"},
             topology=pb.TOPOLOGY_NVLINK_DOMAIN,
+            failover=pb.Failover(toleration_seconds=300, stabilization_seconds=600),
         ),
         phase=pb.ADMISSION_PHASE_RUNNING,
         degraded=True,
@@ -85,6 +86,19 @@ def workload() -> pb.Workload:
             start_time=_time(1_700_000_040),
             update_time=_time(1_700_000_360),
         ),
+        failovers=[
+            pb.FailoverStatus(
+                cluster_id="west",
+                cause="stale",
+                state="recovering",
+                start_time=_time(1_700_000_010),
+                replicas=2,
+                stand_ins={"east": 2},
+                failback_time=_time(1_700_000_400),
+                end_time=_time(1_700_000_500),
+                message="cluster west is back and its replicas ready",
+            )
+        ],
     )
 
 
@@ -151,4 +165,6 @@ def deployment() -> pb.Deployment:
             truncated=True,
             body='{"kind":"DynamoGraphDeployment"}',
         ),
+        failover_replicas=2,
+        failover_for=["west"],
     )
