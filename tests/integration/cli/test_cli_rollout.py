@@ -4,6 +4,7 @@ themselves, with agents, are tests/integration/test_rollouts.py)."""
 from __future__ import annotations
 
 import json
+import pathlib
 
 from tests.harness import wait_until
 from tests.integration.cli.conftest import Runner
@@ -65,3 +66,28 @@ def test_rollout_applies_to_workloads_only(cli: Runner) -> None:
     wrong = cli("rollout", "resume", "deployment", "chat.east")
     assert wrong.code == 2
     assert "rollout resume applies to workloads" in wrong.err
+
+
+def test_describe_shows_the_rollout_and_apply_changes_the_policy(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    _fleet(cli)
+    cli.hub.client().patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+    page = cli.ok("describe", "workload", "chat")
+    assert "Rollout:\n  Max Clusters In Flight: 1\n" in page
+    # Its state moves on by itself here (nothing is admitted: each wave is done at once).
+    assert "Rollout Status:\n  State:  " in page
+    assert "  Target Serving Digest:   svg_" in page
+    assert "    - Cluster ID:  west\n      State:       " in page
+
+    manifest = tmp_path / "chat.yaml"
+    manifest.write_text(
+        "kind: Workload\nname: chat\nproject: search\nreplicas: 2\ndevice_class: H100-80GB\n"
+        'serving: {engine: vllm, engine_version: "0.11.1", model: m}\n'
+        "placement: {clusters: [east, west]}\n"
+        "rollout: {max_clusters_in_flight: 2, wave_deadline_seconds: 120}\n"
+    )
+    assert cli.ok("apply", "-f", str(manifest)) == "workload/chat configured (rollout)\n"
+    policy = cli.hub.client().get("/v1/workloads/chat")["rollout"]
+    assert policy == {"max_clusters_in_flight": 2, "wave_deadline_seconds": 120}
+    assert cli.ok("apply", "-f", str(manifest)) == "workload/chat unchanged\n"
