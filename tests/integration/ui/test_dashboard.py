@@ -138,6 +138,20 @@ def test_every_page_shows_what_the_api_says_and_updates_itself(
     )
     assert browser.execute_script("return window.wingsmithMarker") == "same page"
 
+    # A serving change in waves: the workload says where its rollout stands.
+    hub.patch(
+        "/v1/workloads/llama",
+        {"rollout": {"max_clusters_in_flight": 1}, "serving": {"engine_version": "0.11.1"}},
+    )
+    # (Converged before going on: the deployment page below compares replicas.)
+    badge = 'tr[data-workload="llama"] .rollout-status'
+    wait_until(
+        lambda: present(browser, badge) and text_of(browser, badge) == "rollout converged",
+        timeout=15,
+        what="the rollout's state on the workloads page",
+    )
+    assert hub.get("/v1/workloads/llama")["rollout_status"]["state"] == "converged"
+
     # A deployment: its replicas with their nodes and devices, its allocations.
     settled(
         lambda: browser.find_element(By.CSS_SELECTOR, 'li[data-deployment="llama.east"] a').click()
