@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from hub import serving
-from hub.model import DEFAULT_WAVE_DEADLINE_S, ROLLOUT_ROLLING, Deployment, RolloutPolicy, Workload
+from hub.model import DEFAULT_WAVE_DEADLINE_S, ROLLOUT_ROLLING, RolloutPolicy, Workload
 
 # A cluster's place in a rollout, in the words of the API's RolloutState.
 WAITING = "waiting"
@@ -121,7 +122,20 @@ def _late_message(view: WaveView, late: Sequence[ClusterWave]) -> str:
     )
 
 
-def waves_of(workload: Workload, current: Sequence[Deployment]) -> tuple[ClusterWave, ...]:
+class _DeploymentLike(Protocol):
+    """What `waves_of` reads of a deployment (a Deployment, or the store's narrow row)."""
+
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def serving_digest(self) -> str: ...
+    @property
+    def rolling(self) -> bool: ...
+    @property
+    def admitted_replicas(self) -> int: ...
+
+
+def waves_of(workload: Workload, current: Sequence[_DeploymentLike]) -> tuple[ClusterWave, ...]:
     """Each deployment's place in the workload's rollout (for the decision and the views)."""
     record = workload.rollout
     target = record.target_digest or serving.digest(workload.serving)

@@ -31,6 +31,7 @@ from hub.model import (
 from hub.service import admit, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, deployments, observations, workloads
+from hub.store.deployments import RolloutRow
 from hub.store.port import Transaction as Connection
 
 
@@ -234,11 +235,15 @@ def _has_work(conn: Connection, workload_id: str, now: float) -> bool:
     workload = workloads.get(conn, workload_id)
     if workload is None or workload.rollout.state != ROLLOUT_ROLLING:
         return False
-    decision = rollout.decide(_wave_view(workload, deployments.of_workload(conn, workload_id), now))
+    decision = rollout.decide(
+        _wave_view(workload, deployments.rollout_rows(conn, workload_id), now)
+    )
     return bool(decision.advance or decision.pause_reason or decision.converged)
 
 
-def _wave_view(workload: Workload, current: Sequence[Deployment], now: float) -> rollout.WaveView:
+def _wave_view(
+    workload: Workload, current: Sequence[Deployment] | Sequence[RolloutRow], now: float
+) -> rollout.WaveView:
     return rollout.WaveView(
         policy=workload.rollout_policy,
         state=workload.rollout.state,
