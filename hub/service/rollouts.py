@@ -66,7 +66,7 @@ def apply_change(
             # Back to what the waiting clusters run: the ones changed go back at once.
             apply_serving(tx, workload.serving, current)
             record = _ended(record, ROLLOUT_CONVERGED, tx.now)
-    _record(tx, workload, _step(ctx, tx, replace(workload, rollout=record), current))
+    _record(tx, workload, _step(ctx, tx, replace(workload, rollout=record)))
 
 
 def evaluate(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str]) -> set[str]:
@@ -77,8 +77,7 @@ def evaluate(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str]) -> set[st
         workload = workloads.get(tx.conn, workload_id)
         if workload is None or workload.rollout.state != ROLLOUT_ROLLING:
             continue
-        current = deployments.of_workload(tx.conn, workload_id)
-        record = _step(ctx, tx, workload, current)
+        record = _step(ctx, tx, workload)
         if record != workload.rollout:
             advanced |= set(record.changed_at) - set(workload.rollout.changed_at)
             _record(tx, workload, record)
@@ -113,8 +112,8 @@ def resume(ctx: ServiceContext, ref: str) -> views.WorkloadView:
                 f"workload {workload.name} has no paused rollout (rollout: {_said(record)})",
                 ["resume applies to a rollout in waves paused at a wave deadline"],
             )
-        current = deployments.of_workload(tx.conn, workload.workload_id)
-        flying = {c.cluster_id for c in rollout.in_flight(rollout.waves_of(workload, current))}
+        rows = deployments.rollout_rows(tx.conn, workload.workload_id)
+        flying = {c.cluster_id for c in rollout.in_flight(rollout.waves_of(workload, rows))}
         record = replace(
             record,
             state=ROLLOUT_ROLLING,
@@ -126,7 +125,7 @@ def resume(ctx: ServiceContext, ref: str) -> views.WorkloadView:
             },
             update_time=tx.now,
         )
-        record = _step(ctx, tx, replace(workload, rollout=record), current)
+        record = _step(ctx, tx, replace(workload, rollout=record))
         _record(tx, workload, record)
         admit.run(ctx, tx, cluster_ids=set(record.changed_at))
     return _view(ctx, workload.workload_id)
@@ -194,18 +193,21 @@ def apply_serving(tx: Tx, target: Serving, current: Sequence[Deployment]) -> Non
 # -- steps ------------------------------------------------------------------------------------
 
 
-def _step(
-    ctx: ServiceContext, tx: Tx, workload: Workload, current: list[Deployment]
-) -> WorkloadRollout:
-    """Take the decision for a rolling workload and apply it: the new record."""
+def _step(ctx: ServiceContext, tx: Tx, workload: Workload) -> WorkloadRollout:
+    """Take the decision for a rolling workload and apply it: the new record. The decision
+    reads four columns of each deployment; whole ones are read only for the clusters a wave
+    changes (a fleet-wide workload has thousands, and this runs in ingest transactions)."""
     record = workload.rollout
-    view = _wave_view(workload, current, tx.now)
+    view = _wave_view(workload, deployments.rollout_rows(tx.conn, workload.workload_id), tx.now)
     decision = rollout.decide(view)
     if decision.pause_reason:
         # The message says how far each late cluster got: its replicas ready on the target
         # (read only now: views of every deployment at every pass would cost a fleet-wide
         # workload dearly).
-        ready = _ready_on_target(ctx, tx.conn, current)
+        late = {c.cluster_id for c in rollout.in_flight(view.clusters)}
+        ready = _ready_on_target(
+            ctx, tx.conn, deployments.of_workload_on(tx.conn, workload.workload_id, late)
+        )
         counted = replace(
             view,
             clusters=tuple(replace(c, ready=ready.get(c.cluster_id, 0)) for c in view.clusters),
@@ -222,8 +224,11 @@ def _step(
         return _ended(record, ROLLOUT_CONVERGED, tx.now)
     if not decision.advance:
         return record
-    wave = set(decision.advance)
-    apply_serving(tx, workload.serving, [d for d in current if d.cluster_id in wave])
+    apply_serving(
+        tx,
+        workload.serving,
+        deployments.of_workload_on(tx.conn, workload.workload_id, decision.advance),
+    )
     return replace(
         record,
         changed_at={**record.changed_at, **dict.fromkeys(decision.advance, tx.now)},
@@ -241,9 +246,7 @@ def _has_work(conn: Connection, workload_id: str, now: float) -> bool:
     return bool(decision.advance or decision.pause_reason or decision.converged)
 
 
-def _wave_view(
-    workload: Workload, current: Sequence[Deployment] | Sequence[RolloutRow], now: float
-) -> rollout.WaveView:
+def _wave_view(workload: Workload, current: Sequence[RolloutRow], now: float) -> rollout.WaveView:
     return rollout.WaveView(
         policy=workload.rollout_policy,
         state=workload.rollout.state,

@@ -11,7 +11,7 @@ deleted).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from hub import serving
@@ -134,6 +134,23 @@ def rollout_rows(conn: Transaction, workload_id: str) -> list[RolloutRow]:
         RolloutRow(r["cluster_id"], r["serving_digest"], bool(r["rolling"]), r["admitted_replicas"])
         for r in rows
     ]
+
+
+def of_workload_on(
+    conn: Transaction, workload_id: str, cluster_ids: Iterable[str]
+) -> list[Deployment]:
+    """The workload's deployments on these clusters."""
+    wanted = sorted(set(cluster_ids))
+    result: list[Deployment] = []
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        rows = conn.execute(
+            _select(f"d.workload_id = ? AND d.cluster_id IN ({','.join('?' * len(chunk))})")
+            + " ORDER BY d.cluster_id",
+            [workload_id, *chunk],
+        ).fetchall()
+        result.extend(_deployment(r) for r in rows)
+    return result
 
 
 def of_workloads(conn: Transaction, workload_ids: Sequence[str]) -> list[Deployment]:
