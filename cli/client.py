@@ -69,14 +69,18 @@ class HubClient:
     def get(self, path: str, params: Mapping[str, str] | None = None) -> JsonObject:
         return self._request("GET", path, params=params)
 
-    def post(self, path: str, body: JsonObject) -> JsonObject:
-        return self._request("POST", path, body=body)
+    def post(
+        self, path: str, body: JsonObject, params: Mapping[str, str] | None = None
+    ) -> JsonObject:
+        return self._request("POST", path, body=body, params=params)
 
-    def patch(self, path: str, body: JsonObject) -> JsonObject:
-        return self._request("PATCH", path, body=body)
+    def patch(
+        self, path: str, body: JsonObject, params: Mapping[str, str] | None = None
+    ) -> JsonObject:
+        return self._request("PATCH", path, body=body, params=params)
 
-    def delete(self, path: str) -> JsonObject:
-        return self._request("DELETE", path)
+    def delete(self, path: str, params: Mapping[str, str] | None = None) -> JsonObject:
+        return self._request("DELETE", path, params=params)
 
     def list_all(
         self,

@@ -165,9 +165,31 @@ def agent_token_notice(cluster_id: str, token: str) -> str:
 # -- changes ----------------------------------------------------------------------------------
 
 
-def scale(ctx: Context, *, ref: str, replicas: int) -> None:
+def scale(ctx: Context, *, ref: str, replicas: int, dry_run: bool = False) -> None:
     kind = kinds.WORKLOAD
-    ctx.show(ctx.client.patch(resource_path(kind, ref), {"replicas": replicas}), kind=kind)
+    path = resource_path(kind, ref)
+    if dry_run:
+        answer = ctx.client.patch(path, {"replicas": replicas}, params=VALIDATE_ONLY)
+        show_dry_run(ctx, what=f"workload/{ref} scaled to {replicas}", answer=answer)
+        return
+    ctx.show(ctx.client.patch(path, {"replicas": replicas}), kind=kind)
+
+
+# The hub's dry run (AIP-163): the call is checked and decided as for real, nothing written.
+VALIDATE_ONLY = {"validate_only": "true"}
+
+
+def show_dry_run(ctx: Context, *, what: str, answer: JsonObject) -> None:
+    """A validate_only answer: a line saying what the call would do, then a table of every
+    deployment it would change (tables); or the whole answer (-o json|yaml)."""
+    if not ctx.human:
+        print(output.serialize(answer, fmt=ctx.output), file=ctx.out)
+        return
+    result = answer.get("dry_run") or {}
+    print(f"{what} (dry run): {result.get('summary') or 'no change'}", file=ctx.out)
+    changes = result.get("changes") or []
+    if changes:
+        print(output.table("change", changes, headers=ctx.headers), file=ctx.out)
 
 
 def set_quota(ctx: Context, *, project: str, quotas: Mapping[str, int], replace: bool) -> None:
@@ -190,9 +212,16 @@ def set_enabled(ctx: Context, *, refs: Sequence[str], enabled: bool) -> None:
     ctx.show(updated if len(updated) > 1 else updated[0], kind=kind)
 
 
-def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str]) -> None:
+def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str], dry_run: bool = False) -> None:
     if not kind.deletable:
         raise UsageError(f"{kind.plural} cannot be deleted")
+    if dry_run:
+        if kind is not kinds.WORKLOAD:
+            raise UsageError("--dry-run: only workloads have a dry run on the hub")
+        for ref in refs:
+            answer = ctx.client.delete(resource_path(kind, ref), params=VALIDATE_ONLY)
+            show_dry_run(ctx, what=f"workload/{ref} deleted", answer=answer)
+        return
     deleted = []
     for ref in refs:
         ctx.client.delete(resource_path(kind, ref))

@@ -357,7 +357,8 @@ def _add_apply(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="say what would be created or changed, writing nothing",
+        help="say what would be created or changed, writing nothing (workloads: the hub's"
+        " own answer: placement, admission, restarts, preemptions)",
     )
 
 
@@ -398,11 +399,17 @@ def _add_scale(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("ref", metavar="REF", help="workload id or name")
     parser.add_argument("--replicas", required=True, type=_count, metavar="N")
+    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+
+
+DRY_RUN_HELP = (
+    "ask the hub what it would do (placement, admission, restarts, preemptions), writing nothing"
+)
 
 
 def _scale(args: argparse.Namespace) -> Action:
-    ref, replicas = str(args.ref), int(args.replicas)
-    return lambda ctx: commands.scale(ctx, ref=ref, replicas=replicas)
+    ref, replicas, dry_run = str(args.ref), int(args.replicas), bool(args.dry_run)
+    return lambda ctx: commands.scale(ctx, ref=ref, replicas=replicas, dry_run=dry_run)
 
 
 def _add_set_quota(sub: Subparsers, client: argparse.ArgumentParser) -> None:
@@ -485,12 +492,15 @@ def _add_delete(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with -f: an object already gone is not an error",
     )
+    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP + " (workloads)")
 
 
 def _delete(args: argparse.Namespace) -> Action:
     if args.filename is not None:
         if args.kind is not None:
             raise UsageError("give either -f FILE or KIND REF..., not both")
+        if args.dry_run:
+            raise UsageError("--dry-run: name the workloads (delete workload REF... --dry-run)")
         documents = manifests.read(args.filename, stdin=sys.stdin)
         ignore = bool(args.ignore_not_found)
         return lambda ctx: verbs.delete_files(ctx, documents=documents, ignore_not_found=ignore)
@@ -498,7 +508,10 @@ def _delete(args: argparse.Namespace) -> Action:
         raise UsageError("name what to delete: KIND REF... or -f FILE")
     kind = kinds.lookup(args.kind)
     refs = [str(ref) for ref in args.refs]
-    return lambda ctx: commands.delete(ctx, kind=kind, refs=refs)
+    dry_run = bool(args.dry_run)
+    if dry_run and kind is not kinds.WORKLOAD:
+        raise UsageError("--dry-run: only workloads have a dry run on the hub")
+    return lambda ctx: commands.delete(ctx, kind=kind, refs=refs, dry_run=dry_run)
 
 
 def _add_rotate_token(sub: Subparsers, client: argparse.ArgumentParser) -> None:

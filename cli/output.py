@@ -263,6 +263,22 @@ def _count(key: str) -> Cell:
     return lambda item: str(len(item.get(key) or []))
 
 
+def _before_after(item: JsonObject, key: str) -> str:
+    """Before -> after ("2->3") when the call changes it, else the value ("2"); a created
+    deployment starts at 0 and a removed one ends there."""
+    before, after = item.get(f"{key}_before") or 0, item.get(key) or 0
+    return str(after) if before == after else f"{before}->{after}"
+
+
+def _change_generation(item: JsonObject) -> str:
+    """The generation it would run ("1->2" for a new serving config); a removed or created
+    deployment has one side only."""
+    before, after = item.get("generation_before") or 0, item.get("generation") or 0
+    if before and after and before != after:
+        return f"{before}->{after}"
+    return str(after or before)
+
+
 def _project_quotas(item: JsonObject) -> str:
     quotas = item.get("quotas") or {}
     usage = item.get("usage") or {}
@@ -359,6 +375,18 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("CREATED", lambda item: timestamp(item.get("create_time"))),
         ("BY", field("created_by")),
         ("REVOKED", lambda item: timestamp(item.get("revoke_time"))),
+    ),
+    # One deployment a dry run (validate_only) would change: before -> after.
+    "change": (
+        ("DEPLOYMENT", field("name")),
+        ("CLUSTER", field("cluster_id")),
+        ("EFFECTS", lambda item: ",".join(item.get("effects") or ()) or MISSING),
+        ("REPLICAS", lambda item: _before_after(item, "desired_replicas")),
+        ("ADMITTED", lambda item: _before_after(item, "admitted_replicas")),
+        ("READY", field("ready_replicas")),
+        ("PHASE", _phase("admission_phase")),
+        ("REASON", field("admission_reason")),
+        ("GENERATION", _change_generation),
     ),
     "audit": (
         ("TIME", lambda item: timestamp(item.get("time"))),

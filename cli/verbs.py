@@ -14,7 +14,7 @@ from typing import Any
 
 from cli import kinds, manifests, output
 from cli.client import JsonObject
-from cli.commands import Context, agent_token_notice, resource_path
+from cli.commands import VALIDATE_ONLY, Context, agent_token_notice, resource_path
 from cli.errors import ApiError, CliError, ManifestError
 
 # What PATCH may change per kind (the UpdateX masks); anything else in a file that differs
@@ -57,18 +57,25 @@ def apply(ctx: Context, *, documents: Sequence[manifests.Document], dry_run: boo
     """Create what does not exist, PATCH what differs, leave the rest: running it twice
     changes nothing the second time. Projects, then clusters, then workloads.
 
-    `dry_run` reads (GET) and reports what would happen without writing; the hub's own
-    validation of a new object is not run then (the API has no validate-only call)."""
+    `dry_run` writes nothing. A workload is sent with validate_only: the hub checks and
+    decides it as for real and says what it would do (placement, admission, restarts,
+    preemptions: docs/cli.md). Projects and clusters have no dry run on the hub: they are
+    compared by reading (GET), and a workload whose project or cluster the same dry run would
+    create cannot be checked by the hub yet (said so)."""
     results: list[Applied] = []
     suffix = " (dry run)" if dry_run else ""
+    unchecked = False  # an earlier document would be created: the hub cannot see it yet
     for doc in manifests.in_creation_order(documents):
-        result = _apply_one(ctx, doc, dry_run=dry_run)
+        result = _apply_one(ctx, doc, dry_run=dry_run, hub_checks=not unchecked)
         results.append(result)
+        unchecked = unchecked or (dry_run and result.action == "created")
         if ctx.human:
             fields = f" ({', '.join(result.changed)})" if result.changed else ""
             print(f"{doc.kind.name}/{doc.name} {result.action}{fields}{suffix}", file=ctx.out)
             if doc.kind is kinds.CLUSTER and "token" in result.answer:
                 print(agent_token_notice(doc.name, str(result.answer["token"])), file=ctx.out)
+            if dry_run:
+                _print_dry_run(ctx, result)
     if not ctx.human:
         if ctx.output == "name":
             lines = [f"{r.document.kind.name}/{r.document.name}" for r in results]
@@ -77,14 +84,33 @@ def apply(ctx: Context, *, documents: Sequence[manifests.Document], dry_run: boo
             print(output.serialize([r.answer for r in results], fmt=ctx.output), file=ctx.out)
 
 
-def _apply_one(ctx: Context, doc: manifests.Document, *, dry_run: bool) -> Applied:
+def _print_dry_run(ctx: Context, result: Applied) -> None:
+    """Under the line of a workload applied with --dry-run: what the hub would do."""
+    dry = result.answer.get("dry_run")
+    if isinstance(dry, dict):
+        print(f"  {dry.get('summary') or 'no change'}", file=ctx.out)
+        changes = dry.get("changes") or []
+        if changes:
+            print(output.table("change", changes, headers=ctx.headers), file=ctx.out)
+    elif result.action != "unchanged" and result.document.kind is kinds.WORKLOAD:
+        print("  not checked by the hub: its project or cluster is created first", file=ctx.out)
+
+
+def _apply_one(
+    ctx: Context, doc: manifests.Document, *, dry_run: bool, hub_checks: bool = True
+) -> Applied:
     if doc.name == "?":
         problem = f"no {doc.kind.name_field!r}: apply finds objects by it"
         raise ManifestError("the file", doc.index, problem)
     path = resource_path(doc.kind, doc.name)
     current = _get_or_none(ctx, path)
+    # Workloads have a dry run on the hub (validate_only); other kinds only the comparison.
+    validate = dry_run and hub_checks and doc.kind is kinds.WORKLOAD
     if current is None:
-        answer = doc.body if dry_run else ctx.client.post(doc.kind.path, doc.body)
+        if validate:
+            answer = ctx.client.post(doc.kind.path, doc.body, params=VALIDATE_ONLY)
+        else:
+            answer = doc.body if dry_run else ctx.client.post(doc.kind.path, doc.body)
         return Applied(doc, "created", (), answer)
     mutable = MUTABLE[doc.kind.name]
     for key, wanted in doc.body.items():
@@ -103,7 +129,10 @@ def _apply_one(ctx: Context, doc: manifests.Document, *, dry_run: bool) -> Appli
     }
     if not patch:
         return Applied(doc, "unchanged", (), current)
-    answer = current if dry_run else ctx.client.patch(path, patch)
+    if validate:
+        answer = ctx.client.patch(path, patch, params=VALIDATE_ONLY)
+    else:
+        answer = current if dry_run else ctx.client.patch(path, patch)
     return Applied(doc, "configured", tuple(patch), answer)
 
 

@@ -203,9 +203,12 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
     demands oldest first, spending quota and capacity as it goes, then grant surge to rolling
     deployments from what is left."""
     ledger = _Ledger(view)
+    # Demands of one instant (the deployments one call created) in cluster order, not by
+    # their random ids: the same call admits the same way every time, so a dry run of it
+    # (validate_only, whose ids differ) predicts the real call exactly.
     ordered = [
         _release_surge(d, ledger)
-        for d in sorted(demands, key=lambda d: (d.pending_since, d.deployment_id))
+        for d in sorted(demands, key=lambda d: (d.pending_since, d.cluster_id, d.deployment_id))
     ]
     decisions = {}
     for demand in ordered:

@@ -156,8 +156,10 @@ class ControlHandlers:
     # -- workloads ----------------------------------------------------------------------------
 
     def CreateWorkload(self, request: cpb.CreateWorkloadRequest) -> pb.Workload:
-        view = workloads.create(self._ctx, convert.workload_spec(request.workload))
-        return convert.workload(view)
+        spec = convert.workload_spec(request.workload)
+        if request.validate_only:
+            return convert.dry_run_workload(workloads.preview_create(self._ctx, spec))
+        return convert.workload(workloads.create(self._ctx, spec))
 
     def GetWorkload(self, request: cpb.GetWorkloadRequest) -> pb.Workload:
         return convert.workload(workloads.get(self._ctx, request.ref))
@@ -196,11 +198,18 @@ class ControlHandlers:
                 convert.rollout_policy(merged.rollout) if "rollout" in touched else None
             ),
         )
+        if request.validate_only:
+            return convert.dry_run_workload(
+                workloads.preview_update(self._ctx, request.ref, change)
+            )
         return convert.workload(workloads.update(self._ctx, request.ref, change))
 
-    def DeleteWorkload(self, request: cpb.DeleteWorkloadRequest) -> empty_pb2.Empty:
+    def DeleteWorkload(self, request: cpb.DeleteWorkloadRequest) -> cpb.DeleteWorkloadResponse:
+        if request.validate_only:
+            preview = workloads.preview_delete(self._ctx, request.ref)
+            return cpb.DeleteWorkloadResponse(dry_run=convert.dry_run(preview))
         workloads.delete(self._ctx, request.ref)
-        return empty_pb2.Empty()
+        return cpb.DeleteWorkloadResponse()
 
     def ResumeWorkloadRollout(self, request: cpb.ResumeWorkloadRolloutRequest) -> pb.Workload:
         return convert.workload(rollouts.resume(self._ctx, request.ref))
@@ -442,7 +451,9 @@ def run(
         outcome, message = "INTERNAL", "internal error; see the hub's log"
         raise
     finally:
-        if rule.mutating:
+        # A validate_only call changes nothing: like a read, it leaves no audit record
+        # (docs/security.md "Audit log").
+        if rule.mutating and not _validate_only(request):
             access_service.record(
                 ctx,
                 AuditRecord(
@@ -456,6 +467,13 @@ def run(
                     message=message,
                 ),
             )
+
+
+def _validate_only(request: Message) -> bool:
+    """The request asks for a dry run (AIP-163 validate_only)."""
+    return any(
+        field.name == "validate_only" and bool(value) for field, value in request.ListFields()
+    )
 
 
 def _target(rule: permissions.Rule, request: Message) -> str:

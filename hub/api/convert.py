@@ -20,7 +20,7 @@ from hub.model import (
     PlacementPreference,
     RolloutPolicy,
 )
-from hub.service import views
+from hub.service import dryrun, views
 from hub.service.authority import Review
 from hub.service.workloads import WorkloadSpec
 from wingsmith.v1 import control_pb2 as cpb
@@ -308,6 +308,50 @@ def failover_status(r: FailoverRecord, placement: Placement) -> pb.FailoverStatu
         end_time=wire.timestamp(r.end_time),
         message=r.message,
     )
+
+
+def dry_run_workload(preview: dryrun.DryRun) -> pb.Workload:
+    """The answer to a validate_only create or update: the workload as it would be, with
+    what the call would change."""
+    assert preview.workload is not None
+    message = workload(preview.workload)
+    message.dry_run.CopyFrom(dry_run(preview))
+    return message
+
+
+def dry_run(preview: dryrun.DryRun) -> pb.DryRunResult:
+    return pb.DryRunResult(
+        summary=preview.summary, changes=[deployment_change(c) for c in preview.changes]
+    )
+
+
+def deployment_change(change: dryrun.Change) -> pb.DeploymentChange:
+    d = change.current.deployment
+    b, a = change.before, change.after
+    message = pb.DeploymentChange(
+        deployment_id=d.deployment_id,
+        name=d.name,
+        workload_name=d.workload_name,
+        project=d.project,
+        cluster_id=d.cluster_id,
+        effects=list(change.effects),
+        ready_replicas=b.ready_replicas if b else 0,
+    )
+    if b is not None:
+        message.desired_replicas_before = b.deployment.desired_replicas
+        message.admitted_replicas_before = b.deployment.admitted_replicas
+        message.admission_phase_before = wire.enum_value(pb.AdmissionPhase, b.phase)
+        message.serving_digest_before = b.deployment.serving_digest
+        message.generation_before = b.deployment.generation
+    if a is not None:
+        message.desired_replicas = a.deployment.desired_replicas
+        message.admitted_replicas = a.deployment.admitted_replicas
+        message.admission_phase = wire.enum_value(pb.AdmissionPhase, a.phase)
+        message.admission_reason = wire.enum_value(pb.AdmissionReason, a.admission_reason)
+        message.admission_message = a.admission_message
+        message.serving_digest = a.deployment.serving_digest
+        message.generation = a.deployment.generation
+    return message
 
 
 def replica(view: views.ReplicaView) -> pb.Replica:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -106,6 +107,12 @@ class ServiceContext:
     node_hashes: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     # This hub process, among the hubs sharing the store (its streams' rows name it).
     hub_id: str = ""
+
+
+def silenced(ctx: ServiceContext) -> ServiceContext:
+    """The same context, publishing nothing and telling no hook: for a dry run, whose
+    transaction is rolled back (hub/service/dryrun.py)."""
+    return dataclasses.replace(ctx, publisher=_NoPublisher(), hooks=_NoHooks())
 
 
 @dataclass

@@ -27,7 +27,7 @@ from hub.model import (
     Workload,
     evolve,
 )
-from hub.service import admit, failover, rollouts, shares, validate, views
+from hub.service import admit, dryrun, failover, rollouts, shares, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import (
     clusters,
@@ -67,48 +67,65 @@ class WorkloadChange:
 
 
 def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
+    spec = _valid_spec(spec)
+    with transaction(ctx) as tx:
+        workload_id = _create(ctx, tx, spec)
+    # Commit and publish first: a view of every deployment can take long for a fleet-wide
+    # workload, and the agents should not wait for it.
+    return get(ctx, workload_id)
+
+
+def preview_create(ctx: ServiceContext, spec: WorkloadSpec) -> dryrun.DryRun:
+    """What `create` would do (validate_only), writing nothing."""
+    spec = _valid_spec(spec)
+    return dryrun.preview(ctx, lambda c, tx: _create(c, tx, spec), workload_ref="")
+
+
+def _valid_spec(spec: WorkloadSpec) -> WorkloadSpec:
     validate.dns_label(spec.name, "workload.name", max_length=MAX_WORKLOAD_NAME)
     validate.dns_label(spec.project, "workload.project")
     validate.device_class(spec.device_class, "workload.device_class")
     validate.replicas(spec.replicas, "workload.replicas")
-    normalized = serving.normalize(spec.serving, field="workload.serving")
-    wanted = _valid_placement(spec.placement)
-    policy = _valid_rollout_policy(spec.rollout_policy)
-    with transaction(ctx) as tx:
-        if projects.get(tx.conn, spec.project) is None:
-            raise errors.InvalidArgument(
-                "workload.project", f"no such project {spec.project!r} (create it first)"
-            )
-        workload = Workload(
-            workload_id="wl_" + secrets.token_hex(8),
-            name=spec.name,
-            project=spec.project,
-            replicas=spec.replicas,
-            device_class=spec.device_class,
-            serving=normalized,
-            placement=wanted,
-            create_time=tx.now,
-            update_time=tx.now,
-            rollout_policy=policy,
+    return replace(
+        spec,
+        serving=serving.normalize(spec.serving, field="workload.serving"),
+        placement=_valid_placement(spec.placement),
+        rollout_policy=_valid_rollout_policy(spec.rollout_policy),
+    )
+
+
+def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
+    normalized, wanted, policy = spec.serving, spec.placement, spec.rollout_policy
+    if projects.get(tx.conn, spec.project) is None:
+        raise errors.InvalidArgument(
+            "workload.project", f"no such project {spec.project!r} (create it first)"
         )
-        eligible = _eligible(tx.conn, wanted)
-        placement.check_named_clusters(wanted.preferences, eligible, PREFERENCES_FIELD)
-        workloads.insert(tx.conn, workload)
-        shares = placement.place(
-            replicas=workload.replicas,
-            devices_per_replica=normalized.devices_per_replica,
-            rooms=_rooms(tx.conn, eligible, workload.device_class),
-            steps=_steps(tx.conn, wanted, eligible),
-        )
-        for cluster_id, share in sorted(shares.items()):
-            if share > 0:
-                _save(
-                    tx, _new_deployment(workload, cluster_id=cluster_id, replicas=share, now=tx.now)
-                )
-        admit.run(ctx, tx, cluster_ids=eligible)
-    # Commit and publish first: a view of every deployment can take long for a fleet-wide
-    # workload, and the agents should not wait for it.
-    return get(ctx, workload.workload_id)
+    workload = Workload(
+        workload_id="wl_" + secrets.token_hex(8),
+        name=spec.name,
+        project=spec.project,
+        replicas=spec.replicas,
+        device_class=spec.device_class,
+        serving=normalized,
+        placement=wanted,
+        create_time=tx.now,
+        update_time=tx.now,
+        rollout_policy=policy,
+    )
+    eligible = _eligible(tx.conn, wanted)
+    placement.check_named_clusters(wanted.preferences, eligible, PREFERENCES_FIELD)
+    workloads.insert(tx.conn, workload)
+    shares = placement.place(
+        replicas=workload.replicas,
+        devices_per_replica=normalized.devices_per_replica,
+        rooms=_rooms(tx.conn, eligible, workload.device_class),
+        steps=_steps(tx.conn, wanted, eligible),
+    )
+    for cluster_id, share in sorted(shares.items()):
+        if share > 0:
+            _save(tx, _new_deployment(workload, cluster_id=cluster_id, replicas=share, now=tx.now))
+    admit.run(ctx, tx, cluster_ids=eligible)
+    return workload.workload_id
 
 
 def get(ctx: ServiceContext, ref: str) -> views.WorkloadView:
@@ -148,70 +165,102 @@ def list_page(
 
 
 def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.WorkloadView:
+    change = _valid_change(change)
+    with transaction(ctx) as tx:
+        workload_id = _update(ctx, tx, ref, change)
+    return get(ctx, workload_id)
+
+
+def preview_update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> dryrun.DryRun:
+    """What `update` would do (validate_only), writing nothing."""
+    change = _valid_change(change)
+    return dryrun.preview(ctx, lambda c, tx: _update(c, tx, ref, change), workload_ref=ref)
+
+
+def _valid_change(change: WorkloadChange) -> WorkloadChange:
     if change.replicas is not None:
         validate.replicas(change.replicas, "workload.replicas")
-    new_serving = (
-        serving.normalize(change.serving, field="workload.serving") if change.serving else None
+    return replace(
+        change,
+        serving=(
+            serving.normalize(change.serving, field="workload.serving") if change.serving else None
+        ),
+        placement=_valid_placement(change.placement) if change.placement else None,
+        rollout_policy=(
+            _valid_rollout_policy(change.rollout_policy)
+            if change.rollout_policy is not None
+            else None
+        ),
     )
-    new_placement = _valid_placement(change.placement) if change.placement else None
-    new_policy = (
-        _valid_rollout_policy(change.rollout_policy) if change.rollout_policy is not None else None
-    )
-    with transaction(ctx) as tx:
-        workload = before = _get(tx.conn, ref)
-        current = deployments.of_workload(tx.conn, workload.workload_id)
-        # Before anything moves: a placement change would drop the adopted deployment (and
-        # with it the DGD it was found as) or render a second copy elsewhere.
-        adopted = [d for d in current if d.adopted]
-        if adopted:
-            _check_adopted_change(workload, adopted, new_serving, new_placement)
-        # Stand-ins out first, so the shares add up to the workload's replicas; failover
-        # places them again below for clusters still lost (docs/placement.md).
-        current = failover.settle(tx, workload, current)
-        involved = {d.cluster_id for d in current}
-        if new_placement is not None:
-            workload = replace(workload, placement=new_placement)
-            eligible = _eligible(tx.conn, new_placement)
-            placement.check_named_clusters(new_placement.preferences, eligible, PREFERENCES_FIELD)
-            involved |= set(eligible)
-            current = _drop_ineligible(tx, current, eligible)
-        if new_serving is not None and new_serving.devices_per_replica != (
-            workload.serving.devices_per_replica
-        ):
-            raise errors.InvalidArgument(
-                "workload.serving",
-                "changing devices per replica (parallelism or disaggregated workers) needs a new"
-                " workload: admission and placement were decided per replica size",
-            )
-        if new_serving is not None:
-            workload = replace(workload, serving=new_serving)
-        if change.replicas is not None:
-            workload = replace(workload, replicas=change.replicas)
-        if new_policy is not None:
-            workload = replace(workload, rollout_policy=new_policy)
-        workload = replace(workload, update_time=tx.now)
-        workloads.update(tx.conn, workload)
-        eligible = _eligible(tx.conn, workload.placement)
-        current = _rescale(tx, workload, current, eligible)
-        # At once, or in waves (a rollout kept on the workload): hub/service/rollouts.py.
-        rollouts.apply_change(ctx, tx, before, workload, current)
-        involved |= {d.cluster_id for d in current}
-        failover.reconcile(ctx, tx, [workload.workload_id])
-        admit.run(ctx, tx, cluster_ids=involved)
-    return get(ctx, workload.workload_id)
+
+
+def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> str:
+    new_serving, new_placement = change.serving, change.placement
+    new_policy = change.rollout_policy
+    workload = before = _get(tx.conn, ref)
+    current = deployments.of_workload(tx.conn, workload.workload_id)
+    # Before anything moves: a placement change would drop the adopted deployment (and
+    # with it the DGD it was found as) or render a second copy elsewhere.
+    adopted = [d for d in current if d.adopted]
+    if adopted:
+        _check_adopted_change(workload, adopted, new_serving, new_placement)
+    # Stand-ins out first, so the shares add up to the workload's replicas; failover
+    # places them again below for clusters still lost (docs/placement.md).
+    current = failover.settle(tx, workload, current)
+    involved = {d.cluster_id for d in current}
+    if new_placement is not None:
+        workload = replace(workload, placement=new_placement)
+        eligible = _eligible(tx.conn, new_placement)
+        placement.check_named_clusters(new_placement.preferences, eligible, PREFERENCES_FIELD)
+        involved |= set(eligible)
+        current = _drop_ineligible(tx, current, eligible)
+    if new_serving is not None and new_serving.devices_per_replica != (
+        workload.serving.devices_per_replica
+    ):
+        raise errors.InvalidArgument(
+            "workload.serving",
+            "changing devices per replica (parallelism or disaggregated workers) needs a new"
+            " workload: admission and placement were decided per replica size",
+        )
+    if new_serving is not None:
+        workload = replace(workload, serving=new_serving)
+    if change.replicas is not None:
+        workload = replace(workload, replicas=change.replicas)
+    if new_policy is not None:
+        workload = replace(workload, rollout_policy=new_policy)
+    workload = replace(workload, update_time=tx.now)
+    workloads.update(tx.conn, workload)
+    eligible = _eligible(tx.conn, workload.placement)
+    current = _rescale(tx, workload, current, eligible)
+    # At once, or in waves (a rollout kept on the workload): hub/service/rollouts.py.
+    rollouts.apply_change(ctx, tx, before, workload, current)
+    involved |= {d.cluster_id for d in current}
+    failover.reconcile(ctx, tx, [workload.workload_id])
+    admit.run(ctx, tx, cluster_ids=involved)
+    return workload.workload_id
 
 
 def delete(ctx: ServiceContext, ref: str) -> None:
     with transaction(ctx) as tx:
-        workload = _get(tx.conn, ref)
-        current = deployments.of_workload(tx.conn, workload.workload_id)
-        for d in current:
-            deployments.delete(tx.conn, d, now=tx.now)
-            tx.touched.add(d.cluster_id)
-        workloads.delete(tx.conn, workload.workload_id)
-        discovered.release_workload(tx.conn, workload.workload_id)
-        # Released reservations may let waiting deployments in.
-        admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
+        _delete(ctx, tx, ref)
+
+
+def preview_delete(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
+    """What `delete` would do (validate_only), writing nothing."""
+    return dryrun.preview(ctx, lambda c, tx: _delete(c, tx, ref), workload_ref=ref)
+
+
+def _delete(ctx: ServiceContext, tx: Tx, ref: str) -> str:
+    workload = _get(tx.conn, ref)
+    current = deployments.of_workload(tx.conn, workload.workload_id)
+    for d in current:
+        deployments.delete(tx.conn, d, now=tx.now)
+        tx.touched.add(d.cluster_id)
+    workloads.delete(tx.conn, workload.workload_id)
+    discovered.release_workload(tx.conn, workload.workload_id)
+    # Released reservations may let waiting deployments in.
+    admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
+    return workload.workload_id
 
 
 # -- steps ------------------------------------------------------------------------------------

@@ -163,6 +163,18 @@ def of_workloads(conn: Transaction, workload_ids: Sequence[str]) -> list[Deploym
     return [_deployment(r) for r in rows]
 
 
+def on_clusters(conn: Transaction, cluster_ids: Sequence[str]) -> list[Deployment]:
+    """Every deployment on these clusters, by cluster then id."""
+    if not cluster_ids:
+        return []
+    marks = ",".join("?" * len(cluster_ids))
+    rows = conn.execute(
+        _select(f"d.cluster_id IN ({marks})") + " ORDER BY d.cluster_id, d.deployment_id",
+        list(cluster_ids),
+    ).fetchall()
+    return [_deployment(r) for r in rows]
+
+
 def changed_since(conn: Transaction, cluster_id: str, revision: int) -> list[Deployment]:
     rows = conn.execute(
         _select("d.cluster_id = ? AND d.revision > ?") + " ORDER BY d.revision",

@@ -415,16 +415,22 @@ class CreateWorkloadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     WORKLOAD_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true).
+    Authorized as the real call; not audited (it changes nothing, as a read).
+    """
     @_builtins.property
     def workload(self) -> _resources_pb2.Workload: ...
     def __init__(
         self,
         *,
         workload: _resources_pb2.Workload | None = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["validate_only", b"validate_only", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -505,7 +511,12 @@ class UpdateWorkloadRequest(_message.Message):
     REF_FIELD_NUMBER: _builtins.int
     WORKLOAD_FIELD_NUMBER: _builtins.int
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     ref: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true).
+    Authorized as the real call; not audited (it changes nothing, as a read).
+    """
     @_builtins.property
     def workload(self) -> _resources_pb2.Workload: ...
     @_builtins.property
@@ -520,10 +531,11 @@ class UpdateWorkloadRequest(_message.Message):
         ref: _builtins.str = ...,
         workload: _resources_pb2.Workload | None = ...,
         update_mask: _field_mask_pb2.FieldMask | None = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["update_mask", b"update_mask", "workload", b"workload"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "update_mask", b"update_mask", "workload", b"workload"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "update_mask", b"update_mask", "validate_only", b"validate_only", "workload", b"workload"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -534,19 +546,49 @@ class DeleteWorkloadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REF_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     ref: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true).
+    Authorized as the real call; not audited (it changes nothing, as a read).
+    """
     def __init__(
         self,
         *,
         ref: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteWorkloadRequest: _TypeAlias = DeleteWorkloadRequest  # noqa: Y015
+
+@_typing.final
+class DeleteWorkloadResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def dry_run(self) -> _resources_pb2.DryRunResult:
+        """Set only when validate_only: what deleting would do (its deployments removed, waiting
+        deployments of other workloads admitted into what it frees).
+        """
+
+    def __init__(
+        self,
+        *,
+        dry_run: _resources_pb2.DryRunResult | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["dry_run", b"dry_run"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteWorkloadResponse: _TypeAlias = DeleteWorkloadResponse  # noqa: Y015
 
 @_typing.final
 class ResumeWorkloadRolloutRequest(_message.Message):

@@ -109,7 +109,7 @@ class ControlServiceStub:
         self.DeleteWorkload = channel.unary_unary(
                 '/wingsmith.v1.ControlService/DeleteWorkload',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadRequest.SerializeToString,
-                response_deserializer=google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadResponse.FromString,
                 _registered_method=True)
         self.ResumeWorkloadRollout = channel.unary_unary(
                 '/wingsmith.v1.ControlService/ResumeWorkloadRollout',
@@ -326,7 +326,11 @@ class ControlServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteWorkload(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Create, update and delete take validate_only (AIP-163): the answer says what the call
+        would do (the workload as it would be and every deployment it would change: created,
+        scaled, restarted, admitted, waiting and why, preempted) and nothing is written, published
+        or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -572,7 +576,7 @@ def add_ControlServiceServicer_to_server(servicer, server):
             'DeleteWorkload': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteWorkload,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadRequest.FromString,
-                    response_serializer=google_dot_protobuf_dot_empty__pb2.Empty.SerializeToString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadResponse.SerializeToString,
             ),
             'ResumeWorkloadRollout': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeWorkloadRollout,
@@ -1094,7 +1098,7 @@ class ControlService:
             target,
             '/wingsmith.v1.ControlService/DeleteWorkload',
             wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadRequest.SerializeToString,
-            google_dot_protobuf_dot_empty__pb2.Empty.FromString,
+            wingsmith_dot_v1_dot_control__pb2.DeleteWorkloadResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -70,7 +70,12 @@ class ControlServiceStub:
     ListWorkloads: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListWorkloadsRequest, _control_pb2.ListWorkloadsResponse]
     UpdateWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.UpdateWorkloadRequest, _resources_pb2.Workload]
     """Mutable: replicas, serving, placement, rollout."""
-    DeleteWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkloadRequest, _empty_pb2.Empty]
+    DeleteWorkload: _grpc.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkloadRequest, _control_pb2.DeleteWorkloadResponse]
+    """Create, update and delete take validate_only (AIP-163): the answer says what the call
+    would do (the workload as it would be and every deployment it would change: created,
+    scaled, restarted, admitted, waiting and why, preempted) and nothing is written, published
+    or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
+    """
     ResumeWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]
     """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
     AbortWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]
@@ -156,7 +161,12 @@ class ControlServiceAsyncStub(ControlServiceStub):
     ListWorkloads: _aio.UnaryUnaryMultiCallable[_control_pb2.ListWorkloadsRequest, _control_pb2.ListWorkloadsResponse]  # type: ignore[assignment]
     UpdateWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.UpdateWorkloadRequest, _resources_pb2.Workload]  # type: ignore[assignment]
     """Mutable: replicas, serving, placement, rollout."""
-    DeleteWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkloadRequest, _empty_pb2.Empty]  # type: ignore[assignment]
+    DeleteWorkload: _aio.UnaryUnaryMultiCallable[_control_pb2.DeleteWorkloadRequest, _control_pb2.DeleteWorkloadResponse]  # type: ignore[assignment]
+    """Create, update and delete take validate_only (AIP-163): the answer says what the call
+    would do (the workload as it would be and every deployment it would change: created,
+    scaled, restarted, admitted, waiting and why, preempted) and nothing is written, published
+    or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
+    """
     ResumeWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
     """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
     AbortWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
@@ -329,7 +339,12 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _control_pb2.DeleteWorkloadRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_empty_pb2.Empty, _abc.Awaitable[_empty_pb2.Empty]]: ...
+    ) -> _typing.Union[_control_pb2.DeleteWorkloadResponse, _abc.Awaitable[_control_pb2.DeleteWorkloadResponse]]:
+        """Create, update and delete take validate_only (AIP-163): the answer says what the call
+        would do (the workload as it would be and every deployment it would change: created,
+        scaled, restarted, admitted, waiting and why, preempted) and nothing is written, published
+        or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
+        """
 
     @_abc_1.abstractmethod
     def ResumeWorkloadRollout(

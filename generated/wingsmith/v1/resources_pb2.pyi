@@ -1366,6 +1366,7 @@ class Workload(_message.Message):
     FAILOVERS_FIELD_NUMBER: _builtins.int
     ROLLOUT_FIELD_NUMBER: _builtins.int
     ROLLOUT_STATUS_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     """Output only: "wl_..." (assigned by the hub)."""
     name: _builtins.str
@@ -1405,6 +1406,12 @@ class Workload(_message.Message):
         workload never rolled out in waves.
         """
 
+    @_builtins.property
+    def dry_run(self) -> Global___DryRunResult:
+        """Output only: set only in the answer to a validate_only create or update (AIP-163), which
+        is this workload as it would be; what the call would change, here and elsewhere.
+        """
+
     def __init__(
         self,
         *,
@@ -1425,10 +1432,11 @@ class Workload(_message.Message):
         failovers: _abc.Iterable[Global___FailoverStatus] | None = ...,
         rollout: Global___RolloutPolicy | None = ...,
         rollout_status: Global___WorkloadRollout | None = ...,
+        dry_run: Global___DryRunResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "placement", b"placement", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "placement", b"placement", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "failovers", b"failovers", "name", b"name", "phase", b"phase", "placement", b"placement", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "dry_run", b"dry_run", "failovers", b"failovers", "name", b"name", "phase", b"phase", "placement", b"placement", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1539,6 +1547,127 @@ class WaveStatus(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WaveStatus: _TypeAlias = WaveStatus  # noqa: Y015
+
+@_typing.final
+class DryRunResult(_message.Message):
+    """What a mutating call with validate_only would do, found by running the very call in a
+    transaction that is then rolled back (docs/rest.md "Dry run"). Output only.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUMMARY_FIELD_NUMBER: _builtins.int
+    CHANGES_FIELD_NUMBER: _builtins.int
+    summary: _builtins.str
+    """One line, e.g. "2 deployments created (1 admitted, 1 waits: insufficient_quota)"."""
+    @_builtins.property
+    def changes(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeploymentChange]:
+        """Every deployment the call would change, of this workload and of others (admitted into
+        freed room, preempted), by cluster. Deployments it leaves as they are are not listed.
+        """
+
+    def __init__(
+        self,
+        *,
+        summary: _builtins.str = ...,
+        changes: _abc.Iterable[Global___DeploymentChange] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changes", b"changes", "summary", b"summary"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DryRunResult: _TypeAlias = DryRunResult  # noqa: Y015
+
+@_typing.final
+class DeploymentChange(_message.Message):
+    """One deployment before and after a call (DryRunResult)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEPLOYMENT_ID_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    WORKLOAD_NAME_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    EFFECTS_FIELD_NUMBER: _builtins.int
+    DESIRED_REPLICAS_BEFORE_FIELD_NUMBER: _builtins.int
+    DESIRED_REPLICAS_FIELD_NUMBER: _builtins.int
+    ADMITTED_REPLICAS_BEFORE_FIELD_NUMBER: _builtins.int
+    ADMITTED_REPLICAS_FIELD_NUMBER: _builtins.int
+    ADMISSION_PHASE_BEFORE_FIELD_NUMBER: _builtins.int
+    ADMISSION_PHASE_FIELD_NUMBER: _builtins.int
+    ADMISSION_REASON_FIELD_NUMBER: _builtins.int
+    ADMISSION_MESSAGE_FIELD_NUMBER: _builtins.int
+    SERVING_DIGEST_BEFORE_FIELD_NUMBER: _builtins.int
+    SERVING_DIGEST_FIELD_NUMBER: _builtins.int
+    GENERATION_BEFORE_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    READY_REPLICAS_FIELD_NUMBER: _builtins.int
+    deployment_id: _builtins.str
+    name: _builtins.str
+    """"<workload>.<cluster>" """
+    workload_name: _builtins.str
+    project: _builtins.str
+    cluster_id: _builtins.str
+    desired_replicas_before: _builtins.int
+    """Before the call (0 / unspecified / empty for a created deployment) and after it (the
+    same for a removed one).
+    """
+    desired_replicas: _builtins.int
+    admitted_replicas_before: _builtins.int
+    admitted_replicas: _builtins.int
+    admission_phase_before: Global___AdmissionPhase.ValueType
+    admission_phase: Global___AdmissionPhase.ValueType
+    admission_reason: Global___AdmissionReason.ValueType
+    """Why it would wait (or was preempted), and the details."""
+    admission_message: _builtins.str
+    serving_digest_before: _builtins.str
+    serving_digest: _builtins.str
+    generation_before: _builtins.int
+    generation: _builtins.int
+    ready_replicas: _builtins.int
+    """Ready replicas now: what a restart rolls, or a removal stops."""
+    @_builtins.property
+    def effects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What happens to it, each a word: created | removed | scaled | restarted (its serving
+        digest changes and pods run the old one: a rolling restart) | reconfigured (a new
+        generation with nothing running to restart) | admitted (more replicas admitted) | waits
+        (desired replicas not all admitted: see admission_reason) | preempted (admitted replicas
+        taken back for a higher priority deployment).
+        """
+
+    def __init__(
+        self,
+        *,
+        deployment_id: _builtins.str = ...,
+        name: _builtins.str = ...,
+        workload_name: _builtins.str = ...,
+        project: _builtins.str = ...,
+        cluster_id: _builtins.str = ...,
+        effects: _abc.Iterable[_builtins.str] | None = ...,
+        desired_replicas_before: _builtins.int = ...,
+        desired_replicas: _builtins.int = ...,
+        admitted_replicas_before: _builtins.int = ...,
+        admitted_replicas: _builtins.int = ...,
+        admission_phase_before: Global___AdmissionPhase.ValueType = ...,
+        admission_phase: Global___AdmissionPhase.ValueType = ...,
+        admission_reason: Global___AdmissionReason.ValueType = ...,
+        admission_message: _builtins.str = ...,
+        serving_digest_before: _builtins.str = ...,
+        serving_digest: _builtins.str = ...,
+        generation_before: _builtins.int = ...,
+        generation: _builtins.int = ...,
+        ready_replicas: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_phase_before", b"admission_phase_before", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "admitted_replicas_before", b"admitted_replicas_before", "cluster_id", b"cluster_id", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "desired_replicas_before", b"desired_replicas_before", "effects", b"effects", "generation", b"generation", "generation_before", b"generation_before", "name", b"name", "project", b"project", "ready_replicas", b"ready_replicas", "serving_digest", b"serving_digest", "serving_digest_before", b"serving_digest_before", "workload_name", b"workload_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeploymentChange: _TypeAlias = DeploymentChange  # noqa: Y015
 
 @_typing.final
 class DeploymentStatus(_message.Message):

@@ -49,10 +49,28 @@ def test_apply_creates_then_changes_nothing_then_configures_what_differs(
         "H100-80GB: 16", "H100-80GB: 24"
     )
     changed_path = manifests.write(tmp_path, changed, name="changed.yaml")
-    assert cli.ok("apply", "-f", changed_path, "--dry-run").splitlines() == [
+    # The workload's dry run is the hub's (validate_only): what it would decide, per deployment.
+    dry = cli.ok("apply", "-f", changed_path, "--dry-run").splitlines()
+    assert dry[:4] == [
         "project/team-a configured (quotas) (dry run)",
         "cluster/east unchanged (dry run)",
         "workload/llama configured (replicas) (dry run)",
+        "  1 deployment: 1 scaled, 1 waits (insufficient_capacity)",
+    ]
+    header = "DEPLOYMENT CLUSTER EFFECTS REPLICAS ADMITTED READY PHASE REASON GENERATION"
+    assert rows("\n".join(dry[4:6])) == [
+        header.split(),
+        [
+            "llama.east",
+            "east",
+            "scaled,waits",
+            "2->3",
+            "0",
+            "0",
+            "pending",
+            "insufficient_capacity",
+            "1",
+        ],
     ]
     client = cli.hub.client()
     assert client.get("/v1/workloads/llama")["replicas"] == 2, "a dry run writes nothing"

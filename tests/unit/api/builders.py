@@ -99,6 +99,32 @@ def workload() -> pb.Workload:
                 message="cluster west is back and its replicas ready",
             )
         ],
+        dry_run=pb.DryRunResult(
+            summary="1 deployment: 1 scaled, 1 waits (insufficient_capacity)",
+            changes=[
+                pb.DeploymentChange(
+                    deployment_id="dep_1",
+                    name="llama-70b.east",
+                    workload_name="llama-70b",
+                    project="team-a",
+                    cluster_id="east",
+                    effects=["scaled", "waits"],
+                    desired_replicas_before=2,
+                    desired_replicas=3,
+                    admitted_replicas_before=2,
+                    admitted_replicas=2,
+                    admission_phase_before=pb.ADMISSION_PHASE_RUNNING,
+                    admission_phase=pb.ADMISSION_PHASE_RUNNING,
+                    admission_reason=pb.ADMISSION_REASON_INSUFFICIENT_CAPACITY,
+                    admission_message="1 replica waits for capacity",
+                    serving_digest_before="svg_ab12",
+                    serving_digest="svg_ab12",
+                    generation_before=2**40,
+                    generation=2**40,
+                    ready_replicas=2,
+                )
+            ],
+        ),
     )
 
 

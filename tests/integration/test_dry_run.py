@@ -1,0 +1,161 @@
+"""Dry runs (issue 12 item 5) on a real hub with real agents on simulated clusters, over REST
+and gRPC: `validate_only` on create, update and delete answers what the call would do, and
+then every list, every cluster revision, the audit log and what each agent holds are as they
+were; the real call then does what the dry run said."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+
+from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
+from wingsmith.v1 import control_pb2, control_pb2_grpc
+
+SPEC = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
+# Liveness stamps move with every heartbeat: they are not state a call changes.
+NOISE = frozenset({"last_seen", "observe_time", "connect_time"})
+
+
+def fleet(hub: Hub, agents: Callable[..., SimAgent]) -> dict[str, SimAgent]:
+    hub.create_project("search", H100_80GB=12)
+    started = {}
+    for cluster_id in ("east", "west"):
+        token = hub.register_cluster(cluster_id)
+        started[cluster_id] = agents(cluster_id=cluster_id, token=token, spec=SPEC)
+    for cluster_id in started:
+        wait_until(lambda c=cluster_id: hub.get(f"/v1/clusters/{c}")["devices"], what="devices")
+    return started
+
+
+def quiet(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: quiet(v) for k, v in value.items() if k not in NOISE}
+    if isinstance(value, list):
+        return [quiet(v) for v in value]
+    return value
+
+
+def state(hub: Hub, agents: dict[str, SimAgent]) -> str:
+    """What a dry run must leave as it was: every list the API answers, each cluster's
+    desired revision, the audit log, and what each agent holds and runs."""
+    clusters = hub.get("/v1/clusters")["clusters"]
+    return json.dumps(
+        {
+            "workloads": quiet(hub.get("/v1/workloads")),
+            "deployments": quiet(hub.get("/v1/deployments")),
+            "projects": quiet(hub.get("/v1/projects")),
+            "revisions": {c["cluster_id"]: c.get("desired_revision") for c in clusters},
+            "audit": hub.get("/v1/audit"),
+            "agents": {
+                cluster_id: (
+                    agent.agent.desired.revision,
+                    agent.agent.applied,
+                    agent.agent.deleted,
+                    sorted(repr(dgd) for dgd in agent.cluster.list_dgds()),
+                )
+                for cluster_id, agent in agents.items()
+            },
+        },
+        sort_keys=True,
+    )
+
+
+def decided(deployments: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    """Per cluster: what placement and admission decided."""
+    return {
+        d["cluster_id"]: (d["desired_replicas"], d.get("admission_reason", "")) for d in deployments
+    }
+
+
+def ready(hub: Hub, name: str, count: int) -> bool:
+    status = hub.get(f"/v1/deployments/{name}").get("status") or {}
+    return bool(status.get("ready_replicas") == count)
+
+
+def test_validate_only_over_rest_changes_nothing_and_predicts_each_call(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    running = fleet(hub, agents)
+    hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
+    wait_until(lambda: ready(hub, "chat.east", 2), what="chat running on east")
+    before = state(hub, running)
+
+    # Create: 3 replicas of 4 GPUs where only 4 GPUs of quota are left: 1 admitted, 2 wait.
+    created = hub.post("/v1/workloads?validate_only=true", workload("big", replicas=3))
+    assert created["name"] == "big" and created["dry_run"]["summary"]
+    predicted = decided(created["deployments"])
+    effects = {c["name"]: c["effects"] for c in created["dry_run"]["changes"]}
+    assert all(e[0] == "created" for e in effects.values())
+    assert sum(d["admitted_replicas"] for d in created["dry_run"]["changes"]) == 1
+    assert "insufficient_quota" in created["dry_run"]["summary"]
+    assert hub.rest("GET", "/v1/workloads/big", check=False)[0] == 404
+
+    # A serving change of a running workload: a rolling restart, said as such.
+    new_version = {"serving": {**workload("chat")["serving"], "engine_version": "0.12.0"}}
+    updated = hub.rest("PATCH", "/v1/workloads/chat?validate_only=true", new_version)[1]
+    assert updated["serving"]["engine_version"] == "0.12.0"
+    (change,) = updated["dry_run"]["changes"]
+    assert (change["name"], change["effects"]) == ("chat.east", ["restarted"])
+    assert change["ready_replicas"] == 2
+    assert change["generation"] == change["generation_before"] + 1
+    assert change["serving_digest"] != change["serving_digest_before"]
+
+    # Delete: its deployment removed.
+    status, deleted = hub.rest("DELETE", "/v1/workloads/chat?validate_only=true")
+    assert status == 200
+    assert [(c["name"], c["effects"]) for c in deleted["dry_run"]["changes"]] == [
+        ("chat.east", ["removed"])
+    ]
+
+    assert state(hub, running) == before, "a dry run writes, publishes and audits nothing"
+
+    # The real calls do what the dry runs said.
+    real = hub.post("/v1/workloads", workload("big", replicas=3))
+    assert decided(real["deployments"]) == predicted
+    rolled = hub.patch("/v1/workloads/chat", new_version)
+    chat = next(d for d in rolled["deployments"] if d["cluster_id"] == "east")
+    assert (chat["generation"], chat["serving_digest"]) == (
+        change["generation"],
+        change["serving_digest"],
+    )
+    assert hub.rest("DELETE", "/v1/workloads/chat")[1] == {"dry_run": None}
+
+
+def test_validate_only_over_grpc_is_authorized_as_the_real_call_and_not_audited(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    running = fleet(hub, agents)
+    hub.post("/v1/workloads", workload("chat", replicas=1))
+    viewer = hub.post("/v1/tokens", {"name": "viewer", "role": "viewer"})["secret"]
+    before = state(hub, running)
+    with grpc.insecure_channel(hub.grpc_target) as channel:
+        stub = control_pb2_grpc.ControlServiceStub(channel)
+        admin = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+        answer = stub.DeleteWorkload(
+            control_pb2.DeleteWorkloadRequest(ref="chat", validate_only=True), metadata=admin
+        )
+        assert [c.effects for c in answer.dry_run.changes] == [["removed"]]
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.DeleteWorkload(
+                control_pb2.DeleteWorkloadRequest(ref="chat", validate_only=True),
+                metadata=(("authorization", f"Bearer {viewer}"),),
+            )
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        # Bad input is refused as the real call refuses it.
+        with pytest.raises(grpc.RpcError) as invalid:
+            stub.UpdateWorkload(
+                control_pb2.UpdateWorkloadRequest(
+                    ref="chat",
+                    workload={"replicas": -1},
+                    update_mask={"paths": ["replicas"]},
+                    validate_only=True,
+                ),
+                metadata=admin,
+            )
+        assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "workload.replicas" in str(invalid.value.details())
+    assert state(hub, running) == before
