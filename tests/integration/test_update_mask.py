@@ -120,3 +120,37 @@ def test_placement_preferences_over_grpc_by_their_own_path_and_a_bad_weight_is_r
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert 'workload.placement.preferences[0].weights["east"]' in (error.details() or "")
     assert hub.get("/v1/workloads/g1")["placement"]["preferences"][0]["weights"] == {"east": 3}
+
+
+def test_the_rollout_policy_over_grpc_and_resume_abort_refused_without_a_rollout(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    request = control_pb2.UpdateWorkloadRequest(
+        ref="g1",
+        workload=resources_pb2.Workload(
+            rollout=resources_pb2.RolloutPolicy(max_clusters_in_flight=0)
+        ),
+        update_mask=mask("rollout.max_clusters_in_flight"),
+    )
+    stub.UpdateWorkload(request, metadata=AUTH)
+    request.workload.rollout.max_clusters_in_flight = 2
+    updated = stub.UpdateWorkload(request, metadata=AUTH)
+    assert updated.rollout.max_clusters_in_flight == 2
+    assert not updated.HasField("rollout_status")
+    for call, rpc_request, says in (
+        (
+            stub.ResumeWorkloadRollout,
+            control_pb2.ResumeWorkloadRolloutRequest(ref="g1"),
+            "no paused rollout",
+        ),
+        (
+            stub.AbortWorkloadRollout,
+            control_pb2.AbortWorkloadRolloutRequest(ref="g1"),
+            "no rollout to abort",
+        ),
+    ):
+        error = refused(call, rpc_request)
+        assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert says in (error.details() or "")
+    missing = refused(stub.AbortWorkloadRollout, control_pb2.AbortWorkloadRolloutRequest(ref="x"))
+    assert missing.code() == grpc.StatusCode.NOT_FOUND
