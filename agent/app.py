@@ -319,7 +319,9 @@ class Agent:
             failures = list(plan.failures)
             for apply in plan.applies:
                 try:
-                    await self._io(self.cluster.apply_dgd, apply.manifest)
+                    await self._io(
+                        self.cluster.apply_dgd, apply.manifest, take_over=apply.take_over
+                    )
                     self.applied += 1
                     self.recreating.pop(apply.deployment_id, None)
                 except port.ClusterError as e:

@@ -74,6 +74,10 @@ class Apply:
     # Letting go of a DGD whose deployment the hub no longer declares: a failure has no
     # deployment to be reported on (the agent retries on the next pass).
     letting_go: bool = False
+    # An adopted DGD under management: the resourceVersion of the live DGD the manifest was
+    # made from; the apply takes what it changes from the DGD's other managers
+    # (ClusterPort.apply_dgd). Promoting an adopted deployment to managed is that decision.
+    take_over: str = ""
 
 
 @dataclass(frozen=True)
@@ -174,7 +178,14 @@ def plan(
                 idle = _idle_adopted(spec, current)
                 if idle is not None:
                     scales.extend(_through_adapters(spec, current, idle, adapters))
-                    applies.append(Apply(spec.deployment_id, spec.generation, idle))
+                    applies.append(
+                        Apply(
+                            spec.deployment_id,
+                            spec.generation,
+                            idle,
+                            take_over=current.resource_version,
+                        )
+                    )
             continue
         try:
             manifest = _manifest(spec, current, live, target)
@@ -200,7 +211,8 @@ def plan(
                 Delete(current.namespace, current.name, spec.deployment_id, recreate=reason)
             )
             continue
-        applies.append(Apply(spec.deployment_id, spec.generation, manifest))
+        take_over = current.resource_version if spec.adopted and current is not None else ""
+        applies.append(Apply(spec.deployment_id, spec.generation, manifest, take_over=take_over))
     deletes = list(recreates)
     for dgd in sorted(live, key=lambda d: (d.namespace, d.name)):
         deployment_id = dgd.labels.get(port.LABEL_DEPLOYMENT_ID, "")

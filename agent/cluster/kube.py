@@ -61,6 +61,8 @@ FIELD_MANAGER = MANAGED_BY
 APPLY_PATCH = "application/apply-patch+yaml"
 # How often the served DGD versions are asked again (and at once after a 404 on a DGD path).
 REDISCOVER_S = 60.0
+# How long a take-over apply waits for the DGD watch to bring its write back (apply_dgd).
+CAUGHT_UP_S = 2.0
 
 T = TypeVar("T")
 
@@ -77,10 +79,12 @@ class KubernetesCluster:
         on_change: Callable[[], None] | None = None,
         rng: random.Random | None = None,
         rediscover_s: float = REDISCOVER_S,
+        caught_up_s: float = CAUGHT_UP_S,
     ) -> None:
         """`namespaces`: watch DGDs and pods only there (empty: the whole cluster).
         `on_change` runs on a watcher thread after every cache change (keep it thread-safe).
         `rediscover_s`: how often to ask again which DGD versions the API server serves.
+        `caught_up_s`: how long a take-over apply waits for the watch to bring it back.
         """
         self.read_only = read_only
         self.namespaces = tuple(dict.fromkeys(namespaces))
@@ -108,6 +112,7 @@ class KubernetesCluster:
         # DGD watches run in the version being written, so they stop and start on their own
         # when it changes (dgd_versions.choose over what discovery finds).
         self._rediscover_s = rediscover_s
+        self._caught_up_s = caught_up_s
         self._served: tuple[str, ...] = ()
         self._dgd_version = ""
         self._discovered = False
@@ -222,13 +227,22 @@ class KubernetesCluster:
         """How many apply_dgd/delete_dgd calls read-only mode refused."""
         return self._refused
 
-    def apply_dgd(self, manifest: Mapping[str, Any]) -> None:
-        """Server-side apply as FIELD_MANAGER, never forced: a field another manager owns
+    def apply_dgd(self, manifest: Mapping[str, Any], *, take_over: str = "") -> None:
+        """Server-side apply as FIELD_MANAGER, not forced: a field another manager owns
         raises ApplyConflict naming it, and nothing is changed. `manifest` is in the internal
         form (agent/cluster/dgd_versions.py); it is written in the version the API server
-        serves, and once more after a 404 that turns out to mean the version changed."""
+        serves, and once more after a 404 that turns out to mean the version changed.
+
+        `take_over` (a resourceVersion; ClusterPort.apply_dgd): forced, with that version as
+        the apply's precondition, so what is taken is exactly what the manifest changes in the
+        object it was made from; a DGD changed since answers 409 (retryable), never clobbered.
+        It returns once the cache has moved past that version (or after `caught_up_s`), so that
+        the next pass plans from our write, not from the object it replaced: a manifest made
+        from the old one again would only be refused by its own precondition."""
         self._refuse_if_read_only("apply_dgd")
         body = _apply_body(manifest)
+        if take_over:
+            body["metadata"]["resourceVersion"] = take_over
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         self._check_watched(namespace)
         self._with_version(
@@ -241,11 +255,26 @@ class KubernetesCluster:
                 name,
                 dgd_versions.to_served(body, version),
                 field_manager=FIELD_MANAGER,
-                force=False,
+                force=bool(take_over),
                 _content_type=APPLY_PATCH,
                 _request_timeout=self._timeout,
             ),
         )
+        if take_over:
+            self._await_cache_past(namespace, name, take_over)
+
+    def _await_cache_past(self, namespace: str, name: str, version: str) -> None:
+        """Wait (at most `caught_up_s`) until the cached DGD is no longer at `version`: the
+        watch brought our write (or a later one) back, or the DGD left the cache."""
+        deadline = time.monotonic() + self._caught_up_s
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            cached = next(
+                (d for d in self._dgds.values() if (d.namespace, d.name) == (namespace, name)),
+                None,
+            )
+            if cached is None or cached.resource_version != version:
+                return
+            self._stopping.wait(0.01)
 
     def delete_dgd(self, namespace: str, name: str) -> None:
         self._refuse_if_read_only("delete_dgd")

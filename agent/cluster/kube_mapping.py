@@ -39,6 +39,7 @@ def dgd(obj: Mapping[str, Any]) -> Dgd:
         status=dict(_map(obj.get("status"))),
         generation=_int(meta.get("generation"), default=1),
         annotations=_strings(meta.get("annotations")),
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
 
 

@@ -81,6 +81,9 @@ class Dgd:
     status: Mapping[str, Any]
     generation: int = 1
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # metadata.resourceVersion where the backend has one ("" in the simulated cluster): an
+    # apply that takes fields over is made conditional on it (ClusterPort.apply_dgd).
+    resource_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,14 @@ class ClusterPort(Protocol):
 
     def list_nodes(self) -> list[Node]: ...
 
-    def apply_dgd(self, manifest: Mapping[str, Any]) -> None:
-        """Create or update (server-side apply semantics: only our fields are ours)."""
+    def apply_dgd(self, manifest: Mapping[str, Any], *, take_over: str = "") -> None:
+        """Create or update (server-side apply semantics: only our fields are ours).
+
+        `take_over`: the resourceVersion of the live DGD the manifest was made from, for a DGD
+        the user handed to Wingsmith (an adopted one, taken under management): the fields the
+        manifest changes are taken from whoever set them (forced), and only if the DGD is still
+        at that version (else a retryable error: the next pass starts from what is there now).
+        Empty: nothing is taken from anyone; a field another manager set otherwise is refused."""
         ...
 
     def delete_dgd(self, namespace: str, name: str) -> None:

@@ -103,7 +103,8 @@ class SimulatedCluster:
         """The DGD version its Dynamo serves (`dynamo=` in the spec)."""
         return self.spec.dynamo
 
-    def apply_dgd(self, manifest: Mapping[str, Any]) -> None:
+    def apply_dgd(self, manifest: Mapping[str, Any], *, take_over: str = "") -> None:
+        # No field ownership here: every apply takes what it sends (take_over changes nothing).
         with self._lock:
             self._refuse_if_read_only("apply_dgd")
             if self.spec.dynamo == dgd_versions.V1BETA1:

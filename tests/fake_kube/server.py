@@ -8,10 +8,14 @@ Speaks enough of the API for agent/cluster/kube*.py, over the same wire the real
   `bookmark_interval_s`), 410 Gone (an ERROR event, or an HTTP 410 with `gone_as_status`)
   for a compacted version;
 - PATCH with application/apply-patch+yaml: server-side apply with field ownership
-  (tests/fake_kube/ssa.py): 409 Conflict naming the other managers, as the real server does;
+  (tests/fake_kube/ssa.py): 409 Conflict naming the other managers, as the real server does,
+  `force=true` taking the fields instead, and a `metadata.resourceVersion` in the applied
+  configuration checked as a precondition (409 "the object has been modified");
 - DELETE (404 when absent);
-- a request log, fault injection (`fail()`: a status for matching requests, or a dropped
-  connection), and watch controls (`close_watches()`, `expire_watches()`).
+- a request log, with the status each request was answered with (`Request.status`;
+  `refused()`: those answered 4xx/5xx), fault injection (`fail()`: a status for matching
+  requests, or a dropped connection), and watch controls (`close_watches()`,
+  `expire_watches()`).
 
 Runs in daemon threads and stops by itself: `close()` (the context manager's exit) ends
 every open watch and connection; a lifetime timer closes a server a test forgot. Optional
@@ -29,7 +33,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -74,6 +78,8 @@ class Request:
     content_type: str
     authorization: str
     body: bytes
+    # The HTTP status it was answered with; 0 while unanswered (or dropped unanswered).
+    status: int = 0
 
     @property
     def watch(self) -> bool:
@@ -194,6 +200,11 @@ class KubeEmulator:
     def requests(self, *, method: str | None = None) -> list[Request]:
         with self._log_lock:
             return [r for r in self._log if method is None or r.method == method]
+
+    def refused(self) -> list[Request]:
+        """Requests answered with an error status (a webhook's 403, a 409 conflict, a 422
+        validation error, an injected fault...)."""
+        return [r for r in self.requests() if r.status >= 400]
 
     def mutating_requests(self) -> list[Request]:
         return [r for r in self.requests() if r.method in MUTATING]
@@ -347,14 +358,20 @@ class KubeEmulator:
 
     # -- the handler's side -----------------------------------------------------------------
 
-    def _record(self, request: Request) -> Fault | None:
+    def _record(self, request: Request) -> tuple[int, Fault | None]:
+        """Log a request: (its index in the log, the fault it meets or None)."""
         with self._log_lock:
             self._log.append(request)
+            index = len(self._log) - 1
             for fault in self._faults:
                 if fault.matches(request):
                     fault.hits += 1
-                    return fault
-        return None
+                    return index, fault
+        return index, None
+
+    def _answered(self, index: int, status: int) -> None:
+        with self._log_lock:
+            self._log[index] = replace(self._log[index], status=status)
 
 
 class _Server(ThreadingHTTPServer):
@@ -423,7 +440,20 @@ class _Handler(BaseHTTPRequestHandler):
     def emulator(self) -> KubeEmulator:
         return self.server.emulator
 
+    _logged = -1  # the request's index in the emulator's log
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        if self._logged >= 0:
+            self.emulator._answered(self._logged, code)
+        super().send_response(code, message)
+
     def _dispatch(self) -> None:
+        try:
+            self._handle()
+        finally:
+            self._logged = -1  # what this connection answers next is another request's
+
+    def _handle(self) -> None:
         split = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
         request = Request(
@@ -434,7 +464,7 @@ class _Handler(BaseHTTPRequestHandler):
             authorization=self.headers.get("Authorization", ""),
             body=self.rfile.read(length) if length else b"",
         )
-        fault = self.emulator._record(request)
+        self._logged, fault = self.emulator._record(request)
         if fault is not None and fault.drop:
             self.close_connection = True
             with contextlib.suppress(OSError):
@@ -605,12 +635,7 @@ class _Handler(BaseHTTPRequestHandler):
         except KeyError:
             return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
         except VersionConflict:
-            return self._status(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been'
-                " modified; please apply your changes to the latest version and try again",
-            )
+            return self._modified(kind, name)
         self._after_write(kind, replaced)
         return self._json(200, self._out(replaced))
 
@@ -661,6 +686,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except ssa.Conflict as e:
             return self._json(409, _conflict_status(e.conflicts, api_version=kind.api_version))
+        except VersionConflict:
+            return self._modified(kind, name)
         except dynamo.Denied as e:
             return self._denied(e)
         self._after_write(kind, obj)
@@ -674,6 +701,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.emulator.operator_reconcile(obj)
         elif kind == self.emulator.dgdsa_kind:
             self.emulator.operator_scaled(obj)
+
+    def _modified(self, kind: Kind, name: str) -> None:
+        """409 for a resourceVersion precondition that failed (PUT, or an apply naming one)."""
+        self._status(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been'
+            " modified; please apply your changes to the latest version and try again",
+        )
 
     def _denied(self, error: dynamo.Denied) -> None:
         self._status(

@@ -140,12 +140,17 @@ class Store:
         force: bool,
         validate: Validator | None = None,
     ) -> tuple[dict[str, Any], bool]:
-        """Server-side apply; (object, created). Raises ssa.Conflict, or what `validate`
-        raises (nothing is stored then)."""
+        """Server-side apply; (object, created). Raises ssa.Conflict, VersionConflict when
+        the applied configuration names a resourceVersion the object is not at (the API
+        server treats it as a precondition, as for an update), or what `validate` raises
+        (nothing is stored then)."""
         key = (kind.plural, namespace, name)
         applied = {k: v for k, v in body.items() if k != "status"}  # status is a subresource
         with self.cond:
             live = self._objects.get(key)
+            sent = (applied.get("metadata") or {}).get("resourceVersion")
+            if sent and (live is None or sent != live["metadata"]["resourceVersion"]):
+                raise VersionConflict(name)
             owners = copy.deepcopy(self._owners.get(key, {}))
             merged = ssa.apply(_bare(live), applied, owners, manager=manager, force=force)
             if validate is not None:

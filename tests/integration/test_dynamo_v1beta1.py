@@ -6,6 +6,7 @@ none, and a simulated cluster running `dynamo=v1beta1`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pynvml
 import pytest
 
 from tests import fake_nvml
-from tests.fake_kube import NODES, KubeEmulator
+from tests.fake_kube import NODES, PODS, KubeEmulator
 from tests.harness import Hub, LoopThread, SimAgent, wait_until, workload
 from tests.integration.kube_pods import GPU, KubePod, leader
 from tests.unit.kube import builders as kube
@@ -102,7 +103,7 @@ def test_against_v1beta1_the_agent_creates_scales_rolls_and_deletes_without_warn
 
         # What the hub shows as applied is the object as the cluster holds it: v1beta1.
         applied = wait_until(
-            lambda: hub.get("/v1/deployments/chat.east").get("applied", {}).get("api_version"),
+            lambda: (hub.get("/v1/deployments/chat.east").get("applied") or {}).get("api_version"),
             what="the applied object reported",
         )
         assert applied == "nvidia.com/v1beta1"
@@ -179,3 +180,227 @@ def test_a_simulated_cluster_running_dynamo_v1beta1_reports_it_and_runs_deployme
     wait_until(lambda: hub.get("/v1/clusters/lab")["dgd_version"] == "v1beta1", what="reported")
     hub.post("/v1/workloads", workload("chat", replicas=2, tp=2, clusters=("lab",)))
     wait_until(lambda: hub.get("/v1/workloads/chat")["phase"] == "running", what="running")
+
+
+# -- adoption and release of a DGD someone else wrote in v1beta1 ----------------------------
+
+LEGACY_ARGS = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--max-model-len", "16384"]
+LEGACY_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.1"
+# What `kubectl create` records as the field manager of everything it wrote.
+KUBECTL = "kubectl-create"
+
+
+def foreign_dgd(*, adapter: bool) -> dict[str, Any]:
+    """An aggregated vLLM DGD as its owner wrote it, in v1beta1 (docs/kubernetes.md), with
+    fields the agent has no name for (a toleration, an env var, a sidecar) that must survive
+    adoption; its worker opts into the scaling adapter when `adapter`."""
+    worker: dict[str, Any] = {
+        "name": "VllmDecodeWorker",
+        "type": "worker",
+        "replicas": 1,
+        "podTemplate": {
+            "spec": {
+                "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": LEGACY_IMAGE,
+                        "command": ["python3", "-m", "dynamo.vllm"],
+                        "args": LEGACY_ARGS,
+                        "env": [{"name": "HF_HOME", "value": "/cache"}],
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    },
+                    {"name": "log-shipper", "image": "fluent/fluent-bit:3.1.0"},
+                ],
+            }
+        },
+    }
+    if adapter:
+        worker["scalingAdapter"] = {}
+    return {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {
+            "name": "legacy",
+            "namespace": "ml",
+            "labels": {"team": "search", "app.kubernetes.io/managed-by": "helm"},
+        },
+        "spec": {
+            "backendFramework": "vllm",
+            "components": [
+                {
+                    "name": "Frontend",
+                    "type": "frontend",
+                    "replicas": 1,
+                    "podTemplate": {
+                        "spec": {"containers": [{"name": "main", "image": LEGACY_IMAGE}]}
+                    },
+                },
+                worker,
+            ],
+        },
+    }
+
+
+def _legacy(emulator: KubeEmulator) -> Any:
+    return emulator.get_dgd("ml", "legacy", version="v1beta1")
+
+
+def _worker_replicas(dgd: Any) -> int:
+    return int(_components(dgd)["VllmDecodeWorker"]["replicas"])
+
+
+def _legacy_writes(emulator: KubeEmulator) -> list[Any]:
+    """Mutating requests to anything of DGD `legacy` (the DGD itself or its adapter)."""
+    return [r for r in emulator.mutating_requests() if "/namespaces/ml/" in r.path]
+
+
+def _agent_applies(emulator: KubeEmulator) -> list[dict[str, Any]]:
+    """The bodies the agent applied to DGD `legacy` (server-side apply: JSON)."""
+    return [
+        json.loads(r.body)
+        for r in _legacy_writes(emulator)
+        if r.method == "PATCH" and r.path.endswith("/dynamographdeployments/legacy")
+    ]
+
+
+def _adopt_and_release(hub: Hub, emulator: KubeEmulator, *, adapter: bool) -> dict[str, Any]:
+    """Discover -> promote (observed) -> managed -> scale to 2 -> demote -> delete, checking
+    the DGD the cluster holds at each step; returns the DGD as it is left."""
+    original = emulator.put_dgd(foreign_dgd(adapter=adapter), manager=KUBECTL)
+    # Its running worker pod, as Dynamo made it: the agent reads args and device class off it.
+    emulator.store.update(
+        PODS,
+        kube.pod(
+            "legacy-vllmdecodeworker-0",
+            namespace="ml",
+            graph="legacy",
+            node="n1",
+            containers=[kube.container(args=tuple(LEGACY_ARGS), image=LEGACY_IMAGE)],
+        ),
+        manager="kubelet",
+    )
+
+    # Discovered, read off its v1beta1 components as a v1alpha1 DGD's services are.
+    found = wait_until(
+        lambda: (
+            (d := hub.get("/v1/discovered?cluster_id=east")["discovered"])
+            and d[0]["device_class"]
+            and d[0]
+        ),
+        what="the foreign DGD discovered",
+    )
+    assert (found["namespace"], found["dgd_name"], found["state"]) == ("ml", "legacy", "new")
+    assert found["backend_framework"] == "vllm"
+    assert found["replicas"] == 1 and found["devices_per_replica"] == 1
+    assert found["imported_args"] == LEGACY_ARGS and found["engine_version"] == "1.2.1"
+    roles = {s["name"]: s["component_type"] for s in found["services"]}
+    assert roles == {"Frontend": "frontend", "VllmDecodeWorker": "worker"}
+
+    # Promoted: an observed deployment. Nothing is written to the DGD, even when the hub
+    # declares more replicas than it runs (that is drift, shown, not enforced).
+    hub.post("/v1/discovered/east.ml.legacy/promote", {"project": "search"})
+    assert hub.get("/v1/deployments/legacy.east")["authority"] == "observed"
+    wait_until(lambda: hub.get("/v1/deployments/legacy.east")["status"], what="reported")
+    hub.patch("/v1/workloads/legacy", {"replicas": 2})
+    wait_until(
+        lambda: any(
+            d["field"] == "replicas" for d in hub.get("/v1/deployments/legacy.east")["drift"]
+        ),
+        what="replica drift shown",
+    )
+    hub.patch("/v1/workloads/legacy", {"replicas": 1})
+    wait_until(lambda: not hub.get("/v1/deployments/legacy.east/review")["differences"])
+    assert _legacy_writes(emulator) == [], "an observed DGD is never written"
+    assert _legacy(emulator) == original
+
+    # Managed: our labels on its metadata, its spec as it was (Dynamo rolls nothing).
+    taken = hub.post("/v1/deployments/legacy.east/authority", {"authority": "managed"})
+    assert taken["authority"] == "managed"
+    managed = wait_until(
+        lambda: (
+            (d := _legacy(emulator))["metadata"]["labels"].get("app.kubernetes.io/managed-by")
+            == "wingsmith-hangar"
+            and d
+        ),
+        what="the agent took control",
+    )
+    assert managed["metadata"]["labels"]["wingsmith.dev/deployment-id"] == taken["deployment_id"]
+    assert managed["metadata"]["labels"]["team"] == "search"
+    assert managed["spec"] == original["spec"], "taking control changed nothing it runs"
+    assert managed["metadata"]["generation"] == original["metadata"]["generation"]
+
+    # Scaled: through the adapter where the worker has one, else in the DGD.
+    hub.patch("/v1/workloads/legacy", {"replicas": 2})
+    scaled = wait_until(
+        lambda: (d := _legacy(emulator)) and _worker_replicas(d) == 2 and d,
+        what="scaled to 2 workers",
+    )
+    assert scaled["spec"]["components"][0] == original["spec"]["components"][0]
+    scales = [r for r in _legacy_writes(emulator) if r.path.endswith("/scale")]
+    if adapter:
+        assert [json.loads(r.body) for r in scales] == [{"spec": {"replicas": 2}}]
+        assert emulator.get_adapter("ml", "legacy-vllmdecodeworker")["spec"]["replicas"] == 2
+        assert all(_worker_replicas(body) == 1 for body in _agent_applies(emulator)), (
+            "the DGD's replicas are the adapter's to write"
+        )
+        owner = wait_until(
+            lambda: hub.get("/v1/deployments/legacy.east")["status"].get("replicas_owner"),
+            what="the owner of the replicas reported",
+        )
+        assert owner == "adapter"
+    else:
+        assert scales == []
+
+    # Released: demoted (our managed-by label off, the owner's back), then deleted while
+    # observed (every label and annotation of ours off): the DGD runs on, as it is.
+    hub.post("/v1/deployments/legacy.east/authority", {"authority": "observed"})
+    wait_until(
+        lambda: (
+            _legacy(emulator)["metadata"]["labels"].get("app.kubernetes.io/managed-by")
+            != "wingsmith-hangar"
+        ),
+        what="the agent let go",
+    )
+    hub.rest("DELETE", "/v1/workloads/legacy")
+    left = wait_until(
+        lambda: (
+            (d := _legacy(emulator))
+            and "wingsmith.dev/deployment-id" not in d["metadata"]["labels"]
+            and d
+        ),
+        what="our labels off",
+    )
+    assert left["metadata"]["uid"] == original["metadata"]["uid"], "never deleted"
+    assert left["metadata"]["labels"] == original["metadata"]["labels"]
+    assert not any(k.startswith("wingsmith.dev/") for k in left["metadata"].get("annotations", {}))
+    assert _worker_replicas(left) == 2
+    wait_until(
+        lambda: hub.get("/v1/discovered/east.ml.legacy")["state"] == "tracked",
+        what="back in the inventory",
+    )
+    assert not any(r.method == "DELETE" for r in _legacy_writes(emulator))
+    refused = [r for r in emulator.refused() if "nvidia.com" in r.path]
+    assert refused == [], "no DGD request refused (webhook, conflict, validation)"
+    assert emulator.warnings == [], "no deprecated version was used"
+    assert not any("/v1alpha1/" in r.path for r in emulator.requests() if "nvidia.com" in r.path)
+    return left
+
+
+def test_against_v1beta1_a_foreign_dgd_is_adopted_scaled_and_released(
+    hub: Hub, pods: StartPod
+) -> None:
+    with KubeEmulator(lifetime_s=120, dynamo=BOTH) as emulator:
+        pods(emulator)
+        left = _adopt_and_release(hub, emulator, adapter=False)
+        assert "scalingAdapter" not in _components(left)["VllmDecodeWorker"]
+
+
+def test_against_v1beta1_a_foreign_dgd_with_a_scaling_adapter_is_scaled_through_it(
+    hub: Hub, pods: StartPod
+) -> None:
+    with KubeEmulator(lifetime_s=120, dynamo=BOTH) as emulator:
+        pods(emulator)
+        left = _adopt_and_release(hub, emulator, adapter=True)
+        assert _components(left)["VllmDecodeWorker"]["scalingAdapter"] == {}
+        assert emulator.get_adapter("ml", "legacy-vllmdecodeworker")["spec"]["replicas"] == 2

@@ -25,6 +25,7 @@ def dgd(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     services: dict[str, Any] | None = None,
+    resource_version: str = "",
 ) -> port.Dgd:
     return port.Dgd(
         namespace="ml",
@@ -33,6 +34,7 @@ def dgd(
         annotations=annotations or {},
         spec={"backendFramework": "vllm", "services": services or disaggregated()},
         status={},
+        resource_version=resource_version,
     )
 
 
@@ -129,6 +131,36 @@ def test_an_adopted_dgd_that_should_not_run_is_scaled_to_zero_never_deleted(
     annotations = apply.manifest["metadata"]["annotations"]
     idle = dgd(apply.manifest["metadata"]["labels"], annotations, services)
     assert plan({DEPLOYMENT: spec}, [idle], namespace="wingsmith").applies == ()
+
+
+@pytest.mark.parametrize(
+    ("labels", "change"),
+    [
+        ({"app.kubernetes.io/managed-by": "Helm"}, {}),
+        (OURS, {"replicas": 2}),
+        (OURS, {"enabled": False}),
+    ],
+    ids=["taken", "scaled", "disabled"],
+)
+def test_applies_to_a_managed_adopted_dgd_take_over_at_the_version_they_were_made_from(
+    labels: dict[str, str], change: dict[str, Any]
+) -> None:
+    # Promoting to managed hands the DGD to Wingsmith: what it enforces is taken from the
+    # DGD's other managers (kubectl, Helm), as of the version the manifest was made from.
+    spec = dataclasses.replace(adopted_spec(), **change)
+    live = dgd(labels, {ANNOTATION_ADOPTED: "true"}, resource_version="4711")
+    (apply,) = plan({DEPLOYMENT: spec}, [live], namespace="wingsmith").applies
+    assert apply.take_over == "4711"
+
+
+def test_applies_that_take_nothing_over_do_not_force() -> None:
+    rendered = make_deployment(deployment_id=DEPLOYMENT)
+    (created,) = plan({DEPLOYMENT: rendered}, [], namespace="wingsmith").applies
+    demoted = dataclasses.replace(adopted_spec(), authority="observed")
+    live = dgd(OURS, {ANNOTATION_ADOPTED: "true"}, resource_version="4711")
+    (released,) = plan({DEPLOYMENT: demoted}, [live], namespace="wingsmith").applies
+    (forgotten,) = plan({}, [live], namespace="wingsmith", released={DEPLOYMENT}).applies
+    assert (created.take_over, released.take_over, forgotten.take_over) == ("", "", "")
 
 
 def test_letting_go_restores_the_managed_by_label_adoption_replaced() -> None:

@@ -103,6 +103,58 @@ def test_a_field_another_manager_owns_is_a_conflict_naming_that_manager(
     assert all(r.query.get("force") == "false" for r in emulator.requests(method="PATCH"))
 
 
+def test_taking_over_an_adopted_dgd_takes_what_it_changes_at_the_version_it_read(
+    emulator: KubeEmulator, make_cluster: MakeCluster
+) -> None:
+    # Someone else's DGD (kubectl owns every field), taken under management: the apply that
+    # scales it takes the replicas (forced), conditional on the version it was made from.
+    emulator.store.update(DGDS, aggregated(namespace="default"), manager="kubectl-create")
+    cluster = make_cluster()
+    [live] = eventually(lambda: cluster.list_dgds(), what="the DGD in the cache")
+    assert live.resource_version
+
+    with pytest.raises(ApplyConflict):
+        cluster.apply_dgd(scaled(manifest(), "VllmWorker", 3))  # not taking over: refused
+    cluster.apply_dgd(scaled(manifest(), "VllmWorker", 3), take_over=live.resource_version)
+    # Back from the apply, the cache already holds the write: the next pass plans from it.
+    [cached] = cluster.list_dgds()
+    assert cached.resource_version != live.resource_version
+    assert cached.spec["services"]["VllmWorker"]["replicas"] == 3
+
+    stored = emulator.store.get(DGDS, "default", "llama")
+    assert stored is not None and stored["spec"]["services"]["VllmWorker"]["replicas"] == 3
+    taking = emulator.requests(method="PATCH")[-1]
+    assert taking.query["force"] == "true"
+    assert json.loads(taking.body)["metadata"]["resourceVersion"] == live.resource_version
+    owners = {
+        m["manager"]: m["fieldsV1"]["f:spec"]["f:services"]["f:VllmWorker"]
+        for m in stored["metadata"]["managedFields"]
+    }
+    assert "f:replicas" in owners[FIELD_MANAGER] and "f:replicas" not in owners["kubectl-create"]
+    assert "f:componentType" in owners["kubectl-create"], "what it did not change stays shared"
+
+
+def test_taking_over_a_dgd_changed_since_it_was_read_clobbers_nothing(
+    emulator: KubeEmulator, make_cluster: MakeCluster
+) -> None:
+    emulator.store.update(DGDS, aggregated(namespace="default"), manager="kubectl-create")
+    cluster = make_cluster()
+    [live] = eventually(lambda: cluster.list_dgds(), what="the DGD in the cache")
+
+    def kubectl_scales(obj: dict) -> None:
+        obj["spec"]["services"]["VllmWorker"]["replicas"] = 5
+
+    emulator.store.edit(DGDS, "default", "llama", kubectl_scales, manager="kubectl-edit")
+    before = emulator.store.get(DGDS, "default", "llama")
+
+    with pytest.raises(ClusterError) as raised:
+        cluster.apply_dgd(scaled(manifest(), "VllmWorker", 3), take_over=live.resource_version)
+
+    assert raised.value.retryable and "has been modified" in str(raised.value)
+    assert emulator.store.get(DGDS, "default", "llama") == before, "nothing may be clobbered"
+    assert emulator.requests(method="PATCH")[-1].status == 409
+
+
 def test_the_same_value_another_manager_set_is_no_conflict(
     emulator: KubeEmulator, make_cluster: MakeCluster
 ) -> None:
