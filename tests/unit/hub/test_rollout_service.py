@@ -195,3 +195,15 @@ def test_without_waves_no_rollout_is_recorded(ctx: ServiceContext) -> None:
     workloads.update(ctx, "chat", workloads.WorkloadChange(serving=NEW))
     assert digests(ctx) == dict.fromkeys(CLUSTERS, serving.digest(NEW))
     assert state(ctx) == ""
+
+
+def test_a_dry_run_of_a_change_in_waves_restarts_the_first_wave_only(ctx: ServiceContext) -> None:
+    preview = workloads.preview_update(ctx, "chat", workloads.WorkloadChange(serving=NEW))
+    restarted = sorted(
+        c.current.deployment.cluster_id for c in preview.changes if "restarted" in c.effects
+    )
+    assert restarted == ["a"]
+    assert preview.workload is not None
+    assert preview.workload.workload.rollout.state == "rolling"
+    assert state(ctx) == "", "nothing written"
+    assert digests(ctx) == dict.fromkeys(CLUSTERS, serving.digest(OLD))
