@@ -30,8 +30,24 @@ Accounting, per device class:
   of the pass (a rollout never takes room a waiting deployment could use). With no surge the
   rollout replaces old replicas in place (docs/rollouts.md): it is never blocked.
 
-Order: best-effort FIFO. Demands are considered oldest first (pending_since); one that does not
-fit does not block a later, smaller one that does.
+Order: higher priority first, then best-effort FIFO. Demands are considered by priority class
+(hub.model.PRIORITIES, highest first), then oldest first (pending_since); one that does not fit
+does not block a later, smaller one that does. With every workload at the default priority this
+is plain FIFO.
+
+Preemption (only when the view says it is on: the hub's --preemption): a demand that fits its
+quota but not the cluster's free devices may take whole replicas back from *managed*, enabled
+deployments of the same device class on that cluster whose workload has a strictly lower
+priority, of the same project, or of a project whose policy lets other projects preempt it;
+never an observed deployment, never its own workload. Victims are chosen lowest priority first,
+then the most recently admitted, and only as many replicas as the demand needs (none at all
+when even every eligible victim would not make one more of its replicas fit). A victim's
+admitted replicas drop (its surge goes), it waits with reason `preempted` and a message naming
+the preemptor, and is re-admitted when room returns, like any waiting demand. Devices its pods
+still hold are *releasing*: the preemptor waits for them (it claims them for this pass, and is
+first in the next one by its priority) instead of preempting again, and the victim itself does
+not count them as room. Surge for a rollout never preempts: a rollout takes only free room, so
+a preemption never costs the preemptor's workload a ready replica.
 """
 
 from __future__ import annotations
@@ -40,11 +56,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hub.model import (
+    PRIORITY_DEFAULT,
     REASON_CORDONED,
     REASON_DISABLED,
     REASON_INSUFFICIENT_CAPACITY,
     REASON_INSUFFICIENT_QUOTA,
     REASON_NONE,
+    REASON_PREEMPTED,
+    priority_rank,
 )
 
 QuotaKey = tuple[str, str]  # (project, device class)
@@ -76,9 +95,22 @@ class Demand:
     cover_role: str = ""
     base_replicas: int = 0
     stand_in_replicas: int = 0
+    # The message it holds now: a preempted deployment keeps the one naming its preemptor.
+    message: str = ""
+    # Preemption: the workload's priority class and identity, and whether the hub may take
+    # its replicas back at all (an observed deployment: never).
+    priority: str = PRIORITY_DEFAULT
+    workload_id: str = ""
+    workload_name: str = ""
+    managed: bool = True
 
     def charge(self, *, admitted: int, surge: int) -> int:
         return max((admitted + surge) * self.devices_per_replica, self.held)
+
+    def releasing(self) -> int:
+        """Devices its pods hold beyond what it is admitted: going, once it was preempted."""
+        admitted = (self.admitted_replicas + self.surge_replicas) * self.devices_per_replica
+        return max(0, self.held - admitted)
 
 
 @dataclass(frozen=True)
@@ -112,6 +144,13 @@ class AdmissionView:
     cordoned_classes: frozenset[CapacityKey] = frozenset()
     # Failovers' quota credits, by Demand.cover.
     covers: Mapping[str, Cover] = field(default_factory=dict)
+    # Preemption on (the hub's --preemption); off, nothing below is looked at.
+    preemption: bool = False
+    # Admitted deployments that wait for nothing, on the clusters in scope: the possible
+    # victims besides the waiting demands themselves.
+    admitted: Sequence[Demand] = ()
+    # Projects whose policy lets another project's higher-priority workload preempt them.
+    preemptible_projects: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -133,7 +172,7 @@ class Decision:
 class _Ledger:
     """Quota charged and capacity free, spent as the pass admits."""
 
-    def __init__(self, view: AdmissionView) -> None:
+    def __init__(self, view: AdmissionView, demands: Sequence[Demand]) -> None:
         self.limits = view.quota_limits
         self.charged = dict(view.quota_charged)
         self.free = dict(view.cluster_free)
@@ -142,6 +181,13 @@ class _Ledger:
         self.cordoned = view.cordoned_clusters
         self.cordoned_classes = view.cordoned_classes
         self.covers = {key: [c.lost, c.stand_in] for key, c in view.covers.items()}
+        # Devices that preempted deployments' pods still hold, per cluster and class: they
+        # come free as the pods go, and a preemptor waits for them rather than preempting more.
+        self.releasing: dict[CapacityKey, int] = {}
+        for d in demands:
+            if d.reason == REASON_PREEMPTED and d.releasing():
+                key = (d.cluster_id, d.device_class)
+                self.releasing[key] = self.releasing.get(key, 0) + d.releasing()
 
     def closed(self, demand: Demand) -> bool:
         """Cordoned for this demand: it takes nothing new, whatever it has free."""
@@ -149,6 +195,12 @@ class _Ledger:
             demand.cluster_id in self.cordoned
             or (demand.cluster_id, demand.device_class) in self.cordoned_classes
         )
+
+    def claim(self, demand: Demand, *, free: int, releasing: int) -> None:
+        """Hold room for a preemptor for the rest of this pass: capacity only, no quota."""
+        key = (demand.cluster_id, demand.device_class)
+        self.free[key] = self.free.get(key, 0) - free
+        self.releasing[key] = self.releasing.get(key, 0) - releasing
 
     def headroom(self, demand: Demand) -> tuple[int | None, int]:
         """(quota left or None when the class has no quota, free devices: none on a stale
@@ -200,30 +252,229 @@ def _portion(demand: Demand, charge: int) -> int:
 
 def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
     """One decision per demand: first release the surge of rollouts that ended, then admit
-    demands oldest first, spending quota and capacity as it goes, then grant surge to rolling
-    deployments from what is left."""
-    ledger = _Ledger(view)
+    demands by priority and oldest first, spending quota and capacity as it goes (preempting
+    lower-priority deployments when the view allows it), then grant surge to rolling
+    deployments from what is left. Deployments of `view.admitted` preempted in the pass get
+    a decision too, after those of the demands."""
+    ledger = _Ledger(view, demands)
     # Demands of one instant (the deployments one call created) in cluster order, not by
     # their random ids: the same call admits the same way every time, so a dry run of it
     # (validate_only, whose ids differ) predicts the real call exactly.
     ordered = [
-        _release_surge(d, ledger)
-        for d in sorted(demands, key=lambda d: (d.pending_since, d.cluster_id, d.deployment_id))
+        _release_surge(_without_releasing(d), ledger)
+        for d in sorted(
+            demands,
+            key=lambda d: (
+                -priority_rank(d.priority),
+                d.pending_since,
+                d.cluster_id,
+                d.deployment_id,
+            ),
+        )
     ]
+    pass_ = _Pass(view, ledger, ordered)
     decisions = {}
     for demand in ordered:
+        demand = pass_.current(demand)
         decision = _decide_one(demand, ledger)
+        if view.preemption and decision.reason == REASON_INSUFFICIENT_CAPACITY:
+            decision = pass_.preempt(demand, decision)
         _spend_admitted(demand, decision, ledger)
-        decisions[demand.deployment_id] = decision
+        decisions[demand.deployment_id] = _kept_preempted(demand, decision)
     for demand in ordered:
+        demand = pass_.current(demand)
         decision = decisions[demand.deployment_id]
         if decision.waiting and decision.admitted_replicas < demand.desired_replicas:
-            decision = _admit_part(demand, decision, ledger)
+            decision = _kept_preempted(demand, _admit_part(demand, decision, ledger))
             decisions[demand.deployment_id] = decision
     for demand in ordered:
+        demand = pass_.current(demand)
         decision = decisions[demand.deployment_id]
         decisions[demand.deployment_id] = _with_surge(demand, decision, ledger)
-    return [_changed(d, _with_share(d, decisions[d.deployment_id])) for d in demands]
+    result = [_changed(d, _with_share(d, decisions[d.deployment_id])) for d in demands]
+    return result + pass_.victims_of_admitted()
+
+
+class _Pass:
+    """Preemption's state over one pass: who was preempted, and by whom."""
+
+    def __init__(self, view: AdmissionView, ledger: _Ledger, demands: Sequence[Demand]) -> None:
+        self.view = view
+        self.ledger = ledger
+        self.waiting_ids = {d.deployment_id for d in demands}
+        # Every possible victim as the pass found it (the demands and the admitted).
+        self.original: dict[str, Demand] = {d.deployment_id: d for d in view.admitted}
+        self.original.update({d.deployment_id: d for d in demands})
+        self.preempted: dict[str, Demand] = {}
+
+    def current(self, demand: Demand) -> Demand:
+        """A deployment as this pass left it: fewer admitted replicas once preempted."""
+        return self.preempted.get(demand.deployment_id, demand)
+
+    def victims_of_admitted(self) -> list[Decision]:
+        """Decisions for the admitted deployments (not among the demands) preempted."""
+        return [
+            Decision(v.deployment_id, v.admitted_replicas, REASON_PREEMPTED, v.message, 0)
+            for v in self.preempted.values()
+            if v.deployment_id not in self.waiting_ids
+        ]
+
+    def _candidates(self, demand: Demand) -> list[Demand]:
+        rank = priority_rank(demand.priority)
+        found = [
+            self.current(v)
+            for v in self.original.values()
+            if v.cluster_id == demand.cluster_id
+            and v.device_class == demand.device_class
+            and v.managed
+            and v.enabled
+            and v.workload_id != demand.workload_id
+            and v.deployment_id != demand.deployment_id
+            and priority_rank(v.priority) < rank
+            and (v.project == demand.project or v.project in self.view.preemptible_projects)
+        ]
+        found = [v for v in found if v.admitted_replicas > 0]
+        # Lowest priority first, then the most recently admitted.
+        found.sort(key=lambda v: (priority_rank(v.priority), -v.pending_since, v.deployment_id))
+        return found
+
+    def preempt(self, demand: Demand, waiting: Decision) -> Decision:
+        """Make room for `demand` (waiting on capacity) by taking replicas back from
+        lower-priority deployments; the decision for `demand` after it (not yet spent)."""
+        ledger = self.ledger
+        if (
+            demand.cluster_id in ledger.stale
+            or demand.cluster_id in ledger.unheard
+            or ledger.closed(demand)
+        ):
+            return waiting
+        quota_left, free = ledger.headroom(demand)
+        if quota_left is None:
+            return waiting
+        start = demand.admitted_replicas
+        key = (demand.cluster_id, demand.device_class)
+        releasing = max(0, ledger.releasing.get(key, 0))
+        candidates = self._candidates(demand)
+        # What every candidate would give back once its pods are gone (its admitted and
+        # surge replicas: devices held beyond them, an autoscaler's, may well stay).
+        reclaimable = sum(_admitted_devices(v) for v in candidates)
+        target = _replicas_within(
+            demand, ledger, quota_left=quota_left, room=free + releasing + reclaimable, start=start
+        )
+        wanted = _step(demand, start, target)
+        if wanted <= free:
+            # Free devices alone give it all it could get: the partial pass admits them.
+            return waiting
+        need = wanted - free - releasing
+        for victim in candidates:
+            if need <= 0:
+                break
+            need -= self._take(victim, demand, need)
+        # Admit now whatever fits in what is free after the victims' reservations went; the
+        # rest of the target is claimed from free and releasing devices for this pass, so no
+        # lower-priority demand later in the pass takes it.
+        quota_left, free = ledger.headroom(demand)
+        now = min(
+            target,
+            _replicas_within(demand, ledger, quota_left=quota_left or 0, room=free, start=start),
+        )
+        rest = wanted - _step(demand, start, now)
+        from_free = max(0, min(free - _step(demand, start, now), rest))
+        ledger.claim(demand, free=from_free, releasing=rest - from_free)
+        if now >= demand.desired_replicas:
+            return Decision(demand.deployment_id, now, REASON_NONE, "")
+        return Decision(
+            demand.deployment_id,
+            now,
+            REASON_INSUFFICIENT_CAPACITY,
+            f"needs {_step(demand, now, demand.desired_replicas)} {demand.device_class};"
+            f" cluster {demand.cluster_id} has {from_free} free and {rest - from_free} being"
+            " released by lower-priority deployments preempted for it",
+        )
+
+    def _take(self, victim: Demand, preemptor: Demand, need: int) -> int:
+        """Take whole replicas back from `victim` (its surge first) until `need` devices will
+        come free, or none is left; returns the devices that will come free."""
+        per_replica = victim.devices_per_replica
+        before = victim.charge(admitted=victim.admitted_replicas, surge=victim.surge_replicas)
+        admitted = victim.admitted_replicas
+        while admitted > 0 and _admitted_devices(victim) - admitted * per_replica < need:
+            admitted -= 1
+        had = self.original[victim.deployment_id].admitted_replicas
+        what = (
+            f"{had - admitted} of its {had} admitted {'replica' if had == 1 else 'replicas'}"
+            if admitted < had
+            else "its rollout's surge"
+        )
+        message = (
+            f"{what} preempted by {preemptor.workload_name or preemptor.deployment_id}"
+            f" (priority {preemptor.priority}, project {preemptor.project}) on cluster"
+            f" {victim.cluster_id}; it waits until room returns"
+        )
+        after = replace(
+            victim,
+            admitted_replicas=admitted,
+            surge_replicas=0,
+            reason=REASON_PREEMPTED,
+            message=message,
+        )
+        # Its reservation goes at once; devices its pods hold go as the pods do (releasing).
+        charge_after = after.charge(admitted=admitted, surge=0)
+        self.ledger.spend(victim, before, charge_after)
+        key = (victim.cluster_id, victim.device_class)
+        self.ledger.releasing[key] = (
+            self.ledger.releasing.get(key, 0) + charge_after - admitted * per_replica
+        )
+        self.preempted[victim.deployment_id] = _without_releasing(after)
+        return _admitted_devices(victim) - admitted * per_replica
+
+
+def _admitted_devices(demand: Demand) -> int:
+    return (demand.admitted_replicas + demand.surge_replicas) * demand.devices_per_replica
+
+
+def _without_releasing(demand: Demand) -> Demand:
+    """A preempted deployment's pods hold devices that are going to its preemptor: they do
+    not count as room for itself (its replicas come back only with devices free besides
+    them). The ledger keeps charging what it really holds; only its own steps see less."""
+    if demand.reason != REASON_PREEMPTED:
+        return demand
+    admitted = (demand.admitted_replicas + demand.surge_replicas) * demand.devices_per_replica
+    return replace(demand, held=min(demand.held, admitted))
+
+
+def _step(demand: Demand, start: int, end: int) -> int:
+    """Devices going from `start` to `end` admitted replicas adds to its charge."""
+    return demand.charge(admitted=end, surge=demand.surge_replicas) - demand.charge(
+        admitted=start, surge=demand.surge_replicas
+    )
+
+
+def _replicas_within(
+    demand: Demand, ledger: _Ledger, *, quota_left: int, room: int, start: int
+) -> int:
+    """The most admitted replicas (from `start`, up to desired) whose extra charge fits
+    `quota_left` (as the quota counts it) and `room` devices."""
+    before = demand.charge(admitted=start, surge=demand.surge_replicas)
+    admitted = start
+    while admitted < demand.desired_replicas:
+        after = demand.charge(admitted=admitted + 1, surge=demand.surge_replicas)
+        if after - before > room or ledger.quota_cost(demand, before, after) > quota_left:
+            break
+        admitted += 1
+    return admitted
+
+
+def _kept_preempted(demand: Demand, decision: Decision) -> Decision:
+    """A preempted deployment still waiting on capacity with nothing new admitted keeps its
+    reason and the message naming its preemptor (a later pass would only say "0 free")."""
+    if (
+        demand.reason == REASON_PREEMPTED
+        and decision.reason == REASON_INSUFFICIENT_CAPACITY
+        and decision.admitted_replicas <= demand.admitted_replicas
+    ):
+        return replace(decision, reason=REASON_PREEMPTED, message=demand.message)
+    return decision
 
 
 def _spend_admitted(demand: Demand, decision: Decision, ledger: _Ledger) -> None:
@@ -257,6 +508,8 @@ def _with_share(demand: Demand, decision: Decision) -> Decision:
     """A deployment with replicas admitted and others waiting says so, in every pass (a
     partial admission, a scale-up that waits), before what the rest waits for."""
     admitted, desired = decision.admitted_replicas, demand.desired_replicas
+    if decision.reason == REASON_PREEMPTED:
+        return decision  # its message says how many replicas went, and why
     if not decision.waiting or not 0 < admitted < desired:
         return decision
     waits = desired - admitted

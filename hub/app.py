@@ -508,6 +508,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds between agent heartbeats; less than --stale-after (default: %(default)s)",
     )
     parser.add_argument(
+        "--preemption",
+        action="store_true",
+        help="let a waiting higher-priority workload preempt lower-priority managed"
+        " deployments on its cluster (docs/admission.md; default: off)",
+    )
+    parser.add_argument(
         "--audit-retention",
         default="90d",
         help="how long audit records are kept, e.g. 90d, 720h (default: %(default)s)",
@@ -641,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             stale_after_s=args.stale_after,
             heartbeat_interval_s=args.heartbeat_interval,
             audit_retention_s=_duration(args.audit_retention, "--audit-retention"),
+            preemption=args.preemption,
         ),
         tls=TlsConfig(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None,
         insecure=args.insecure,

@@ -38,6 +38,19 @@ REASON_CLUSTER_READ_ONLY = "cluster_read_only"
 REASON_REJECTED = "rejected"
 # The cluster is cordoned (whole or for the deployment's device class): no new demand there.
 REASON_CORDONED = "cordoned"
+# Admitted replicas taken back for a higher-priority deployment on the same cluster (decided by
+# admission when the hub runs with --preemption; docs/admission.md "Priority and preemption").
+REASON_PREEMPTED = "preempted"
+
+# Workload priority classes, lowest first (docs/admission.md): higher ones are admitted first
+# and, with preemption on, may take lower ones' devices.
+PRIORITIES = ("low", "normal", "high", "critical")
+PRIORITY_DEFAULT = "normal"
+
+
+def priority_rank(priority: str) -> int:
+    """The class's place in PRIORITIES ("" reads as the default)."""
+    return PRIORITIES.index(priority or PRIORITY_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -145,6 +158,9 @@ class Project:
     quotas: Mapping[str, int]
     create_time: float
     update_time: float
+    # A higher-priority deployment of another project may preempt this project's managed
+    # deployments (within the project it always may, when the hub runs with --preemption).
+    preemptible_by_other_projects: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,6 +301,8 @@ class Workload:
     update_time: float
     rollout_policy: RolloutPolicy = field(default_factory=RolloutPolicy)
     rollout: WorkloadRollout = field(default_factory=WorkloadRollout)
+    # One of PRIORITIES: admission order and preemption (docs/admission.md).
+    priority: str = PRIORITY_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -323,6 +341,8 @@ class Deployment:
     adopted_from: str = ""
     # The workload's topology requirement (read with the deployment; stored on the workload).
     topology: str = ""
+    # The workload's priority class (read with the deployment; stored on the workload).
+    priority: str = PRIORITY_DEFAULT
 
     @property
     def name(self) -> str:

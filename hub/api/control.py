@@ -40,7 +40,8 @@ from hub.store.observations import AllocationFilter, ReplicaFilter
 from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
 
-WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout")
+WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout", "priority")
+PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects")
 
 
 class ControlHandlers:
@@ -78,7 +79,10 @@ class ControlHandlers:
 
     def CreateProject(self, request: cpb.CreateProjectRequest) -> pb.Project:
         view = projects.create(
-            self._ctx, name=request.project.name, quotas=dict(request.project.quotas)
+            self._ctx,
+            name=request.project.name,
+            quotas=dict(request.project.quotas),
+            preemptible_by_other_projects=request.project.preemptible_by_other_projects,
         )
         return convert.project(view)
 
@@ -94,13 +98,19 @@ class ControlHandlers:
         )
 
     def UpdateProject(self, request: cpb.UpdateProjectRequest) -> pb.Project:
-        paths = _mask_paths(request, request.update_mask, request.project, allowed=("quotas",))
+        paths = _mask_paths(request, request.update_mask, request.project, allowed=PROJECT_MUTABLE)
         name = request.name or request.project.name
         if request.project.name and request.project.name != name:
             raise errors.InvalidArgument("project.name", "cannot be changed")
-        if "quotas" not in paths:
-            return convert.project(projects.get(self._ctx, name))
-        view = projects.set_quotas(self._ctx, name=name, quotas=dict(request.project.quotas))
+        view = projects.get(self._ctx, name)
+        if "quotas" in paths:
+            view = projects.set_quotas(self._ctx, name=name, quotas=dict(request.project.quotas))
+        if "preemptible_by_other_projects" in paths:
+            view = projects.set_preemption_policy(
+                self._ctx,
+                name=name,
+                preemptible_by_other_projects=request.project.preemptible_by_other_projects,
+            )
         return convert.project(view)
 
     def DeleteProject(self, request: cpb.DeleteProjectRequest) -> empty_pb2.Empty:
@@ -196,6 +206,9 @@ class ControlHandlers:
             ),
             rollout_policy=(
                 convert.rollout_policy(merged.rollout) if "rollout" in touched else None
+            ),
+            priority=(
+                wire.enum_word(pb.Priority, merged.priority) if "priority" in touched else None
             ),
         )
         if request.validate_only:

@@ -38,6 +38,7 @@ def project(view: views.ProjectView) -> pb.Project:
         },
         create_time=wire.timestamp(p.create_time),
         update_time=wire.timestamp(p.update_time),
+        preemptible_by_other_projects=p.preemptible_by_other_projects,
     )
 
 
@@ -134,6 +135,7 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         ],
         failover_replicas=view.failover_replicas,
         failover_for=list(view.failover_for),
+        priority=wire.enum_value(pb.Priority, d.priority),
     )
     if view.rollout is not None:
         message.rollout.CopyFrom(rollout(view.rollout))
@@ -262,6 +264,7 @@ def workload(view: views.WorkloadView) -> pb.Workload:
         ),
         rollout_status=workload_rollout(view) if w.rollout.state else None,
         failovers=[failover_status(r, w.placement) for r in view.failovers],
+        priority=wire.enum_value(pb.Priority, w.priority),
     )
 
 
@@ -443,6 +446,7 @@ def workload_spec(message: pb.Workload) -> WorkloadSpec:
         serving=wire.serving_from_proto(message.serving),
         placement=placement_from_proto(message.placement),
         rollout_policy=rollout_policy(message.rollout),
+        priority=wire.enum_word(pb.Priority, message.priority),
     )
 
 

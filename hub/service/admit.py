@@ -16,15 +16,32 @@ Steps of a pass:
 3. decide, oldest first (pure);
 4. write the decisions: a changed admitted or surge count is a spec change (new cluster
    revision, the agent is told); a changed reason or message is only a note.
+
+With preemption on (Settings.preemption, the hub's --preemption), the view also holds the
+admitted managed deployments of the clusters in scope (the possible victims) and the projects
+whose policy lets other projects preempt them; a preempted deployment's admitted replicas drop
+in the same transaction and it starts waiting (pending_since = now). A pass scoped to projects
+(a quota change) then takes every waiting deployment of those projects' clusters, whatever its
+project: a higher-priority preemptor waiting there must come first, or the lower-priority
+demand would take the room its victims give back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from hub import admission
 from hub.admission import AdmissionView, Decision, Demand
-from hub.model import Capacity, Deployment, Maintenance, evolve
+from hub.model import (
+    PRIORITIES,
+    REASON_PREEMPTED,
+    Capacity,
+    Deployment,
+    Maintenance,
+    evolve,
+    priority_rank,
+)
 from hub.service import credit
 from hub.service.context import ServiceContext, Tx
 from hub.store import accounting, clusters, deployments, projects
@@ -43,49 +60,82 @@ def run(
     waiting = deployments.waiting(tx.conn, cluster_ids=scope_clusters)
     if project_names is not None:
         wanted = set(project_names)
-        waiting = [d for d in waiting if d.project in wanted]
+        if ctx.settings.preemption:
+            clusters_of = {d.cluster_id for d in waiting if d.project in wanted}
+            waiting = [d for d in waiting if d.cluster_id in clusters_of]
+        else:
+            waiting = [d for d in waiting if d.project in wanted]
     if not waiting:
         return []
     tx.conn.serialize("admission")
     projects_in_scope = sorted({d.project for d in waiting})
+    clusters_in_scope = sorted({d.cluster_id for d in waiting})
     credits = credit.read(tx.conn, projects_in_scope)
     view = _view(
         ctx,
         tx,
         projects_in_scope=projects_in_scope,
-        clusters_in_scope=sorted({d.cluster_id for d in waiting}),
+        clusters_in_scope=clusters_in_scope,
         credits=credits,
     )
-    held = accounting.held_by_deployment(tx.conn, [d.deployment_id for d in waiting])
-    no_role = credit.Role("", "")
-    demands = [
-        Demand(
-            deployment_id=d.deployment_id,
-            project=d.project,
-            cluster_id=d.cluster_id,
-            device_class=d.device_class,
-            devices_per_replica=d.devices_per_replica,
-            desired_replicas=d.desired_replicas,
-            admitted_replicas=d.admitted_replicas,
-            enabled=d.enabled,
-            pending_since=d.pending_since,
-            held=held.get(d.deployment_id, 0),
-            rolling=d.rolling,
-            surge_replicas=d.surge_replicas,
-            reason=d.admission_reason,
-            cover=credits.roles.get(d.deployment_id, no_role).cover,
-            cover_role=credits.roles.get(d.deployment_id, no_role).role,
-            base_replicas=credits.roles.get(d.deployment_id, no_role).base_replicas,
-            stand_in_replicas=credits.roles.get(d.deployment_id, no_role).stand_in_replicas,
+    waiting_ids = {d.deployment_id for d in waiting}
+    # Possible victims: only when some waiting demand outranks the lowest class.
+    victims: list[Deployment] = []
+    if ctx.settings.preemption and any(priority_rank(d.priority) > 0 for d in waiting):
+        victims = [
+            d
+            for d in deployments.admitted_managed(tx.conn, clusters_in_scope)
+            if d.deployment_id not in waiting_ids
+            and priority_rank(d.priority) < len(PRIORITIES) - 1
+        ]
+    held = accounting.held_by_deployment(
+        tx.conn, [d.deployment_id for d in waiting] + [d.deployment_id for d in victims]
+    )
+    demands = [_demand(d, held, credits) for d in waiting]
+    if ctx.settings.preemption:
+        view = replace(
+            view,
+            preemption=True,
+            admitted=[_demand(d, held, credits) for d in victims],
+            preemptible_projects=projects.preemptible_by_others(tx.conn),
         )
-        for d in waiting
-    ]
     decisions = admission.decide(demands, view)
-    by_id = {d.deployment_id: d for d in waiting}
+    by_id = {d.deployment_id: d for d in [*waiting, *victims]}
     for decision in decisions:
         _commit(tx, by_id[decision.deployment_id], decision)
     ctx.hooks.admission_decided(decisions)
     return decisions
+
+
+_NO_ROLE = credit.Role("", "")
+
+
+def _demand(d: Deployment, held: Mapping[str, int], credits: credit.Credits) -> Demand:
+    role = credits.roles.get(d.deployment_id, _NO_ROLE)
+    return Demand(
+        deployment_id=d.deployment_id,
+        project=d.project,
+        cluster_id=d.cluster_id,
+        device_class=d.device_class,
+        devices_per_replica=d.devices_per_replica,
+        desired_replicas=d.desired_replicas,
+        admitted_replicas=d.admitted_replicas,
+        enabled=d.enabled,
+        pending_since=d.pending_since,
+        held=held.get(d.deployment_id, 0),
+        rolling=d.rolling,
+        surge_replicas=d.surge_replicas,
+        reason=d.admission_reason,
+        cover=role.cover,
+        cover_role=role.role,
+        base_replicas=role.base_replicas,
+        stand_in_replicas=role.stand_in_replicas,
+        message=d.admission_message,
+        priority=d.priority,
+        workload_id=d.workload_id,
+        workload_name=d.workload_name,
+        managed=d.authority == "managed",
+    )
 
 
 def _view(
@@ -137,6 +187,10 @@ def _commit(tx: Tx, current: Deployment, decision: Decision) -> None:
         current.admitted_replicas,
         current.surge_replicas,
     ):
+        newly_preempted = (
+            decision.reason == REASON_PREEMPTED
+            and decision.admitted_replicas < current.admitted_replicas
+        )
         deployments.save(
             tx.conn,
             evolve(
@@ -145,6 +199,8 @@ def _commit(tx: Tx, current: Deployment, decision: Decision) -> None:
                 surge_replicas=decision.surge_replicas,
                 admission_reason=decision.reason,
                 admission_message=decision.message,
+                # A preempted deployment starts waiting now: the back of the queue.
+                pending_since=tx.now if newly_preempted else current.pending_since,
                 update_time=tx.now,
             ),
         )

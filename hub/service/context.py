@@ -94,6 +94,9 @@ class Settings:
     audit_retention_s: float = 90 * 24 * 3600.0
     # How often rollouts in waves are checked against their wave deadline.
     rollout_sweep_s: float = 1.0
+    # A waiting higher-priority deployment may preempt lower-priority managed ones on its
+    # cluster (hub --preemption; docs/admission.md "Priority and preemption"). Off by default.
+    preemption: bool = False
 
 
 @dataclass

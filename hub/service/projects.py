@@ -8,15 +8,27 @@ from hub import errors
 from hub.model import Project
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import projects, workloads
+from hub.store import deployments, projects, workloads
 from hub.store.db import Connection
 
 
-def create(ctx: ServiceContext, *, name: str, quotas: Mapping[str, int]) -> views.ProjectView:
+def create(
+    ctx: ServiceContext,
+    *,
+    name: str,
+    quotas: Mapping[str, int],
+    preemptible_by_other_projects: bool = False,
+) -> views.ProjectView:
     validate.dns_label(name, "project.name")
     limits = validate.quotas(quotas, "project.quotas")
     with transaction(ctx) as tx:
-        projects.insert(tx.conn, name=name, quotas=limits, now=tx.now)
+        projects.insert(
+            tx.conn,
+            name=name,
+            quotas=limits,
+            now=tx.now,
+            preemptible_by_other_projects=preemptible_by_other_projects,
+        )
         project = _get(tx.conn, name)
         return views.project_view(tx.conn, project)
 
@@ -46,6 +58,26 @@ def set_quotas(ctx: ServiceContext, *, name: str, quotas: Mapping[str, int]) -> 
         _get(tx.conn, name)
         projects.set_quotas(tx.conn, name=name, quotas=limits, now=tx.now)
         admit.run(ctx, tx, project_names=[name])
+        return views.project_view(tx.conn, _get(tx.conn, name))
+
+
+def set_preemption_policy(
+    ctx: ServiceContext, *, name: str, preemptible_by_other_projects: bool
+) -> views.ProjectView:
+    """Whether other projects' higher-priority workloads may preempt this project's managed
+    deployments (admin only, like quotas: docs/security.md). Allowing it preempts nothing by
+    itself; the next admission pass on a cluster with a waiting preemptor may."""
+    with transaction(ctx) as tx:
+        _get(tx.conn, name)
+        projects.set_preemption_policy(
+            tx.conn,
+            name=name,
+            preemptible_by_other_projects=preemptible_by_other_projects,
+            now=tx.now,
+        )
+        if preemptible_by_other_projects:
+            # Its clusters' waiting preemptors may now take its devices: re-run there.
+            admit.run(ctx, tx, cluster_ids=deployments.clusters_of_project(tx.conn, name))
         return views.project_view(tx.conn, _get(tx.conn, name))
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 from hub import errors
+from hub.model import PRIORITIES, PRIORITY_DEFAULT
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
@@ -89,6 +90,17 @@ def quotas(values: Mapping[str, int], field: str) -> dict[str, int]:
 def replicas(value: int, field: str) -> int:
     if not 0 <= value <= MAX_REPLICAS:
         raise errors.InvalidArgument(field, f"must be between 0 and {MAX_REPLICAS}")
+    return value
+
+
+def priority(value: str, field: str) -> str:
+    """A priority class ("" is the default, normal)."""
+    if not value:
+        return PRIORITY_DEFAULT
+    if value not in PRIORITIES:
+        raise errors.InvalidArgument(
+            field, f"invalid priority {value!r}: one of {', '.join(PRIORITIES)}"
+        )
     return value
 
 

@@ -54,6 +54,8 @@ class WorkloadSpec:
     serving: Serving
     placement: Placement
     rollout_policy: RolloutPolicy = field(default_factory=RolloutPolicy)
+    # One of hub.model.PRIORITIES; "" is the default (normal).
+    priority: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class WorkloadChange:
     serving: Serving | None = None
     placement: Placement | None = None
     rollout_policy: RolloutPolicy | None = None
+    priority: str | None = None
 
 
 def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
@@ -91,6 +94,7 @@ def _valid_spec(spec: WorkloadSpec) -> WorkloadSpec:
         serving=serving.normalize(spec.serving, field="workload.serving"),
         placement=_valid_placement(spec.placement),
         rollout_policy=_valid_rollout_policy(spec.rollout_policy),
+        priority=validate.priority(spec.priority, "workload.priority"),
     )
 
 
@@ -111,6 +115,7 @@ def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
         create_time=tx.now,
         update_time=tx.now,
         rollout_policy=policy,
+        priority=spec.priority,
     )
     eligible = _eligible(tx.conn, wanted)
     placement.check_named_clusters(wanted.preferences, eligible, PREFERENCES_FIELD)
@@ -191,6 +196,11 @@ def _valid_change(change: WorkloadChange) -> WorkloadChange:
             if change.rollout_policy is not None
             else None
         ),
+        priority=(
+            validate.priority(change.priority, "workload.priority")
+            if change.priority is not None
+            else None
+        ),
     )
 
 
@@ -228,6 +238,10 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
         workload = replace(workload, replicas=change.replicas)
     if new_policy is not None:
         workload = replace(workload, rollout_policy=new_policy)
+    if change.priority is not None:
+        # Its deployments read it with the workload; admission below re-orders and may
+        # preempt by it.
+        workload = replace(workload, priority=change.priority)
     workload = replace(workload, update_time=tx.now)
     workloads.update(tx.conn, workload)
     eligible = _eligible(tx.conn, workload.placement)

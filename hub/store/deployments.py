@@ -230,7 +230,7 @@ def changed_since_each(conn: Transaction, wants: Sequence[Since]) -> dict[Since,
         conn,
         list(result),
         "SELECT s.revision AS since_revision, d.*, w.name AS workload_name,"
-        " w.placement AS workload_placement FROM since s"
+        " w.placement AS workload_placement, w.priority AS workload_priority FROM since s"
         " JOIN deployments d ON d.cluster_id = s.cluster_id AND d.revision > s.revision"
         " JOIN workloads w ON w.workload_id = d.workload_id ORDER BY d.revision",
     ):
@@ -274,6 +274,32 @@ def waiting(conn: Transaction, *, cluster_ids: Sequence[str] | None = None) -> l
         params = list(cluster_ids)
     rows = conn.execute(_select(clause) + " ORDER BY d.pending_since", params).fetchall()
     return [_deployment(r) for r in rows]
+
+
+def admitted_managed(conn: Transaction, cluster_ids: Sequence[str]) -> list[Deployment]:
+    """Enabled managed deployments on these clusters with admitted replicas: what a
+    higher-priority demand there could preempt (docs/admission.md)."""
+    result: list[Deployment] = []
+    for start in range(0, len(cluster_ids), 500):
+        chunk = list(cluster_ids[start : start + 500])
+        rows = conn.execute(
+            _select(
+                "d.enabled = 1 AND d.admitted_replicas > 0 AND d.authority = 'managed'"
+                f" AND d.cluster_id IN ({','.join('?' * len(chunk))})"
+            ),
+            chunk,
+        ).fetchall()
+        result.extend(_deployment(r) for r in rows)
+    return result
+
+
+def clusters_of_project(conn: Transaction, project: str) -> list[str]:
+    """The clusters where the project has deployments."""
+    rows = conn.execute(
+        "SELECT DISTINCT cluster_id FROM deployments WHERE project = ? ORDER BY cluster_id",
+        (project,),
+    ).fetchall()
+    return [r["cluster_id"] for r in rows]
 
 
 def rolling(conn: Transaction, deployment_ids: Sequence[str]) -> list[Deployment]:
@@ -358,7 +384,8 @@ def count_on_cluster(conn: Transaction, cluster_id: str) -> int:
 
 def _select(where: str, *, extra: str = "") -> str:
     return (
-        f"SELECT d.*, w.name AS workload_name, w.placement AS workload_placement{extra}"
+        f"SELECT d.*, w.name AS workload_name, w.placement AS workload_placement,"
+        f" w.priority AS workload_priority{extra}"
         " FROM deployments d"
         f" JOIN workloads w ON w.workload_id = d.workload_id WHERE {where}"
     )
@@ -425,6 +452,7 @@ def _deployment(row: Row) -> Deployment:
         dgd_name=row["dgd_name"],
         adopted_from=row["adopted_from"],
         topology=_topology(row["workload_placement"]),
+        priority=row["workload_priority"],
     )
 
 

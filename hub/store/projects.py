@@ -9,11 +9,19 @@ from hub.model import Project
 from hub.store.port import IntegrityError, Row, Transaction
 
 
-def insert(conn: Transaction, *, name: str, quotas: Mapping[str, int], now: float) -> None:
+def insert(
+    conn: Transaction,
+    *,
+    name: str,
+    quotas: Mapping[str, int],
+    now: float,
+    preemptible_by_other_projects: bool = False,
+) -> None:
     try:
         conn.execute(
-            "INSERT INTO projects (name, create_time, update_time) VALUES (?, ?, ?)",
-            (name, now, now),
+            "INSERT INTO projects (name, create_time, update_time, preemptible_by_other_projects)"
+            " VALUES (?, ?, ?, ?)",
+            (name, now, now, int(preemptible_by_other_projects)),
         )
     except IntegrityError as e:
         raise errors.AlreadyExists("project", name) from e
@@ -36,6 +44,23 @@ def set_quotas(conn: Transaction, *, name: str, quotas: Mapping[str, int], now: 
     conn.execute("DELETE FROM quotas WHERE project = ?", (name,))
     _write_quotas(conn, name, quotas)
     conn.execute("UPDATE projects SET update_time = ? WHERE name = ?", (now, name))
+
+
+def set_preemption_policy(
+    conn: Transaction, *, name: str, preemptible_by_other_projects: bool, now: float
+) -> None:
+    conn.execute(
+        "UPDATE projects SET preemptible_by_other_projects = ?, update_time = ? WHERE name = ?",
+        (int(preemptible_by_other_projects), now, name),
+    )
+
+
+def preemptible_by_others(conn: Transaction) -> frozenset[str]:
+    """Projects whose managed deployments another project's workload may preempt."""
+    rows = conn.execute(
+        "SELECT name FROM projects WHERE preemptible_by_other_projects = 1"
+    ).fetchall()
+    return frozenset(r["name"] for r in rows)
 
 
 def delete(conn: Transaction, name: str) -> None:
@@ -64,4 +89,5 @@ def _project(conn: Transaction, row: Row) -> Project:
         quotas={q["device_class"]: q["device_limit"] for q in quotas},
         create_time=row["create_time"],
         update_time=row["update_time"],
+        preemptible_by_other_projects=bool(row["preemptible_by_other_projects"]),
     )

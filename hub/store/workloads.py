@@ -23,8 +23,8 @@ def insert(conn: Transaction, workload: Workload) -> None:
     try:
         conn.execute(
             "INSERT INTO workloads (workload_id, name, project, replicas, device_class, serving,"
-            " placement, create_time, update_time, rollout_policy, rollout_state, rollout)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " placement, create_time, update_time, rollout_policy, rollout_state, rollout,"
+            " priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 workload.workload_id,
                 workload.name,
@@ -38,6 +38,7 @@ def insert(conn: Transaction, workload: Workload) -> None:
                 codec.dumps(_policy_document(workload.rollout_policy)),
                 workload.rollout.state,
                 codec.dumps(_rollout_document(workload.rollout)),
+                workload.priority,
             ),
         )
     except IntegrityError as e:
@@ -47,7 +48,7 @@ def insert(conn: Transaction, workload: Workload) -> None:
 def update(conn: Transaction, workload: Workload) -> None:
     conn.execute(
         "UPDATE workloads SET replicas = ?, serving = ?, placement = ?, update_time = ?,"
-        " rollout_policy = ?, rollout_state = ?, rollout = ? WHERE workload_id = ?",
+        " rollout_policy = ?, rollout_state = ?, rollout = ?, priority = ? WHERE workload_id = ?",
         (
             workload.replicas,
             serving.encode(workload.serving),
@@ -56,6 +57,7 @@ def update(conn: Transaction, workload: Workload) -> None:
             codec.dumps(_policy_document(workload.rollout_policy)),
             workload.rollout.state,
             codec.dumps(_rollout_document(workload.rollout)),
+            workload.priority,
             workload.workload_id,
         ),
     )
@@ -221,4 +223,5 @@ def _workload(row: Row) -> Workload:
         update_time=row["update_time"],
         rollout_policy=_policy(codec.loads(row["rollout_policy"])),
         rollout=_rollout(row["rollout_state"], codec.loads(row["rollout"])),
+        priority=row["priority"],
     )

@@ -89,6 +89,11 @@ class _AdmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Admis
     """The cluster is cordoned (whole, or for the deployment's device class): it takes no new
     placements and admits no new demand; what it runs keeps running (docs/placement.md).
     """
+    ADMISSION_REASON_PREEMPTED: _AdmissionReason.ValueType  # 10
+    """Admitted replicas were taken back for a higher-priority deployment on the same cluster
+    (the hub runs with --preemption); admission_message names the preemptor. It waits, and
+    is admitted again when room returns (docs/admission.md "Priority and preemption").
+    """
 
 class AdmissionReason(_AdmissionReason, metaclass=_AdmissionReasonEnumTypeWrapper):
     """Why a deployment is not (fully) admitted."""
@@ -113,7 +118,39 @@ ADMISSION_REASON_CORDONED: AdmissionReason.ValueType  # 6
 """The cluster is cordoned (whole, or for the deployment's device class): it takes no new
 placements and admits no new demand; what it runs keeps running (docs/placement.md).
 """
+ADMISSION_REASON_PREEMPTED: AdmissionReason.ValueType  # 10
+"""Admitted replicas were taken back for a higher-priority deployment on the same cluster
+(the hub runs with --preemption); admission_message names the preemptor. It waits, and
+is admitted again when room returns (docs/admission.md "Priority and preemption").
+"""
 Global___AdmissionReason: _TypeAlias = AdmissionReason  # noqa: Y015
+
+class _Priority:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PriorityEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Priority.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PRIORITY_UNSPECIFIED: _Priority.ValueType  # 0
+    """Reads as PRIORITY_NORMAL."""
+    PRIORITY_LOW: _Priority.ValueType  # 1
+    PRIORITY_NORMAL: _Priority.ValueType  # 2
+    PRIORITY_HIGH: _Priority.ValueType  # 3
+    PRIORITY_CRITICAL: _Priority.ValueType  # 4
+
+class Priority(_Priority, metaclass=_PriorityEnumTypeWrapper):
+    """A workload's priority class (docs/admission.md "Priority and preemption"): higher classes
+    are admitted first and, when the hub runs with --preemption, may take devices from managed
+    deployments of lower classes on the same cluster.
+    """
+
+PRIORITY_UNSPECIFIED: Priority.ValueType  # 0
+"""Reads as PRIORITY_NORMAL."""
+PRIORITY_LOW: Priority.ValueType  # 1
+PRIORITY_NORMAL: Priority.ValueType  # 2
+PRIORITY_HIGH: Priority.ValueType  # 3
+PRIORITY_CRITICAL: Priority.ValueType  # 4
+Global___Priority: _TypeAlias = Priority  # noqa: Y015
 
 class _Authority:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -367,8 +404,14 @@ class Project(_message.Message):
     USAGE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
+    PREEMPTIBLE_BY_OTHER_PROJECTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Unique, a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters."""
+    preemptible_by_other_projects: _builtins.bool
+    """A higher-priority workload of another project may preempt this project's managed
+    deployments (within the project it always may, when the hub runs with --preemption).
+    Admin only, like quotas. Default false.
+    """
     @_builtins.property
     def quotas(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """Device limit per device class ("H100-80GB" -> 16). A class absent here has no quota."""
@@ -389,10 +432,11 @@ class Project(_message.Message):
         usage: _abc.Mapping[_builtins.str, Global___QuotaUsage] | None = ...,
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
+        preemptible_by_other_projects: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "preemptible_by_other_projects", b"preemptible_by_other_projects", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1367,6 +1411,7 @@ class Workload(_message.Message):
     ROLLOUT_FIELD_NUMBER: _builtins.int
     ROLLOUT_STATUS_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     """Output only: "wl_..." (assigned by the hub)."""
     name: _builtins.str
@@ -1382,6 +1427,8 @@ class Workload(_message.Message):
     ready_replicas: _builtins.int
     devices_per_replica: _builtins.int
     """Output only: devices one replica needs."""
+    priority: Global___Priority.ValueType
+    """Admission order and preemption; unspecified on create: PRIORITY_NORMAL. Changeable."""
     @_builtins.property
     def serving(self) -> Global___ServingConfig: ...
     @_builtins.property
@@ -1433,10 +1480,11 @@ class Workload(_message.Message):
         rollout: Global___RolloutPolicy | None = ...,
         rollout_status: Global___WorkloadRollout | None = ...,
         dry_run: Global___DryRunResult | None = ...,
+        priority: Global___Priority.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "placement", b"placement", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "dry_run", b"dry_run", "failovers", b"failovers", "name", b"name", "phase", b"phase", "placement", b"placement", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "dry_run", b"dry_run", "failovers", b"failovers", "name", b"name", "phase", b"phase", "placement", b"placement", "priority", b"priority", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1822,6 +1870,7 @@ class Deployment(_message.Message):
     APPLIED_FIELD_NUMBER: _builtins.int
     FAILOVER_REPLICAS_FIELD_NUMBER: _builtins.int
     FAILOVER_FOR_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     """Output only: "dep_..."."""
     name: _builtins.str
@@ -1851,6 +1900,8 @@ class Deployment(_message.Message):
     """Output only: of desired_replicas, how many stand in for lost clusters of the workload
     (placement.failover or a drain), and for which.
     """
+    priority: Global___Priority.ValueType
+    """Output only: its workload's priority class (admission order and preemption)."""
     @_builtins.property
     def engine_args(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     @_builtins.property
@@ -1933,10 +1984,11 @@ class Deployment(_message.Message):
         applied: Global___AppliedObject | None = ...,
         failover_replicas: _builtins.int = ...,
         failover_for: _abc.Iterable[_builtins.str] | None = ...,
+        priority: Global___Priority.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "applied", b"applied", "create_time", b"create_time", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "applied", b"applied", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "failover_for", b"failover_for", "failover_replicas", b"failover_replicas", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "applied", b"applied", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "failover_for", b"failover_for", "failover_replicas", b"failover_replicas", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "priority", b"priority", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
