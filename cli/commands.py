@@ -192,6 +192,11 @@ def show_dry_run(ctx: Context, *, what: str, answer: JsonObject) -> None:
         print(output.table("change", changes, headers=ctx.headers), file=ctx.out)
 
 
+def set_priority(ctx: Context, *, ref: str, priority: str) -> None:
+    kind = kinds.WORKLOAD
+    ctx.show(ctx.client.patch(resource_path(kind, ref), {"priority": priority}), kind=kind)
+
+
 def set_quota(ctx: Context, *, project: str, quotas: Mapping[str, int], replace: bool) -> None:
     """Merge `quotas` into the project's (a 0 stays as a zero limit), or replace them all.
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Workload priority classes, lowest first: the API's Priority enum, as REST writes it (the
+# CLI speaks REST only; tests/unit/cli checks this against the enum).
+PRIORITIES = ("low", "normal", "high", "critical")
+
 # List filters: the CLI option name (without "--") -> the ListXRequest query parameter.
 FILTER_PARAMS = {
     "workload": "workload_id",

@@ -27,6 +27,7 @@ import shtab
 from cli import commands, config, kinds, manifests, output, verbs
 from cli.client import HubClient
 from cli.errors import CliError, UsageError
+from cli.kinds import PRIORITIES
 
 # word -> (module, help). The module's main(argv) runs the program.
 LAUNCHERS = {
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_create,
         _add_apply,
         _add_scale,
+        _add_set_priority,
         _add_set_quota,
         _add_enable,
         _add_delete,
@@ -410,6 +412,28 @@ DRY_RUN_HELP = (
 def _scale(args: argparse.Namespace) -> Action:
     ref, replicas, dry_run = str(args.ref), int(args.replicas), bool(args.dry_run)
     return lambda ctx: commands.scale(ctx, ref=ref, replicas=replicas, dry_run=dry_run)
+
+
+def _add_set_priority(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="set-priority",
+        help_text="set a workload's priority class (admission order and preemption)",
+        prepare=_set_priority,
+    )
+    parser.add_argument(
+        "kind", metavar="KIND", type=str.lower, choices=kinds.WORKLOAD.words, help="workload"
+    )
+    parser.add_argument("ref", metavar="REF", help="workload id or name")
+    parser.add_argument(
+        "priority", metavar="PRIORITY", choices=PRIORITIES, help=" | ".join(PRIORITIES)
+    )
+
+
+def _set_priority(args: argparse.Namespace) -> Action:
+    ref, priority = str(args.ref), str(args.priority)
+    return lambda ctx: commands.set_priority(ctx, ref=ref, priority=priority)
 
 
 def _add_set_quota(sub: Subparsers, client: argparse.ArgumentParser) -> None:

@@ -290,6 +290,11 @@ def _project_quotas(item: JsonObject) -> str:
     return ", ".join(parts) or MISSING
 
 
+def _priority(item: JsonObject) -> str:
+    # A hub from before priorities sends none: every workload there is what is now "normal".
+    return text(item.get("priority") or "normal")
+
+
 def _replica_ready(item: JsonObject) -> str:
     # A quiet cluster's replica is not known ready or not: the hub counts it not ready
     # (`ready: false`), but "false" here would claim the cluster said so (docs/cli.md).
@@ -310,6 +315,7 @@ COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("READY/DESIRED", _workload_ready),
         ("DEVICE-CLASS", field("device_class")),
         ("DEPLOYMENTS", _workload_deployments),
+        ("PRIORITY", _priority),
     ),
     "deployment": (
         ("NAME", field("name")),

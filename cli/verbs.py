@@ -20,8 +20,8 @@ from cli.errors import ApiError, CliError, ManifestError
 # What PATCH may change per kind (the UpdateX masks); anything else in a file that differs
 # from the hub is refused: the object must be deleted and created again.
 MUTABLE = {
-    "project": ("quotas",),
-    "workload": ("replicas", "serving", "placement", "rollout"),
+    "project": ("quotas", "preemptible_by_other_projects"),
+    "workload": ("replicas", "serving", "placement", "rollout", "priority"),
     "cluster": (),
 }
 # Map fields are replaced whole by a PATCH (their mask path is the map), so they compare

@@ -621,6 +621,16 @@ def _check_tls(args: argparse.Namespace) -> None:
             raise UsageError(flag, f"cannot read {path}")
 
 
+def settings_of(args: argparse.Namespace) -> Settings:
+    """The service settings the command line asks for (checked by check_args)."""
+    return Settings(
+        stale_after_s=args.stale_after,
+        heartbeat_interval_s=args.heartbeat_interval,
+        audit_retention_s=_duration(args.audit_retention, "--audit-retention"),
+        preemption=args.preemption,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["backup"]:
@@ -643,12 +653,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         http_listen=args.http_listen,
         synchronous=args.sqlite_synchronous,
         init_db=args.init_db,
-        settings=Settings(
-            stale_after_s=args.stale_after,
-            heartbeat_interval_s=args.heartbeat_interval,
-            audit_retention_s=_duration(args.audit_retention, "--audit-retention"),
-            preemption=args.preemption,
-        ),
+        settings=settings_of(args),
         tls=TlsConfig(args.tls_cert, args.tls_key, args.client_ca) if args.tls_cert else None,
         insecure=args.insecure,
         max_connection_age_s=_duration(args.max_connection_age, "--max-connection-age"),

@@ -110,6 +110,12 @@ def test_bad_hub_flags_exit_2_before_the_database_is_created(
     assert not list(tmp_path.iterdir()), "nothing was created"
 
 
+def test_preemption_is_off_unless_the_hub_is_started_with_it(tmp_path: Path) -> None:
+    assert hub_app.settings_of(hub_app.parse_args(hub_args(tmp_path))).preemption is False
+    with_flag = hub_app.parse_args(hub_args(tmp_path, "--preemption"))
+    assert hub_app.settings_of(with_flag).preemption is True
+
+
 def test_a_short_admin_token_is_refused_before_the_database_is_touched(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -232,6 +232,16 @@ def test_scale_sets_the_workloads_replicas(cli: Runner) -> None:
 
 
 @pytest.mark.usefixtures("fleet")
+def test_set_priority_sets_the_workloads_priority_class(cli: Runner) -> None:
+    table = rows(cli.ok("set-priority", "workload", "llama", "high"))
+    assert table[0][-1] == "PRIORITY" and table[1][-1] == "high"
+    client = cli.hub.client()
+    assert client.get("/v1/workloads/llama")["priority"] == "high"
+    assert client.get("/v1/deployments/llama.east")["priority"] == "high"
+    assert "Priority:" in cli.ok("describe", "workload", "llama")
+
+
+@pytest.mark.usefixtures("fleet")
 def test_set_quota_merges_into_the_current_quotas_and_keeps_a_zero(cli: Runner) -> None:
     def quotas(*argv: str) -> dict[str, int]:
         shown = json.loads(cli.ok("set-quota", "team-a", *argv, "-o", "json"))

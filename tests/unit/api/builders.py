@@ -125,6 +125,7 @@ def workload() -> pb.Workload:
                 )
             ],
         ),
+        priority=pb.PRIORITY_HIGH,
     )
 
 
@@ -193,4 +194,5 @@ def deployment() -> pb.Deployment:
         ),
         failover_replicas=2,
         failover_for=["west"],
+        priority=pb.PRIORITY_LOW,
     )

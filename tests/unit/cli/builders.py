@@ -18,6 +18,7 @@ def workload(**overrides: Any) -> JsonObject:
         "degraded": False,
         "ready_replicas": 4,
         "deployments": [{"cluster_id": "east"}, {"cluster_id": "west"}],
+        "priority": "normal",
     }
     return {**base, **overrides}
 

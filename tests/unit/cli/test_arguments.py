@@ -22,6 +22,7 @@ CLIENT_COMMANDS = (
     "create",
     "apply",
     "scale",
+    "set-priority",
     "set-quota",
     "enable",
     "disable",
@@ -107,6 +108,9 @@ def test_the_output_option_goes_before_or_after_the_command(
         ("scale", "workload", "llama", "--replicas", "-1"),
         ("scale", "workload", "llama", "--replicas", "two"),
         ("scale", "deployment", "llama.east", "--replicas", "1"),
+        ("set-priority", "workload", "llama"),
+        ("set-priority", "workload", "llama", "urgent"),
+        ("set-priority", "deployment", "llama.east", "high"),
         ("set-quota", "team-a"),
         ("set-quota", "team-a", "H100-80GB"),
         ("set-quota", "team-a", "=4"),
@@ -369,3 +373,14 @@ def test_other_authority_errors_stay_the_hubs_error_without_a_hint(
         run_prepared(*argv, client=FakeClient(refusal=refusal))
     assert type(caught.value) is ApiError
     assert caught.value.hint == ""
+
+
+def test_the_clis_priority_classes_are_the_apis() -> None:
+    """The CLI speaks REST only, so it keeps its own list: the API's enum, in its order."""
+    from cli.kinds import PRIORITIES
+    from hub.model import PRIORITIES as HUB_PRIORITIES
+    from wingsmith.v1 import resources_pb2 as pb
+
+    names = [v.name for v in pb.Priority.DESCRIPTOR.values if v.number]
+    assert tuple(name.removeprefix("PRIORITY_").lower() for name in names) == PRIORITIES
+    assert PRIORITIES == HUB_PRIORITIES

@@ -33,7 +33,7 @@ def test_every_kind_has_a_table() -> None:
 @pytest.mark.parametrize(
     ("kind", "columns"),
     [
-        ("workload", "NAME PROJECT PHASE READY/DESIRED DEVICE-CLASS DEPLOYMENTS"),
+        ("workload", "NAME PROJECT PHASE READY/DESIRED DEVICE-CLASS DEPLOYMENTS PRIORITY"),
         (
             "deployment",
             "NAME CLUSTER PHASE REASON READY/DESIRED ADMITTED ROLLOUT GENERATION DIGEST AUTHORITY"
@@ -55,17 +55,18 @@ def test_each_kind_has_its_columns(kind: str, columns: str) -> None:
         (
             "workload",
             builders.workload(),
-            ["llama", "team-a", "running", "4/4", "H100-80GB", "east,west"],
+            ["llama", "team-a", "running", "4/4", "H100-80GB", "east,west", "normal"],
         ),
         (
             "workload",
-            builders.workload(phase="running", degraded=True, ready_replicas=3),
-            ["llama", "team-a", "running (degraded)", "3/4", "H100-80GB", "east,west"],
+            builders.workload(phase="running", degraded=True, ready_replicas=3, priority="high"),
+            ["llama", "team-a", "running (degraded)", "3/4", "H100-80GB", "east,west", "high"],
         ),
         (
             "workload",
-            builders.workload(phase=None, ready_replicas=0, deployments=[]),
-            ["llama", "team-a", "-", "0/4", "H100-80GB", "-"],
+            # A hub from before priorities sends none: the default it means.
+            builders.workload(phase=None, ready_replicas=0, deployments=[], priority=None),
+            ["llama", "team-a", "-", "0/4", "H100-80GB", "-", "normal"],
         ),
         (
             "deployment",

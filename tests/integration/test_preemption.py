@@ -1,0 +1,134 @@
+"""Priority and preemption on a real hub (--preemption) with real agents on simulated clusters:
+a high-priority workload takes a low-priority one's replica, which waits (reason preempted,
+naming the preemptor) and comes back when the room does; across projects only by policy."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.harness import FAST, Hub, SimAgent, running_hub, start_agent, wait_until, workload
+
+ONE_NODE = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
+
+
+@pytest.fixture
+def env(tmp_path: Any) -> Iterator[tuple[Any, Hub]]:
+    with running_hub(tmp_path, dataclasses.replace(FAST, preemption=True)) as pair:
+        yield pair
+
+
+def deployment(hub: Hub, name: str) -> dict[str, Any]:
+    return hub.get(f"/v1/deployments/{name}")
+
+
+def ready(hub: Hub, name: str) -> int:
+    return int((deployment(hub, name).get("status") or {}).get("ready_replicas") or 0)
+
+
+def start_lab(hub: Hub, agents: Callable[..., SimAgent]) -> SimAgent:
+    token = hub.register_cluster("lab")
+    hub.create_project("search", H100_80GB=64)
+    hub.create_project("ads", H100_80GB=64)
+    agent = agents(cluster_id="lab", token=token, spec=ONE_NODE)
+    wait_until(lambda: hub.get("/v1/clusters/lab")["devices"], what="devices reported")
+    return agent
+
+
+def test_a_high_priority_workload_preempts_a_low_one_which_returns_when_room_does(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    start_lab(hub, agents)
+    batch = hub.post(
+        "/v1/workloads", {**workload("batch", replicas=2, clusters=("lab",)), "priority": "low"}
+    )
+    assert batch["priority"] == "low"
+    wait_until(lambda: ready(hub, "batch.lab") == 2, what="batch running on all 8 devices")
+
+    chat = hub.post(
+        "/v1/workloads", {**workload("chat", replicas=1, clusters=("lab",)), "priority": "high"}
+    )
+    assert chat["priority"] == "high"
+    victim = deployment(hub, "batch.lab")
+    assert victim["admitted_replicas"] == 1
+    assert victim["admission_reason"] == "preempted"
+    assert victim["admission_message"] == (
+        "1 of its 2 admitted replicas preempted by chat (priority high, project search) on"
+        " cluster lab; it waits until room returns"
+    )
+    assert victim["priority"] == "low"
+    # The agent scales the victim down; its devices go to the preemptor.
+    wait_until(lambda: ready(hub, "chat.lab") == 1, what="chat running on the freed devices")
+    assert ready(hub, "batch.lab") == 1
+    victim = deployment(hub, "batch.lab")
+    assert (victim["admitted_replicas"], victim["admission_reason"]) == (1, "preempted")
+    assert "preempted by chat" in victim["admission_message"]
+    assert deployment(hub, "chat.lab")["admission_reason"] is None
+
+    # The preemptor goes: the victim is admitted again and runs both replicas.
+    hub.rest("DELETE", "/v1/workloads/chat")
+    wait_until(lambda: ready(hub, "batch.lab") == 2, what="batch back to 2 replicas")
+    victim = deployment(hub, "batch.lab")
+    assert (victim["admitted_replicas"], victim["admission_reason"]) == (2, None)
+
+
+def test_across_projects_only_when_the_victims_project_allows_it(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    start_lab(hub, agents)
+    hub.post(
+        "/v1/workloads", {**workload("batch", replicas=2, clusters=("lab",)), "priority": "low"}
+    )
+    wait_until(lambda: ready(hub, "batch.lab") == 2, what="batch running")
+
+    ads = workload("ads-chat", project="ads", replicas=1, clusters=("lab",))
+    hub.post("/v1/workloads", {**ads, "priority": "critical"})
+    waiting = deployment(hub, "ads-chat.lab")
+    assert (waiting["admission_phase"], waiting["admission_reason"]) == (
+        "pending",
+        "insufficient_capacity",
+    )
+    assert deployment(hub, "batch.lab")["admitted_replicas"] == 2
+
+    # The admin lets other projects preempt search: the waiting critical workload does.
+    project = hub.patch("/v1/projects/search", {"preemptible_by_other_projects": True})
+    assert project["preemptible_by_other_projects"] is True
+    victim = deployment(hub, "batch.lab")
+    assert (victim["admitted_replicas"], victim["admission_reason"]) == (1, "preempted")
+    assert "(priority critical, project ads)" in victim["admission_message"]
+    wait_until(lambda: ready(hub, "ads-chat.lab") == 1, what="ads-chat running")
+
+
+def test_priority_orders_and_changes_but_nothing_is_preempted_without_the_flag(
+    tmp_path: Any,
+) -> None:
+    with running_hub(tmp_path) as (loop, hub):
+        agents: list[SimAgent] = []
+        try:
+            token = hub.register_cluster("lab")
+            hub.create_project("search", H100_80GB=64)
+            agents.append(start_agent(loop, hub, cluster_id="lab", token=token, spec=ONE_NODE))
+            wait_until(lambda: hub.get("/v1/clusters/lab")["devices"], what="devices reported")
+            hub.post("/v1/workloads", workload("batch", replicas=2, clusters=("lab",)))
+            assert hub.get("/v1/workloads/batch")["priority"] == "normal"
+            wait_until(lambda: ready(hub, "batch.lab") == 2, what="batch running")
+            hub.post(
+                "/v1/workloads",
+                {**workload("chat", replicas=1, clusters=("lab",)), "priority": "critical"},
+            )
+            assert deployment(hub, "chat.lab")["admission_reason"] == "insufficient_capacity"
+            assert deployment(hub, "batch.lab")["admitted_replicas"] == 2
+            # Priority can change; a bad class is refused saying what is accepted.
+            assert hub.patch("/v1/workloads/batch", {"priority": "low"})["priority"] == "low"
+            assert deployment(hub, "batch.lab")["priority"] == "low"
+            assert deployment(hub, "batch.lab")["admitted_replicas"] == 2
+            status, body = hub.rest(
+                "PATCH", "/v1/workloads/batch", {"priority": "PRIORITY_SUPREME"}, check=False
+            )
+            assert status == 400, body
+        finally:
+            for agent in agents:
+                agent.stop()
