@@ -2,8 +2,8 @@
 
 The call's own use-case code runs, unchanged, inside a write transaction that is then rolled
 back, so the answer cannot drift from what the real call does: the same validation, placement,
-admission (and preemption, when a policy allows it) over the same view. Before the rollback
-the deployments of every cluster the call touched are read twice: through the transaction
+admission (and preemption, on a hub started with --preemption) over the same view. Before the
+rollback the deployments of every cluster the call touched are read twice: through the transaction
 (after the call) and through a read snapshot (the committed state, before it); the difference
 is the answer.
 
@@ -20,7 +20,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from hub.model import Deployment
+from hub.model import REASON_PREEMPTED, Deployment
 from hub.service import views
 from hub.service.context import ServiceContext, Tx, silenced
 from hub.store import deployments, workloads
@@ -33,8 +33,6 @@ RECONFIGURED = "reconfigured"
 ADMITTED = "admitted"
 WAITS = "waits"
 PREEMPTED = "preempted"
-
-REASON_PREEMPTED = "preempted"
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,14 @@ def test_a_high_priority_workload_preempts_a_low_one_which_returns_when_room_doe
     assert batch["priority"] == "low"
     wait_until(lambda: ready(hub, "batch.lab") == 2, what="batch running on all 8 devices")
 
-    chat = hub.post(
-        "/v1/workloads", {**workload("chat", replicas=1, clusters=("lab",)), "priority": "high"}
-    )
+    # A dry run says what the create would preempt, and changes nothing.
+    chat_body = {**workload("chat", replicas=1, clusters=("lab",)), "priority": "high"}
+    preview = hub.post("/v1/workloads?validate_only=true", chat_body)["dry_run"]
+    effects = {c["name"]: c["effects"] for c in preview["changes"]}
+    assert "preempted" in effects["batch.lab"], preview
+    assert deployment(hub, "batch.lab")["admitted_replicas"] == 2
+
+    chat = hub.post("/v1/workloads", chat_body)
     assert chat["priority"] == "high"
     victim = deployment(hub, "batch.lab")
     assert victim["admitted_replicas"] == 1

@@ -146,6 +146,7 @@ def test_output_name_wide_no_headers_and_jsonpath(cli: Runner) -> None:
         "READY/DESIRED",
         "DEVICE-CLASS",
         "DEPLOYMENTS",
+        "PRIORITY",
         "ID",
         "ENGINE",
         "VERSION",

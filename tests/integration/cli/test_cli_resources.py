@@ -126,8 +126,8 @@ def test_get_lists_each_kind_as_a_table(cli: Runner) -> None:
         ["east", "-", "never", "-", "-", "0", "-", "-", "open"],
     ]
     assert rows(cli.ok("get", "workloads")) == [
-        ["NAME", "PROJECT", "PHASE", "READY/DESIRED", "DEVICE-CLASS", "DEPLOYMENTS"],
-        ["llama", "team-a", "pending", "0/2", "H100-80GB", "east"],
+        ["NAME", "PROJECT", "PHASE", "READY/DESIRED", "DEVICE-CLASS", "DEPLOYMENTS", "PRIORITY"],
+        ["llama", "team-a", "pending", "0/2", "H100-80GB", "east", "normal"],
     ]
     header, row = rows(cli.ok("get", "deployments"))
     assert header[:5] == ["NAME", "CLUSTER", "PHASE", "REASON", "READY/DESIRED"]
@@ -178,7 +178,7 @@ def test_get_one_resource_shows_the_hubs_json(
 @pytest.mark.usefixtures("fleet")
 def test_get_one_resource_as_a_table_prints_its_row(cli: Runner) -> None:
     assert rows(cli.ok("get", "workload", "llama"))[1:] == [
-        ["llama", "team-a", "pending", "0/2", "H100-80GB", "east"]
+        ["llama", "team-a", "pending", "0/2", "H100-80GB", "east", "normal"]
     ]
 
 
