@@ -2,10 +2,10 @@
 
 The call's own use-case code runs, unchanged, inside a write transaction that is then rolled
 back, so the answer cannot drift from what the real call does: the same validation, placement,
-admission (and preemption, on a hub started with --preemption) over the same view. Before the
-rollback the deployments of every cluster the call touched are read twice: through the transaction
-(after the call) and through a read snapshot (the committed state, before it); the difference
-is the answer.
+admission (and preemption, on a hub started with --preemption) over the same view. The call
+runs after a savepoint; the deployments of every cluster it touched are read (after), the
+transaction goes back to the savepoint and reads them again (before), then rolls back whole.
+One connection, one lock, the same SQL on SQLite and PostgreSQL; the difference is the answer.
 
 Nothing leaves the transaction: no row, no revision (the cluster revision counters are rows
 too), no notification to other hubs (sent only at commit), nothing published to the agents'
@@ -60,6 +60,9 @@ class DryRun:
     summary: str
 
 
+_SAVEPOINT = "dry_run"
+
+
 class _Discard(Exception):
     """Raised at the end of a preview so the store rolls its transaction back."""
 
@@ -89,16 +92,11 @@ def preview(
     result: DryRun | None = None
     with _rolled_back(quiet) as tx:
         before_ids = _workload_clusters(tx, workload_ref)
+        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
         workload_id = call(quiet, tx)
         after_ids = _workload_clusters(tx, workload_id)
         cluster_ids = sorted(tx.touched | before_ids | after_ids)
-        after = views.deployment_views(
-            quiet, tx.conn, deployments.on_clusters(tx.conn, cluster_ids)
-        )
-        with ctx.db.read() as committed:
-            before = views.deployment_views(
-                quiet, committed, deployments.on_clusters(committed, cluster_ids)
-            )
+        after = _views(quiet, tx, cluster_ids)
         stored = workloads.get(tx.conn, workload_id)
         workload = (
             None
@@ -107,10 +105,17 @@ def preview(
                 stored, [v for v in after if v.deployment.workload_id == workload_id]
             )
         )
+        # Back to before the call, in the same transaction: what is committed, as of now.
+        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        before = _views(quiet, tx, cluster_ids)
         changes = diff(before, after, subject=workload_id)
         result = DryRun(workload=workload, changes=tuple(changes), summary=summary(changes))
     assert result is not None
     return result
+
+
+def _views(ctx: ServiceContext, tx: Tx, cluster_ids: Sequence[str]) -> list[views.DeploymentView]:
+    return views.deployment_views(ctx, tx.conn, deployments.on_clusters(tx.conn, cluster_ids))
 
 
 def _workload_clusters(tx: Tx, ref: str) -> set[str]:
