@@ -26,6 +26,7 @@ from hub.service import (
     authority,
     clusters,
     deployments,
+    dryrun,
     inventory,
     projects,
     rollouts,
@@ -225,9 +226,13 @@ class ControlHandlers:
         return cpb.DeleteWorkloadResponse()
 
     def ResumeWorkloadRollout(self, request: cpb.ResumeWorkloadRolloutRequest) -> pb.Workload:
+        if request.validate_only:
+            return convert.dry_run_workload(rollouts.preview_resume(self._ctx, request.ref))
         return convert.workload(rollouts.resume(self._ctx, request.ref))
 
     def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
+        if request.validate_only:
+            return convert.dry_run_workload(rollouts.preview_abort(self._ctx, request.ref))
         return convert.workload(rollouts.abort(self._ctx, request.ref))
 
     # -- deployments --------------------------------------------------------------------------
@@ -250,9 +255,17 @@ class ControlHandlers:
     def UpdateDeployment(self, request: cpb.UpdateDeploymentRequest) -> pb.Deployment:
         paths = _mask_paths(request, request.update_mask, request.deployment, allowed=("enabled",))
         if "enabled" not in paths:
-            return convert.deployment(deployments.get(self._ctx, request.ref))
-        view = deployments.set_enabled(self._ctx, request.ref, enabled=request.deployment.enabled)
-        return convert.deployment(view)
+            answer = convert.deployment(deployments.get(self._ctx, request.ref))
+            if request.validate_only:
+                answer.dry_run.summary = dryrun.NO_CHANGE
+            return answer
+        enabled = request.deployment.enabled
+        if request.validate_only:
+            view, preview = deployments.preview_set_enabled(self._ctx, request.ref, enabled=enabled)
+            answer = convert.deployment(view)
+            answer.dry_run.CopyFrom(convert.dry_run(preview))
+            return answer
+        return convert.deployment(deployments.set_enabled(self._ctx, request.ref, enabled=enabled))
 
     def SetDeploymentAuthority(self, request: cpb.SetDeploymentAuthorityRequest) -> pb.Deployment:
         view = authority.set_authority(

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from hub import errors
 from hub.model import PHASE_FAILED, PHASE_ORDER, AppliedObject, Deployment
-from hub.service import admit, validate, views
-from hub.service.context import ServiceContext, snapshot, transaction
+from hub.service import admit, dryrun, validate, views
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import deployments, observations, workloads
 from hub.store.db import Connection
 from hub.store.deployments import DeploymentFilter
@@ -51,20 +51,43 @@ def set_enabled(ctx: ServiceContext, ref: str, *, enabled: bool) -> views.Deploy
     """Disabling releases the deployment's reservation at once (waiting ones may be admitted);
     enabling puts its demand back in the admission queue."""
     with transaction(ctx) as tx:
-        current = _get(tx.conn, ref)
-        if current.enabled != enabled:
-            deployments.save(
-                tx.conn,
-                replace(
-                    current,
-                    enabled=enabled,
-                    update_time=tx.now,
-                    pending_since=tx.now if enabled else current.pending_since,
-                ),
-            )
-            tx.touched.add(current.cluster_id)
-            admit.run(ctx, tx, cluster_ids=[current.cluster_id])
-    return get(ctx, current.deployment_id)
+        deployment_id = _set_enabled(ctx, tx, ref, enabled=enabled).deployment_id
+    return get(ctx, deployment_id)
+
+
+def preview_set_enabled(
+    ctx: ServiceContext, ref: str, *, enabled: bool
+) -> tuple[views.DeploymentView, dryrun.DryRun]:
+    """What `set_enabled` would do (validate_only), writing nothing: the deployment as it
+    would be, and every deployment that would change."""
+    chosen: list[str] = []
+
+    def call(c: ServiceContext, tx: Tx) -> str:
+        current = _set_enabled(c, tx, ref, enabled=enabled)
+        chosen.append(current.deployment_id)
+        return current.workload_id
+
+    preview = dryrun.preview(ctx, call, workload_ref="")
+    assert preview.workload is not None
+    (view,) = [v for v in preview.workload.deployments if v.deployment.deployment_id in chosen]
+    return view, preview
+
+
+def _set_enabled(ctx: ServiceContext, tx: Tx, ref: str, *, enabled: bool) -> Deployment:
+    current = _get(tx.conn, ref)
+    if current.enabled != enabled:
+        deployments.save(
+            tx.conn,
+            replace(
+                current,
+                enabled=enabled,
+                update_time=tx.now,
+                pending_since=tx.now if enabled else current.pending_since,
+            ),
+        )
+        tx.touched.add(current.cluster_id)
+        admit.run(ctx, tx, cluster_ids=[current.cluster_id])
+    return current
 
 
 def resolve(conn: Connection, ref: str) -> Deployment:

@@ -33,6 +33,8 @@ RECONFIGURED = "reconfigured"
 ADMITTED = "admitted"
 WAITS = "waits"
 PREEMPTED = "preempted"
+ENABLED = "enabled"
+DISABLED = "disabled"
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class DryRun:
     summary: str
 
 
+NO_CHANGE = "no change"
 _SAVEPOINT = "dry_run"
 
 
@@ -164,8 +167,11 @@ def _effects(
     effects: list[str] = []
     if b is None:
         effects.append(CREATED)
-    elif a.desired_replicas != b.desired_replicas:
-        effects.append(SCALED)
+    else:
+        if a.desired_replicas != b.desired_replicas:
+            effects.append(SCALED)
+        if a.enabled != b.enabled:
+            effects.append(ENABLED if a.enabled else DISABLED)
     if b is not None and a.serving_digest != b.serving_digest:
         # A rolling restart when its pods run the old digest and the real call starts a
         # rollout (a template change of a managed deployment); else only a new generation.
@@ -205,8 +211,11 @@ def summary(changes: Sequence[Change]) -> str:
                 if reason:
                     reasons.setdefault(effect, set()).add(reason)
     if not counts:
-        return "no change"
-    order = (CREATED, REMOVED, SCALED, RESTARTED, RECONFIGURED, ADMITTED, PREEMPTED, WAITS)
+        return NO_CHANGE
+    order = (
+        CREATED, REMOVED, SCALED, ENABLED, DISABLED, RESTARTED, RECONFIGURED, ADMITTED,
+        PREEMPTED, WAITS,
+    )  # fmt: skip
     parts = []
     for effect in order:
         if effect not in counts:

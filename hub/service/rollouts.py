@@ -28,7 +28,7 @@ from hub.model import (
     WorkloadRollout,
     evolve,
 )
-from hub.service import admit, views
+from hub.service import admit, dryrun, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, deployments, observations, workloads
 from hub.store.deployments import RolloutRow
@@ -105,60 +105,80 @@ def sweep(ctx: ServiceContext) -> int:
 def resume(ctx: ServiceContext, ref: str) -> views.WorkloadView:
     """Go on with a paused rollout. The clusters still in flight get a new deadline."""
     with transaction(ctx) as tx:
-        workload = _get(tx.conn, ref)
-        record = workload.rollout
-        if record.state != ROLLOUT_PAUSED:
-            raise errors.FailedPrecondition(
-                f"workload {workload.name} has no paused rollout (rollout: {_said(record)})",
-                ["resume applies to a rollout in waves paused at a wave deadline"],
-            )
-        rows = deployments.rollout_rows(tx.conn, workload.workload_id)
-        flying = {c.cluster_id for c in rollout.in_flight(rollout.waves_of(workload, rows))}
-        record = replace(
-            record,
-            state=ROLLOUT_ROLLING,
-            reason="",
-            message="",
-            changed_at={
-                cluster_id: tx.now if cluster_id in flying else at
-                for cluster_id, at in record.changed_at.items()
-            },
-            update_time=tx.now,
+        workload_id = _resume(ctx, tx, ref)
+    return _view(ctx, workload_id)
+
+
+def preview_resume(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
+    """What `resume` would do (validate_only), writing nothing."""
+    return dryrun.preview(ctx, lambda c, tx: _resume(c, tx, ref), workload_ref=ref)
+
+
+def _resume(ctx: ServiceContext, tx: Tx, ref: str) -> str:
+    workload = _get(tx.conn, ref)
+    record = workload.rollout
+    if record.state != ROLLOUT_PAUSED:
+        raise errors.FailedPrecondition(
+            f"workload {workload.name} has no paused rollout (rollout: {_said(record)})",
+            ["resume applies to a rollout in waves paused at a wave deadline"],
         )
-        record = _step(ctx, tx, replace(workload, rollout=record))
-        _record(tx, workload, record)
-        admit.run(ctx, tx, cluster_ids=set(record.changed_at))
-    return _view(ctx, workload.workload_id)
+    rows = deployments.rollout_rows(tx.conn, workload.workload_id)
+    flying = {c.cluster_id for c in rollout.in_flight(rollout.waves_of(workload, rows))}
+    record = replace(
+        record,
+        state=ROLLOUT_ROLLING,
+        reason="",
+        message="",
+        changed_at={
+            cluster_id: tx.now if cluster_id in flying else at
+            for cluster_id, at in record.changed_at.items()
+        },
+        update_time=tx.now,
+    )
+    record = _step(ctx, tx, replace(workload, rollout=record))
+    _record(tx, workload, record)
+    admit.run(ctx, tx, cluster_ids=set(record.changed_at))
+    return workload.workload_id
 
 
 def abort(ctx: ServiceContext, ref: str) -> views.WorkloadView:
     """Stop a rollout and put the previous serving config back on the clusters that got the
     change (they roll back: a new generation, the old digest); the others never left it."""
     with transaction(ctx) as tx:
-        workload = _get(tx.conn, ref)
-        record = workload.rollout
-        if not record.active or record.previous is None:
-            raise errors.FailedPrecondition(
-                f"workload {workload.name} has no rollout to abort (rollout: {_said(record)})",
-                [
-                    "abort applies to a rollout in waves that is rolling or paused",
-                    "to go back after a rollout converged, update the serving config",
-                ],
-            )
-        current = deployments.of_workload(tx.conn, workload.workload_id)
-        changed = [d for d in current if d.serving_digest != record.previous_digest]
-        workload = replace(workload, serving=record.previous, update_time=tx.now)
-        workloads.update(tx.conn, workload)
-        apply_serving(tx, record.previous, changed)
-        names = ", ".join(d.cluster_id for d in changed) or "none"
-        record = replace(
-            _ended(record, ROLLOUT_ABORTED, tx.now),
-            reason="aborted",
-            message=f"rolled back to {record.previous_digest} on the clusters changed: {names}",
+        workload_id = _abort(ctx, tx, ref)
+    return _view(ctx, workload_id)
+
+
+def preview_abort(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
+    """What `abort` would do (validate_only), writing nothing."""
+    return dryrun.preview(ctx, lambda c, tx: _abort(c, tx, ref), workload_ref=ref)
+
+
+def _abort(ctx: ServiceContext, tx: Tx, ref: str) -> str:
+    workload = _get(tx.conn, ref)
+    record = workload.rollout
+    if not record.active or record.previous is None:
+        raise errors.FailedPrecondition(
+            f"workload {workload.name} has no rollout to abort (rollout: {_said(record)})",
+            [
+                "abort applies to a rollout in waves that is rolling or paused",
+                "to go back after a rollout converged, update the serving config",
+            ],
         )
-        _record(tx, workload, record)
-        admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
-    return _view(ctx, workload.workload_id)
+    current = deployments.of_workload(tx.conn, workload.workload_id)
+    changed = [d for d in current if d.serving_digest != record.previous_digest]
+    workload = replace(workload, serving=record.previous, update_time=tx.now)
+    workloads.update(tx.conn, workload)
+    apply_serving(tx, record.previous, changed)
+    names = ", ".join(d.cluster_id for d in changed) or "none"
+    record = replace(
+        _ended(record, ROLLOUT_ABORTED, tx.now),
+        reason="aborted",
+        message=f"rolled back to {record.previous_digest} on the clusters changed: {names}",
+    )
+    _record(tx, workload, record)
+    admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
+    return workload.workload_id
 
 
 def apply_serving(tx: Tx, target: Serving, current: Sequence[Deployment]) -> None:

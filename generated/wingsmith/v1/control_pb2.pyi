@@ -595,15 +595,21 @@ class ResumeWorkloadRolloutRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REF_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     ref: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    the body field). Authorized as the real call; not audited.
+    """
     def __init__(
         self,
         *,
         ref: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -614,15 +620,21 @@ class AbortWorkloadRolloutRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REF_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     ref: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    the body field). Authorized as the real call; not audited.
+    """
     def __init__(
         self,
         *,
         ref: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -705,7 +717,12 @@ class UpdateDeploymentRequest(_message.Message):
     REF_FIELD_NUMBER: _builtins.int
     DEPLOYMENT_FIELD_NUMBER: _builtins.int
     UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     ref: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true).
+    Authorized as the real call; not audited. The answer carries dry_run.
+    """
     @_builtins.property
     def deployment(self) -> _resources_pb2.Deployment: ...
     @_builtins.property
@@ -718,10 +735,11 @@ class UpdateDeploymentRequest(_message.Message):
         ref: _builtins.str = ...,
         deployment: _resources_pb2.Deployment | None = ...,
         update_mask: _field_mask_pb2.FieldMask | None = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deployment", b"deployment", "update_mask", b"update_mask"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployment", b"deployment", "ref", b"ref", "update_mask", b"update_mask"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployment", b"deployment", "ref", b"ref", "update_mask", b"update_mask", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -337,6 +337,7 @@ class ControlServiceServicer:
 
     def ResumeWorkloadRollout(self, request, context):
         """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
+        Resume and abort take validate_only, as create, update and delete do.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -363,7 +364,7 @@ class ControlServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateDeployment(self, request, context):
-        """Mutable: enabled.
+        """Mutable: enabled. Takes validate_only (docs/rest.md "Dry run").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

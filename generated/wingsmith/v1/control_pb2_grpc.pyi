@@ -77,14 +77,16 @@ class ControlServiceStub:
     or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
     """
     ResumeWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]
-    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
+    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
+    Resume and abort take validate_only, as create, update and delete do.
+    """
     AbortWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]
     """A rollout in waves stops; the clusters it changed get the previous serving config back."""
     ListDeployments: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListDeploymentsRequest, _control_pb2.ListDeploymentsResponse]
     """Deployments."""
     GetDeployment: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetDeploymentRequest, _resources_pb2.Deployment]
     UpdateDeployment: _grpc.UnaryUnaryMultiCallable[_control_pb2.UpdateDeploymentRequest, _resources_pb2.Deployment]
-    """Mutable: enabled."""
+    """Mutable: enabled. Takes validate_only (docs/rest.md "Dry run")."""
     SetDeploymentAuthority: _grpc.UnaryUnaryMultiCallable[_control_pb2.SetDeploymentAuthorityRequest, _resources_pb2.Deployment]
     """Promote to managed (the agent takes control) or demote to observed (it lets go; nothing
     is deleted). Promotion refuses with FAILED_PRECONDITION, listing the differences, when the
@@ -168,14 +170,16 @@ class ControlServiceAsyncStub(ControlServiceStub):
     or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
     """
     ResumeWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
-    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
+    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
+    Resume and abort take validate_only, as create, update and delete do.
+    """
     AbortWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
     """A rollout in waves stops; the clusters it changed get the previous serving config back."""
     ListDeployments: _aio.UnaryUnaryMultiCallable[_control_pb2.ListDeploymentsRequest, _control_pb2.ListDeploymentsResponse]  # type: ignore[assignment]
     """Deployments."""
     GetDeployment: _aio.UnaryUnaryMultiCallable[_control_pb2.GetDeploymentRequest, _resources_pb2.Deployment]  # type: ignore[assignment]
     UpdateDeployment: _aio.UnaryUnaryMultiCallable[_control_pb2.UpdateDeploymentRequest, _resources_pb2.Deployment]  # type: ignore[assignment]
-    """Mutable: enabled."""
+    """Mutable: enabled. Takes validate_only (docs/rest.md "Dry run")."""
     SetDeploymentAuthority: _aio.UnaryUnaryMultiCallable[_control_pb2.SetDeploymentAuthorityRequest, _resources_pb2.Deployment]  # type: ignore[assignment]
     """Promote to managed (the agent takes control) or demote to observed (it lets go; nothing
     is deleted). Promotion refuses with FAILED_PRECONDITION, listing the differences, when the
@@ -352,7 +356,9 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.ResumeWorkloadRolloutRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
-        """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves")."""
+        """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
+        Resume and abort take validate_only, as create, update and delete do.
+        """
 
     @_abc_1.abstractmethod
     def AbortWorkloadRollout(
@@ -383,7 +389,7 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.UpdateDeploymentRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Deployment, _abc.Awaitable[_resources_pb2.Deployment]]:
-        """Mutable: enabled."""
+        """Mutable: enabled. Takes validate_only (docs/rest.md "Dry run")."""
 
     @_abc_1.abstractmethod
     def SetDeploymentAuthority(

@@ -1679,11 +1679,11 @@ class DeploymentChange(_message.Message):
     """Ready replicas now: what a restart rolls, or a removal stops."""
     @_builtins.property
     def effects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """What happens to it, each a word: created | removed | scaled | restarted (its serving
-        digest changes and pods run the old one: a rolling restart) | reconfigured (a new
-        generation with nothing running to restart) | admitted (more replicas admitted) | waits
-        (desired replicas not all admitted: see admission_reason) | preempted (admitted replicas
-        taken back for a higher priority deployment).
+        """What happens to it, each a word: created | removed | scaled | enabled | disabled |
+        restarted (its serving digest changes and pods run the old one: a rolling restart) |
+        reconfigured (a new generation with nothing running to restart) | admitted (more
+        replicas admitted) | waits (desired replicas not all admitted: see admission_reason) |
+        preempted (admitted replicas taken back for a higher priority deployment).
         """
 
     def __init__(
@@ -1871,6 +1871,7 @@ class Deployment(_message.Message):
     FAILOVER_REPLICAS_FIELD_NUMBER: _builtins.int
     FAILOVER_FOR_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
     deployment_id: _builtins.str
     """Output only: "dep_..."."""
     name: _builtins.str
@@ -1948,6 +1949,12 @@ class Deployment(_message.Message):
 
     @_builtins.property
     def failover_for(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def dry_run(self) -> Global___DryRunResult:
+        """Output only: set only in the answer to a validate_only update (AIP-163), which is this
+        deployment as it would be; what the call would change, here and elsewhere.
+        """
+
     def __init__(
         self,
         *,
@@ -1985,10 +1992,11 @@ class Deployment(_message.Message):
         failover_replicas: _builtins.int = ...,
         failover_for: _abc.Iterable[_builtins.str] | None = ...,
         priority: Global___Priority.ValueType = ...,
+        dry_run: Global___DryRunResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "applied", b"applied", "create_time", b"create_time", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["adopted_from", b"adopted_from", "applied", b"applied", "create_time", b"create_time", "dry_run", b"dry_run", "rollout", b"rollout", "serving", b"serving", "status", b"status", "sync", b"sync", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "applied", b"applied", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "enabled", b"enabled", "engine_args", b"engine_args", "failover_for", b"failover_for", "failover_replicas", b"failover_replicas", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "priority", b"priority", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_message", b"admission_message", "admission_phase", b"admission_phase", "admission_reason", b"admission_reason", "admitted_replicas", b"admitted_replicas", "adopted_from", b"adopted_from", "applied", b"applied", "authority", b"authority", "cluster_id", b"cluster_id", "create_time", b"create_time", "degraded", b"degraded", "deployment_id", b"deployment_id", "desired_replicas", b"desired_replicas", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "drift", b"drift", "dry_run", b"dry_run", "enabled", b"enabled", "engine_args", b"engine_args", "failover_for", b"failover_for", "failover_replicas", b"failover_replicas", "generation", b"generation", "imported_args", b"imported_args", "live_digests", b"live_digests", "name", b"name", "priority", b"priority", "project", b"project", "rollout", b"rollout", "serving", b"serving", "serving_digest", b"serving_digest", "status", b"status", "sync", b"sync", "topology_violations", b"topology_violations", "update_time", b"update_time", "workload_id", b"workload_id", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -195,4 +195,8 @@ def deployment() -> pb.Deployment:
         failover_replicas=2,
         failover_for=["west"],
         priority=pb.PRIORITY_LOW,
+        dry_run=pb.DryRunResult(
+            summary="1 deployment: 1 disabled",
+            changes=[pb.DeploymentChange(name="llama-70b.east", effects=["disabled"])],
+        ),
     )

@@ -7,21 +7,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
 
 from hub import admission, errors
 from hub.model import (
+    DeploymentObservation,
     Device,
     NodeObservation,
     ObservationBatch,
     Placement,
+    ReplicaObservation,
+    RolloutPolicy,
     Serving,
+    StatusReport,
 )
-from hub.service import clusters, deployments, dryrun, projects, sync, workloads
+from hub.service import clusters, deployments, dryrun, projects, rollouts, sync, workloads
 from hub.service.context import ServiceContext
+from hub.serving import digest as serving_digest
 from hub.store.port import open_store
 
 H100 = "H100-80GB"
@@ -272,3 +277,88 @@ def test_demands_of_one_instant_are_admitted_in_cluster_order_whatever_their_ids
         cluster_of[d.deployment_id]: d.admitted_replicas for d in admission.decide(demands, room)
     }
     assert decided == {"east": 1, "west": 0}
+
+
+# -- the other workload mutations: enable/disable a deployment, resume and abort a rollout --
+
+
+def test_a_previewed_disable_names_what_it_frees_and_writes_nothing(ctx: ServiceContext) -> None:
+    fleet(ctx, quota=64, east=8, west=0)
+    workloads.create(ctx, spec("big", replicas=2, where=("east",)))
+    workloads.create(ctx, spec("small", replicas=1, where=("east",)))
+    before, told = dump(ctx), len(published(ctx))
+
+    view, preview = deployments.preview_set_enabled(ctx, "big.east", enabled=False)
+
+    assert dump(ctx) == before
+    assert len(published(ctx)) == told
+    assert (view.deployment.enabled, view.deployment.admitted_replicas) == (False, 0)
+    assert effects(preview) == {"big.east": ("disabled",), "small.east": ("admitted",)}
+
+    deployments.set_enabled(ctx, "big.east", enabled=False)
+    small = deployments.get(ctx, "small.east").deployment
+    assert small.admitted_replicas == 1
+
+
+def rollout_fleet(ctx: ServiceContext) -> None:
+    """Three clusters, one replica each, serving changes in waves of one cluster."""
+    projects.create(ctx, name="search", quotas={H100: 64})
+    for cluster_id in ("a", "b", "c"):
+        clusters.create(ctx, cluster_id=cluster_id, labels={})
+        report_devices(ctx, cluster_id, 8)
+    workloads.create(
+        ctx,
+        replace(
+            spec("chat", replicas=3, where=("a", "b", "c")),
+            rollout_policy=RolloutPolicy(max_clusters_in_flight=1, wave_deadline_seconds=60),
+        ),
+    )
+    for cluster_id in ("a", "b", "c"):
+        ready_on(ctx, cluster_id, serving_digest(serving()))
+
+
+def ready_on(ctx: ServiceContext, cluster_id: str, digest: str) -> None:
+    """What the cluster's agent reports once its one replica runs `digest`, ready."""
+    d = deployments.get(ctx, f"chat.{cluster_id}").deployment
+    status = StatusReport("successful", "", "", 1, 1, d.generation, time.time_ns())
+    pod = ReplicaObservation("pod-1", "ml", "n1", True, digest, "x", "worker")
+    observed = DeploymentObservation(d.deployment_id, time.time_ns(), status, (pod,))
+    sync.ingest(ctx, [(cluster_id, ObservationBatch(seq=2, deployments=(observed,)))])
+
+
+def test_a_previewed_abort_of_a_rollout_predicts_the_real_one(
+    ctx: ServiceContext,
+) -> None:
+    rollout_fleet(ctx)
+    new = serving("0.12.0")
+    workloads.update(ctx, "chat", workloads.WorkloadChange(serving=new))
+    ready_on(ctx, "a", serving_digest(new))  # the first wave done: b gets the change
+    before = dump(ctx)
+
+    preview = rollouts.preview_abort(ctx, "chat")
+
+    assert dump(ctx) == before
+    # a and b run (or roll to) the new digest: both go back, c never left the old one.
+    assert set(effects(preview)) == {"chat.a", "chat.b"}
+    assert effects(preview)["chat.a"] == ("restarted",), "a's ready replica rolls back"
+    real = rollouts.abort(ctx, "chat")
+    assert shape(real) == shape(preview.workload)
+
+
+def test_a_previewed_resume_of_a_paused_rollout_predicts_the_real_one(
+    ctx: ServiceContext,
+) -> None:
+    rollout_fleet(ctx)
+    new = serving("0.12.0")
+    workloads.update(ctx, "chat", workloads.WorkloadChange(serving=new))
+    # Refused as the real call is while nothing is paused.
+    with pytest.raises(errors.FailedPrecondition, match="no paused rollout"):
+        rollouts.preview_resume(ctx, "chat")
+    ctx.clock = lambda: time.time() + 61
+    rollouts.sweep(ctx)
+    assert workloads.spec(ctx, "chat").rollout.state == "paused"
+    before = dump(ctx)
+    resumed = rollouts.preview_resume(ctx, "chat")
+    assert dump(ctx) == before
+    assert resumed.workload is not None and resumed.workload.workload.rollout.state == "rolling"
+    assert shape(rollouts.resume(ctx, "chat")) == shape(resumed.workload)
