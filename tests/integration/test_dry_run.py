@@ -114,7 +114,8 @@ def test_validate_only_over_rest_changes_nothing_and_predicts_each_call(
     # Disabling a deployment: what stops, and the deployment as it would be.
     disabled = hub.patch("/v1/deployments/chat.east?validate_only=true", {"enabled": False})
     assert (disabled["enabled"], disabled["admitted_replicas"]) == (False, 0)
-    assert [c["effects"] for c in disabled["dry_run"]["changes"]][0] == ["disabled"]
+    by_name = {c["name"]: c["effects"] for c in disabled["dry_run"]["changes"]}
+    assert by_name["chat.east"] == ["disabled"]
 
     assert state(hub, running) == before, "a dry run writes, publishes and audits nothing"
 
