@@ -10,7 +10,10 @@ deleted).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import operator
+import typing
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -19,12 +22,48 @@ from hub.model import Deployment
 from hub.store import clusters, codec
 from hub.store.port import Row, Transaction
 
+# The fields a statement reads (keys, filters, the waiting clause, the accounting sums, the
+# admission order) are columns of their own; `serving` too (one text shared by a workload's
+# deployments, parsed once per distinct text). Every other stored field rides in `body`, one
+# JSON document derived from the model (codec.Fields): adding a Deployment field with a default
+# touches neither this file nor the schema.
 _COLUMNS = (
-    "deployment_id, workload_id, cluster_id, project, desired_replicas, admitted_replicas,"
-    " admission_reason, admission_message, pending_since, generation, authority, enabled,"
-    " engine_args, imported_args, serving, serving_digest, device_class, devices_per_replica,"
-    " revision, create_time, update_time, surge_replicas, rolling, dgd_namespace, dgd_name,"
-    " adopted_from"
+    "deployment_id",
+    "workload_id",
+    "cluster_id",
+    "project",
+    "desired_replicas",
+    "admitted_replicas",
+    "admission_reason",
+    "admission_message",
+    "pending_since",
+    "generation",
+    "enabled",
+    "device_class",
+    "devices_per_replica",
+    "revision",
+    "surge_replicas",
+    "rolling",
+    "serving_digest",
+    "serving",
+)
+# Read with the deployment from its workload's row, never stored with it.
+_JOINED = ("workload_name", "topology")
+# Never changed once inserted (an upsert leaves them).
+_IDENTITY = ("deployment_id", "workload_id", "cluster_id", "project")
+_BODY = codec.Fields(
+    Deployment,
+    [f.name for f in dataclasses.fields(Deployment) if f.name not in (*_COLUMNS, *_JOINED)],
+)
+_BOOLEAN_COLUMNS = frozenset(
+    name for name, kind in typing.get_type_hints(Deployment).items() if kind is bool
+) & frozenset(_COLUMNS)
+_read_columns = operator.itemgetter(*_COLUMNS)
+_STORED = (*_COLUMNS, "body")
+_UPSERT = (
+    f"INSERT INTO deployments ({', '.join(_STORED)}) VALUES ({', '.join('?' * len(_STORED))})"
+    " ON CONFLICT (deployment_id) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _STORED if c not in _IDENTITY)
 )
 
 
@@ -38,23 +77,7 @@ class DeploymentFilter:
 def save(conn: Transaction, deployment: Deployment) -> int:
     """Insert or update; bumps the cluster's revision and returns it (the stored revision)."""
     revision = clusters.bump_revision(conn, deployment.cluster_id)
-    conn.execute(
-        f"INSERT INTO deployments ({_COLUMNS}) VALUES ({','.join('?' * 26)})"
-        " ON CONFLICT (deployment_id) DO UPDATE SET"
-        " desired_replicas = excluded.desired_replicas,"
-        " admitted_replicas = excluded.admitted_replicas,"
-        " admission_reason = excluded.admission_reason,"
-        " admission_message = excluded.admission_message,"
-        " pending_since = excluded.pending_since, generation = excluded.generation,"
-        " authority = excluded.authority, enabled = excluded.enabled,"
-        " engine_args = excluded.engine_args, imported_args = excluded.imported_args,"
-        " serving = excluded.serving, serving_digest = excluded.serving_digest,"
-        " revision = excluded.revision, update_time = excluded.update_time,"
-        " surge_replicas = excluded.surge_replicas, rolling = excluded.rolling,"
-        " dgd_namespace = excluded.dgd_namespace, dgd_name = excluded.dgd_name,"
-        " adopted_from = excluded.adopted_from",
-        _row(deployment, revision=revision),
-    )
+    conn.execute(_UPSERT, _row(deployment, revision=revision))
     return revision
 
 
@@ -391,78 +414,37 @@ def _select(where: str, *, extra: str = "") -> str:
     )
 
 
-def _row(d: Deployment, *, revision: int) -> tuple[object, ...]:
-    return (
-        d.deployment_id,
-        d.workload_id,
-        d.cluster_id,
-        d.project,
-        d.desired_replicas,
-        d.admitted_replicas,
-        d.admission_reason,
-        d.admission_message,
-        d.pending_since,
-        d.generation,
-        d.authority,
-        int(d.enabled),
-        codec.dumps(list(d.engine_args)),
-        codec.dumps(list(d.imported_args)),
-        serving.encode(d.serving),
-        d.serving_digest,
-        d.device_class,
-        d.devices_per_replica,
-        revision,
-        d.create_time,
-        d.update_time,
-        d.surge_replicas,
-        int(d.rolling),
-        d.dgd_namespace,
-        d.dgd_name,
-        d.adopted_from,
-    )
+def _row(d: Deployment, *, revision: int) -> list[object]:
+    values: list[object] = []
+    for column in _COLUMNS:
+        value = getattr(d, column)
+        if column == "serving":
+            value = serving.encode(value)
+        elif column == "revision":
+            value = revision
+        elif column in _BOOLEAN_COLUMNS:
+            value = int(value)
+        values.append(value)
+    values.append(_BODY.dumps(d))
+    return values
 
 
 def _deployment(row: Row) -> Deployment:
+    values = _BODY.values(codec.loads(row["body"]))
+    values.update(zip(_COLUMNS, _read_columns(row), strict=True))
+    for column in _BOOLEAN_COLUMNS:
+        values[column] = bool(values[column])
+    values["serving"] = serving.decode(values["serving"])
     return Deployment(
-        deployment_id=row["deployment_id"],
-        workload_id=row["workload_id"],
+        **values,
         workload_name=row["workload_name"],
-        project=row["project"],
-        cluster_id=row["cluster_id"],
-        desired_replicas=row["desired_replicas"],
-        admitted_replicas=row["admitted_replicas"],
-        admission_reason=row["admission_reason"],
-        admission_message=row["admission_message"],
-        generation=row["generation"],
-        authority=row["authority"],
-        enabled=bool(row["enabled"]),
-        engine_args=_args(row["engine_args"]),
-        imported_args=_args(row["imported_args"]),
-        serving=serving.decode(row["serving"]),
-        serving_digest=row["serving_digest"],
-        device_class=row["device_class"],
-        devices_per_replica=row["devices_per_replica"],
-        revision=row["revision"],
-        create_time=row["create_time"],
-        update_time=row["update_time"],
-        pending_since=row["pending_since"],
-        surge_replicas=row["surge_replicas"],
-        rolling=bool(row["rolling"]),
-        dgd_namespace=row["dgd_namespace"],
-        dgd_name=row["dgd_name"],
-        adopted_from=row["adopted_from"],
         topology=_topology(row["workload_placement"]),
         priority=row["workload_priority"],
     )
 
 
-# Rows of one workload repeat the same texts (a fleet-wide workload: thousands of rows); the
-# parsed values are immutable, so they are cached by text.
-@functools.lru_cache(maxsize=4096)
-def _args(text: str) -> tuple[str, ...]:
-    return tuple(codec.loads(text))
-
-
+# Rows of one workload repeat the same placement text (a fleet-wide workload: thousands of
+# rows); the parsed value is immutable, so it is cached by text.
 @functools.lru_cache(maxsize=4096)
 def _topology(placement_text: str) -> str:
     return str(codec.loads(placement_text).get("topology", ""))

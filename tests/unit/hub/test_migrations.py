@@ -101,6 +101,10 @@ def test_a_version_1_database_migrates_and_keeps_its_data(store_url: str) -> Non
     assert workloads.get(ctx, "chat").workload.placement.topology == ""
     view = deployments.get(ctx, "chat.east")
     assert view.deployment.surge_replicas == 0 and not view.deployment.adopted
+    assert (view.deployment.authority, view.deployment.serving_digest) == (
+        "managed",
+        "svg_0000000000000000",
+    ), "the fields moved into the body kept their values"
     assert view.stale and view.phase == "placed", "its cluster was last seen long ago: stale"
     usage = projects.get(ctx, "search").usage["H100-80GB"]
     assert (usage.used, usage.reserved) == (2, 2), "held devices were counted by the migration"
@@ -170,3 +174,52 @@ def test_hubs_starting_together_on_one_postgres_database_migrate_it_once(tmp_pat
     assert sorted(versions) == list(range(1, len(store_db.migrations()) + 1))
     for store in opened:
         store.close()
+
+
+# A deployment as a hub stored it before its unqueried fields moved into `body`: every field
+# off its default, so a value dropped or mixed up by the move shows.
+BODY_VERSION = next(
+    v for v, name, _ in store_db.migrations() if name.endswith("_deployment_body.sql")
+)
+PRE_BODY_ROWS = """
+INSERT INTO projects (name, create_time, update_time) VALUES ('search', 1, 1);
+INSERT INTO clusters (cluster_id, labels, token_hash, create_time) VALUES ('east', '{}', 'h', 1);
+INSERT INTO workloads (workload_id, name, project, replicas, device_class, serving, placement,
+    create_time, update_time) VALUES ('wl_0000000000000001', 'chat', 'search', 2, 'H100-80GB',
+    '{"context_length":0,"decode_workers":1,"engine":"vllm","engine_args":[],"engine_version":"0.11.0","expert_parallel":1,"image":"","kv_cache":{"block_size":0,"disable_prefix_caching":false,"dtype":"","gpu_memory_utilization":0.0},"mode":"aggregated","model":"m","pipeline_parallel":1,"prefill_workers":1,"quantization":"","router_mode":"","tensor_parallel":4}',
+    '{"cluster_selector":{},"clusters":["east"]}', 1, 1);
+INSERT INTO deployments (deployment_id, workload_id, cluster_id, project, desired_replicas,
+    admitted_replicas, admission_reason, admission_message, pending_since, generation,
+    authority, enabled, engine_args, imported_args, serving, serving_digest, device_class,
+    devices_per_replica, revision, create_time, update_time, surge_replicas, rolling,
+    dgd_namespace, dgd_name, adopted_from)
+    VALUES ('dep_0000000000000001', 'wl_0000000000000001', 'east', 'search', 2, 1, 'quota',
+    'waits for 4 devices', 7.5, 3, 'observed', 0, '["--max-model-len","8192"]',
+    '["--enforce-eager"]', (SELECT serving FROM workloads), 'svg_00000000000000aa',
+    'H100-80GB', 4, 9, 1700000000.25, 1700000100.5, 1, 1, 'team-a', 'chat-dgd', 'dsc_1');
+"""
+
+
+def test_a_deployment_keeps_every_field_when_they_move_into_the_body(store_url: str) -> None:
+    before = BODY_VERSION - 1
+    scripts = [sql for _, _, sql in store_db.migrations()[:before]]
+    run_script(store_url, [*scripts, PRE_BODY_ROWS], version=before)
+    db = open_store(store_url)
+    assert db.schema_version == len(store_db.migrations())
+    d = deployments.get(ServiceContext(db=db), "chat.east").deployment
+    assert (d.desired_replicas, d.admitted_replicas, d.generation, d.revision) == (2, 1, 3, 9)
+    assert (d.admission_reason, d.admission_message) == ("quota", "waits for 4 devices")
+    assert (d.authority, d.enabled, d.rolling, d.surge_replicas) == ("observed", False, True, 1)
+    assert d.engine_args == ("--max-model-len", "8192")
+    assert d.imported_args == ("--enforce-eager",)
+    assert (d.serving_digest, d.device_class, d.devices_per_replica) == (
+        "svg_00000000000000aa",
+        "H100-80GB",
+        4,
+    )
+    assert (d.pending_since, d.create_time, d.update_time) == (7.5, 1700000000.25, 1700000100.5)
+    assert (d.dgd_namespace, d.dgd_name, d.adopted_from) == ("team-a", "chat-dgd", "dsc_1")
+    assert d.serving.tensor_parallel == 4
+    moved = {"authority", "engine_args", "create_time", "adopted_from"}
+    assert moved.isdisjoint(columns_of(db, "deployments")), "no column left behind"
+    db.close()

@@ -1,0 +1,144 @@
+"""A deployment's stored form (hub/store/deployments.py): indexed columns plus one JSON body
+derived from the model's fields, on each backend. Every field comes back as saved; a body
+written before a field existed reads that field's default; a field of a type with no stored
+form is named when the module loads, not at the first row."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from hub import serving
+from hub.model import Deployment, Placement, Serving, Workload
+from hub.store import clusters, codec, deployments, workloads
+from hub.store.port import open_store
+
+CONFIG = serving.normalize(Serving(engine="vllm", engine_version="0.11.0", model="m"))
+
+
+def _deployment() -> Deployment:
+    """Every field off its default, each value distinct, so a field mixed up with another or
+    dropped shows."""
+    return Deployment(
+        deployment_id="dep_0000000000000001",
+        workload_id="wl_0000000000000001",
+        workload_name="chat",
+        project="search",
+        cluster_id="east",
+        desired_replicas=5,
+        admitted_replicas=4,
+        admission_reason="quota",
+        admission_message="waits for 4 devices",
+        generation=3,
+        authority="observed",
+        enabled=False,
+        engine_args=("--max-model-len", "8192"),
+        imported_args=("--enforce-eager",),
+        serving=CONFIG,
+        serving_digest=serving.digest(CONFIG),
+        device_class="H100-80GB",
+        devices_per_replica=2,
+        revision=0,
+        create_time=1700000000.25,
+        update_time=1700000100.5,
+        pending_since=7.0,
+        surge_replicas=1,
+        rolling=True,
+        dgd_namespace="team-a",
+        dgd_name="chat-dgd",
+        adopted_from="dsc_1",
+        topology="nvlink",
+    )
+
+
+def _seed(url: str) -> None:
+    with open_store(url).write() as conn:
+        conn.execute(
+            "INSERT INTO projects (name, create_time, update_time) VALUES ('search', 1, 1)"
+        )
+        clusters.insert(conn, cluster_id="east", labels={}, token_hash="h", now=1.0)
+        workloads.insert(
+            conn,
+            Workload(
+                workload_id="wl_0000000000000001",
+                name="chat",
+                project="search",
+                replicas=5,
+                device_class="H100-80GB",
+                serving=CONFIG,
+                placement=Placement(clusters=("east",), topology="nvlink"),
+                create_time=1.0,
+                update_time=1.0,
+            ),
+        )
+
+
+def test_every_field_comes_back_as_saved_and_an_update_replaces_the_rest(store_url: str) -> None:
+    _seed(store_url)
+    db = open_store(store_url)
+    saved = _deployment()
+    with db.write() as conn:
+        revision = deployments.save(conn, saved)
+    with db.read() as conn:
+        assert deployments.get(conn, saved.deployment_id) == dataclasses.replace(
+            saved, revision=revision
+        )
+    changed = dataclasses.replace(
+        saved,
+        enabled=True,
+        rolling=False,
+        engine_args=(),
+        adopted_from="",
+        update_time=1700000200.0,
+        admitted_replicas=5,
+    )
+    with db.write() as conn:
+        revision = deployments.save(conn, changed)
+    with db.read() as conn:
+        assert deployments.get(conn, "chat.east") == dataclasses.replace(changed, revision=revision)
+    db.close()
+
+
+def test_a_body_written_before_a_field_existed_reads_its_default(store_url: str) -> None:
+    _seed(store_url)
+    db = open_store(store_url)
+    with db.write() as conn:
+        deployments.save(conn, _deployment())
+        # As a hub stored it before adopted_from and dgd_name were fields: keys absent.
+        body = codec.loads(conn.execute("SELECT body FROM deployments").fetchone()["body"])
+        del body["adopted_from"], body["dgd_name"]
+        conn.execute("UPDATE deployments SET body = ?", (codec.dumps(body),))
+    with db.read() as conn:
+        read = deployments.get(conn, "chat.east")
+    assert read is not None
+    assert (read.adopted_from, read.dgd_name, read.dgd_namespace) == ("", "", "team-a")
+    db.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Odd:
+    name: str
+    weights: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    left: str
+    right: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    pairs: tuple[Pair, ...] = ()
+    ratio: float = 0.0
+
+
+def test_a_field_of_a_type_with_no_stored_form_is_named_up_front() -> None:
+    with pytest.raises(TypeError, match=r"Odd\.weights: no stored form"):
+        codec.Fields(Odd)
+    # Nested records and tuples of them have one, derived the same way.
+    fields = codec.Fields(Holder)
+    value = Holder(pairs=(Pair("a", 1), Pair("b")), ratio=2.0)
+    assert fields.record(codec.loads(fields.dumps(value))) == value
+    assert isinstance(fields.record({"ratio": 2}).ratio, float)
