@@ -16,6 +16,7 @@ import operator
 import typing
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hub import serving
 from hub.model import Deployment
@@ -23,10 +24,12 @@ from hub.store import clusters, codec
 from hub.store.port import Row, Transaction
 
 # The fields a statement reads (keys, filters, the waiting clause, the accounting sums, the
-# admission order) are columns of their own; `serving` too (one text shared by a workload's
-# deployments, parsed once per distinct text). Every other stored field rides in `body`, one
-# JSON document derived from the model (codec.Fields): adding a Deployment field with a default
-# touches neither this file nor the schema.
+# admission order, a rollout's four-column read) are columns of their own; so are `serving`
+# (one text shared by a workload's deployments, parsed once per distinct text) and the two
+# times (distinct in every record: as columns they leave `body` the same text across a
+# workload's deployments, so it too is parsed once per distinct text). Every other field rides
+# in `body`, one JSON document derived from the model (codec.Fields): adding a Deployment field
+# with a default touches neither this file nor the schema.
 _COLUMNS = (
     "deployment_id",
     "workload_id",
@@ -46,6 +49,8 @@ _COLUMNS = (
     "rolling",
     "serving_digest",
     "serving",
+    "create_time",
+    "update_time",
 )
 # Read with the deployment from its workload's row, never stored with it.
 _JOINED = ("workload_name", "topology")
@@ -430,17 +435,24 @@ def _row(d: Deployment, *, revision: int) -> list[object]:
 
 
 def _deployment(row: Row) -> Deployment:
-    values = _BODY.values(codec.loads(row["body"]))
-    values.update(zip(_COLUMNS, _read_columns(row), strict=True))
+    columns = dict(zip(_COLUMNS, _read_columns(row), strict=True))
     for column in _BOOLEAN_COLUMNS:
-        values[column] = bool(values[column])
-    values["serving"] = serving.decode(values["serving"])
+        columns[column] = bool(columns[column])
+    columns["serving"] = serving.decode(columns["serving"])
     return Deployment(
-        **values,
+        **_body_values(row["body"]),
+        **columns,
         workload_name=row["workload_name"],
         topology=_topology(row["workload_placement"]),
         priority=row["workload_priority"],
     )
+
+
+# A workload's deployments carry the same body text (thousands of rows for a fleet-wide one):
+# parsed once per distinct text. The dict is shared: callers only unpack it, never change it.
+@functools.lru_cache(maxsize=4096)
+def _body_values(text: str) -> dict[str, Any]:
+    return _BODY.values(codec.loads(text))
 
 
 # Rows of one workload repeat the same placement text (a fleet-wide workload: thousands of
