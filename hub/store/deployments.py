@@ -53,7 +53,7 @@ _COLUMNS = (
     "update_time",
 )
 # Read with the deployment from its workload's row, never stored with it.
-_JOINED = ("workload_name", "topology")
+_JOINED = ("workload_name", "topology", "priority")
 # Never changed once inserted (an upsert leaves them).
 _IDENTITY = ("deployment_id", "workload_id", "cluster_id", "project")
 _BODY = codec.Fields(

@@ -1,4 +1,4 @@
--- Version 15: a deployment's fields that no statement reads (filters, joins, sums, order) move
+-- Version 16: a deployment's fields that no statement reads (filters, joins, sums, order) move
 -- into one JSON column, `body` (hub/store/deployments.py derives both forms from the model's
 -- fields): a new Deployment field with a default then needs no migration and no column list.
 -- The serving config and the two times keep their columns: with the times out of it, a
