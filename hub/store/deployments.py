@@ -24,12 +24,12 @@ from hub.store import clusters, codec
 from hub.store.port import Row, Transaction
 
 # The fields a statement reads (keys, filters, the waiting clause, the accounting sums, the
-# admission order, a rollout's four-column read) are columns of their own; so are `serving`
-# (one text shared by a workload's deployments, parsed once per distinct text) and the two
-# times (distinct in every record: as columns they leave `body` the same text across a
-# workload's deployments, so it too is parsed once per distinct text). Every other field rides
-# in `body`, one JSON document derived from the model (codec.Fields): adding a Deployment field
-# with a default touches neither this file nor the schema.
+# admission order, a rollout's four-column read, preemption's managed-only filter) are columns
+# of their own; so are `serving` (one text shared by a workload's deployments, parsed once per
+# distinct text) and the two times (distinct in every record: as columns they leave `body` the
+# same text across a workload's deployments, so it too is parsed once per distinct text).
+# Every other field rides in `body`, one JSON document derived from the model (codec.Fields):
+# adding a Deployment field with a default touches neither this file nor the schema.
 _COLUMNS = (
     "deployment_id",
     "workload_id",
@@ -41,6 +41,7 @@ _COLUMNS = (
     "admission_message",
     "pending_since",
     "generation",
+    "authority",
     "enabled",
     "device_class",
     "devices_per_replica",

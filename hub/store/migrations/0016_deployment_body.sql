@@ -6,14 +6,12 @@
 ALTER TABLE deployments ADD COLUMN body TEXT NOT NULL DEFAULT '{}';
 UPDATE deployments SET body = json_object(
     'adopted_from', adopted_from,
-    'authority', authority,
     'dgd_name', dgd_name,
     'dgd_namespace', dgd_namespace,
     'engine_args', json(engine_args),
     'imported_args', json(imported_args)
 );
 ALTER TABLE deployments DROP COLUMN adopted_from;
-ALTER TABLE deployments DROP COLUMN authority;
 ALTER TABLE deployments DROP COLUMN dgd_name;
 ALTER TABLE deployments DROP COLUMN dgd_namespace;
 ALTER TABLE deployments DROP COLUMN engine_args;

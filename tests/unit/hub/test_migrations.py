@@ -220,6 +220,6 @@ def test_a_deployment_keeps_every_field_when_they_move_into_the_body(store_url: 
     assert (d.pending_since, d.create_time, d.update_time) == (7.5, 1700000000.25, 1700000100.5)
     assert (d.dgd_namespace, d.dgd_name, d.adopted_from) == ("team-a", "chat-dgd", "dsc_1")
     assert d.serving.tensor_parallel == 4
-    moved = {"authority", "engine_args", "imported_args", "dgd_name", "adopted_from"}
+    moved = {"engine_args", "imported_args", "dgd_namespace", "dgd_name", "adopted_from"}
     assert moved.isdisjoint(columns_of(db, "deployments")), "no column left behind"
     db.close()
