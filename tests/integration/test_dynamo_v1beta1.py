@@ -1,12 +1,16 @@
 """Dynamo as it ships today, end to end: a real hub, a `--kubernetes` agent (DaemonSet pod)
 against an API server serving the DGD CRD in v1beta1 and v1alpha1 (tests/fake_kube/dynamo.py:
 conversion, the deprecation Warning on v1alpha1, the operator's webhook rules), one serving
-none, and a simulated cluster running `dynamo=v1beta1`.
+none, and a simulated cluster running `dynamo=v1beta1`. Then DGDs someone else wrote (`kubectl`,
+which owns their fields) walked from discovered to released: aggregated, with the scaling
+adapter, with an HPA driving the adapter, and against a v1alpha1-only server; each step checks
+the DGD the cluster holds, and that the API server refused no write and warned of nothing.
 """
 
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -404,3 +408,138 @@ def test_against_v1beta1_a_foreign_dgd_with_a_scaling_adapter_is_scaled_through_
         left = _adopt_and_release(hub, emulator, adapter=True)
         assert _components(left)["VllmDecodeWorker"]["scalingAdapter"] == {}
         assert emulator.get_adapter("ml", "legacy-vllmdecodeworker")["spec"]["replicas"] == 2
+
+
+def test_against_v1alpha1_only_a_foreign_dgd_is_adopted_scaled_and_released_too(
+    hub: Hub, pods: StartPod
+) -> None:
+    # A Dynamo before 1.3: the same hand-over from kubectl's fields, in v1alpha1.
+    worker = {
+        "componentType": "worker",
+        "replicas": 1,
+        "resources": {"limits": {"gpu": "1"}},
+        "extraPodSpec": {
+            "mainContainer": {
+                "image": LEGACY_IMAGE,
+                "command": ["python3", "-m", "dynamo.vllm"],
+                "args": LEGACY_ARGS,
+            }
+        },
+    }
+    foreign = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {
+            "name": "legacy",
+            "namespace": "ml",
+            "labels": {"app.kubernetes.io/managed-by": "helm"},
+        },
+        "spec": {
+            "backendFramework": "vllm",
+            "services": {
+                "Frontend": {
+                    "componentType": "frontend",
+                    "replicas": 1,
+                    "extraPodSpec": {"mainContainer": {"image": LEGACY_IMAGE}},
+                },
+                "VllmDecodeWorker": worker,
+            },
+        },
+    }
+
+    def legacy() -> Any:
+        return emulator.get_dgd("ml", "legacy", version="v1alpha1")
+
+    with KubeEmulator(lifetime_s=120, dynamo=("v1alpha1",)) as emulator:
+        pods(emulator)
+        original = emulator.put_dgd(foreign, manager=KUBECTL)
+        wait_until(lambda: hub.get("/v1/discovered?cluster_id=east")["discovered"])
+        hub.post(
+            "/v1/discovered/east.ml.legacy/promote",
+            {"project": "search", "device_class": "H100-80GB"},
+        )
+        wait_until(lambda: hub.get("/v1/deployments/legacy.east")["status"], what="reported")
+        assert _legacy_writes(emulator) == [], "an observed DGD is never written"
+
+        hub.post("/v1/deployments/legacy.east/authority", {"authority": "managed"})
+        hub.patch("/v1/workloads/legacy", {"replicas": 2})
+        scaled = wait_until(
+            lambda: (d := legacy())["spec"]["services"]["VllmDecodeWorker"]["replicas"] == 2 and d,
+            what="taken over and scaled",
+        )
+        assert scaled["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "wingsmith-hangar"
+        assert scaled["spec"]["services"]["Frontend"] == original["spec"]["services"]["Frontend"]
+
+        hub.post("/v1/deployments/legacy.east/authority", {"authority": "observed"})
+        hub.rest("DELETE", "/v1/workloads/legacy")
+        left = wait_until(
+            lambda: (d := legacy())["metadata"]["labels"] == original["metadata"]["labels"] and d,
+            what="let go, the owner's label back",
+        )
+        assert left["metadata"]["uid"] == original["metadata"]["uid"], "never deleted"
+        # (Discovery's GET of v1beta1 is answered 404 here: not served.)
+        assert [r for r in emulator.refused() if r.method != "GET"] == [], "no write refused"
+        assert emulator.warnings == []
+
+
+def _hpa_scales(emulator: KubeEmulator, replicas: int) -> None:
+    """An HPA sets the adapter's replicas through /scale, as its controller does."""
+    request = urllib.request.Request(
+        f"{emulator.url}/apis/nvidia.com/v1beta1/namespaces/ml/"
+        "dynamographdeploymentscalingadapters/legacy-vllmdecodeworker/scale"
+        "?fieldManager=horizontal-pod-autoscaler",
+        data=json.dumps({"spec": {"replicas": replicas}}).encode(),
+        method="PATCH",
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    with urllib.request.urlopen(request) as response:
+        assert response.status == 200
+
+
+def test_against_v1beta1_an_adopted_dgd_an_autoscaler_drives_is_never_scaled_by_the_agent(
+    hub: Hub, pods: StartPod
+) -> None:
+    with KubeEmulator(lifetime_s=120, dynamo=BOTH) as emulator:
+        pod = pods(emulator)
+        emulator.put_dgd(foreign_dgd(adapter=True), manager=KUBECTL)
+        _hpa_scales(emulator, 3)
+        wait_until(lambda: _worker_replicas(_legacy(emulator)) == 3, what="the HPA scaled it")
+        wait_until(lambda: hub.get("/v1/discovered?cluster_id=east")["discovered"])
+        hub.post(
+            "/v1/discovered/east.ml.legacy/promote",
+            {"project": "search", "device_class": "H100-80GB"},
+        )
+        owner = wait_until(
+            lambda: (hub.get("/v1/deployments/legacy.east")["status"] or {}).get("replicas_owner"),
+            what="the owner of the replicas reported",
+        )
+        assert owner == "autoscaler:horizontal-pod-autoscaler"
+        hub.post("/v1/deployments/legacy.east/authority", {"authority": "managed"})
+        wait_until(
+            lambda: (
+                _legacy(emulator)["metadata"]["labels"].get("app.kubernetes.io/managed-by")
+                == "wingsmith-hangar"
+            ),
+            what="the agent took control",
+        )
+
+        # The HPA scales down and the hub asks for more: the autoscaler's call, no drift.
+        _hpa_scales(emulator, 2)
+        hub.patch("/v1/workloads/legacy", {"replicas": 4})
+        settled = wait_until(
+            lambda: (
+                (d := hub.get("/v1/deployments/legacy.east"))["desired_replicas"] == 4
+                and (d["status"] or {}).get("applied_replicas") == 2
+                and d
+            ),
+            what="more declared, the HPA's replicas reported",
+        )
+        assert not [d for d in settled["drift"] if d["field"] == "replicas"], "not drift"
+        rounds = pod.agent.reconciles
+        wait_until(lambda: pod.agent.reconciles >= rounds + 2, what="two more reconciles")
+        assert _worker_replicas(_legacy(emulator)) == 2
+        assert emulator.get_adapter("ml", "legacy-vllmdecodeworker")["spec"]["replicas"] == 2
+        by_agent = emulator.requests_by("Bearer token-hangar-1")
+        assert not [r for r in by_agent if r.path.endswith("/scale")], "the HPA's to scale"
+        assert [r for r in emulator.refused() if "nvidia.com" in r.path] == []
+        assert emulator.warnings == []
