@@ -109,13 +109,20 @@ def _workload_id(client: HubClient, ref: str) -> str:
 # -- create -----------------------------------------------------------------------------------
 
 
-def create(ctx: Context, *, documents: Sequence[manifests.Document]) -> None:
+def create(ctx: Context, *, documents: Sequence[manifests.Document], dry_run: bool = False) -> None:
     """POST each document, projects first, then clusters, then workloads.
+
+    `dry_run`: each workload is POSTed with validate_only and the hub's answer printed;
+    projects and clusters have no dry run on the hub and are only named (as is a workload
+    whose project or cluster the same file creates: the hub cannot check it yet).
 
     Stops at the first refusal; what was created before it stays (the API has no multi-object
     transaction), and the error says which document failed. What was created is printed even
     then: a cluster's agent token is shown once, and an error must not swallow it.
     """
+    if dry_run:
+        _create_dry_run(ctx, documents)
+        return
     created: list[JsonObject] = []
     try:
         for doc in manifests.in_creation_order(documents):
@@ -130,6 +137,25 @@ def create(ctx: Context, *, documents: Sequence[manifests.Document]) -> None:
     finally:
         if not ctx.human and created:
             _show_created(ctx, created)
+
+
+def _create_dry_run(ctx: Context, documents: Sequence[manifests.Document]) -> None:
+    answers: list[JsonObject] = []
+    unchecked = False  # an earlier document would be created: the hub cannot see it yet
+    for doc in manifests.in_creation_order(documents):
+        what = f"{doc.kind.name}/{doc.name} created"
+        if doc.kind is kinds.WORKLOAD and not unchecked:
+            answer = ctx.client.post(doc.kind.path, doc.body, params=VALIDATE_ONLY)
+            answers.append(answer)
+            if ctx.human:
+                show_dry_run(ctx, what=what, answer=answer)
+            continue
+        unchecked = True
+        answers.append(doc.body)
+        if ctx.human:
+            print(f"{what} (dry run): not checked by the hub", file=ctx.out)
+    if not ctx.human:
+        print(output.serialize(answers, fmt=ctx.output), file=ctx.out)
 
 
 def _report_created(ctx: Context, doc: manifests.Document, answer: JsonObject) -> None:
@@ -211,8 +237,15 @@ def set_quota(ctx: Context, *, project: str, quotas: Mapping[str, int], replace:
     ctx.show(ctx.client.patch(path, {"quotas": merged}), kind=kind)
 
 
-def set_enabled(ctx: Context, *, refs: Sequence[str], enabled: bool) -> None:
+def set_enabled(ctx: Context, *, refs: Sequence[str], enabled: bool, dry_run: bool = False) -> None:
     kind = kinds.DEPLOYMENT
+    if dry_run:
+        word = "enabled" if enabled else "disabled"
+        for ref in refs:
+            path = resource_path(kind, ref)
+            answer = ctx.client.patch(path, {"enabled": enabled}, params=VALIDATE_ONLY)
+            show_dry_run(ctx, what=f"deployment/{ref} {word}", answer=answer)
+        return
     updated = [ctx.client.patch(resource_path(kind, ref), {"enabled": enabled}) for ref in refs]
     ctx.show(updated if len(updated) > 1 else updated[0], kind=kind)
 
@@ -273,10 +306,14 @@ def decide_discovered(ctx: Context, *, ref: str, decision: str) -> None:
     ctx.show(ctx.client.post(f"{resource_path(kind, ref)}/{decision}", {}), kind=kind)
 
 
-def rollout_action(ctx: Context, *, ref: str, action: str) -> None:
+def rollout_action(ctx: Context, *, ref: str, action: str, dry_run: bool = False) -> None:
     """`resume` or `abort` a workload's rollout in waves: POST /v1/workloads/{ref}:{action};
-    prints the workload."""
+    prints the workload (`dry_run`: what the hub would do, nothing changed)."""
     kind = kinds.WORKLOAD
+    if dry_run:
+        answer = ctx.client.post(f"{resource_path(kind, ref)}:{action}", {"validate_only": True})
+        show_dry_run(ctx, what=f"workload/{ref} rollout {action}", answer=answer)
+        return
     ctx.show(ctx.client.post(f"{resource_path(kind, ref)}:{action}", {}), kind=kind)
     if ctx.human:
         rollout_status(ctx, ref=ref)

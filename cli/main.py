@@ -385,11 +385,13 @@ def _add_create(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-f", "--filename", required=True, metavar="FILE", help="the file, or - for stdin"
     )
+    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP + " (workloads)")
 
 
 def _create(args: argparse.Namespace) -> Action:
     documents = manifests.read(args.filename, stdin=sys.stdin)
-    return lambda ctx: commands.create(ctx, documents=documents)
+    dry_run = bool(args.dry_run)
+    return lambda ctx: commands.create(ctx, documents=documents, dry_run=dry_run)
 
 
 def _add_scale(sub: Subparsers, client: argparse.ArgumentParser) -> None:
@@ -482,12 +484,13 @@ def _add_enable(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "refs", metavar="REF", nargs="+", help="deployment id or <workload>.<cluster>"
         )
+        parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
 
 
 def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], Action]:
     def prepare(args: argparse.Namespace) -> Action:
-        refs = [str(ref) for ref in args.refs]
-        return lambda ctx: commands.set_enabled(ctx, refs=refs, enabled=enabled)
+        refs, dry_run = [str(ref) for ref in args.refs], bool(args.dry_run)
+        return lambda ctx: commands.set_enabled(ctx, refs=refs, enabled=enabled, dry_run=dry_run)
 
     return prepare
 
@@ -674,6 +677,8 @@ def _add_rollout(sub: Subparsers, client: argparse.ArgumentParser) -> None:
             "kind", metavar="KIND", type=str.lower, help="workload (the only kind that rolls out)"
         )
         parser.add_argument("ref", metavar="REF", help="the workload's name or wl_ id")
+        if action != "status":
+            parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
 
 
 def _rollout(action: str) -> Callable[[argparse.Namespace], Action]:
@@ -685,7 +690,8 @@ def _rollout(action: str) -> Callable[[argparse.Namespace], Action]:
             )
         if action == "status":
             return lambda ctx: commands.rollout_status(ctx, ref=ref)
-        return lambda ctx: commands.rollout_action(ctx, ref=ref, action=action)
+        dry_run = bool(args.dry_run)
+        return lambda ctx: commands.rollout_action(ctx, ref=ref, action=action, dry_run=dry_run)
 
     return prepare
 

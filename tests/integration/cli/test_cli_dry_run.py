@@ -51,3 +51,29 @@ def test_apply_dry_run_of_a_workload_in_a_project_it_would_create_says_it_is_unc
         "  not checked by the hub: its project or cluster is created first",
     ]
     assert cli.hub.client().get("/v1/workloads")["workloads"] == []
+
+
+def test_create_disable_and_rollout_dry_runs_ask_the_hub_and_change_nothing(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    cli.ok("apply", "-f", manifests.write(tmp_path, manifests.FLEET))
+    client = cli.hub.client()
+    before = json.dumps(client.get("/v1/deployments"), sort_keys=True)
+
+    other = manifests.WORKLOAD.replace("name: llama", "name: other")
+    created = cli.ok("create", "-f", manifests.write(tmp_path, other, name="o.yaml"), "--dry-run")
+    lines = created.splitlines()
+    assert lines[0] == (
+        "workload/other created (dry run): 1 deployment: 1 created, 1 waits (insufficient_capacity)"
+    )
+    assert lines[2].split()[:4] == ["other.east", "east", "created,waits", "0->2"]
+    assert cli("get", "workload", "other").code == 1, "not created"
+
+    disabled = cli.ok("disable", "deployment", "llama.east", "--dry-run").splitlines()
+    assert disabled[0] == "deployment/llama.east disabled (dry run): 1 deployment: 1 disabled"
+
+    # Refused as the real call is: there is no rollout to abort.
+    refused = cli("rollout", "abort", "workload", "llama", "--dry-run")
+    assert refused.code == 1 and "no rollout to abort" in refused.err
+
+    assert json.dumps(client.get("/v1/deployments"), sort_keys=True) == before
