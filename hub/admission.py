@@ -280,12 +280,12 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
         if view.preemption and decision.reason == REASON_INSUFFICIENT_CAPACITY:
             decision = pass_.preempt(demand, decision)
         _spend_admitted(demand, decision, ledger)
-        decisions[demand.deployment_id] = _kept_preempted(demand, decision)
+        decisions[demand.deployment_id] = _kept_preempted(demand, decision, pass_)
     for demand in ordered:
         demand = pass_.current(demand)
         decision = decisions[demand.deployment_id]
         if decision.waiting and decision.admitted_replicas < demand.desired_replicas:
-            decision = _kept_preempted(demand, _admit_part(demand, decision, ledger))
+            decision = _kept_preempted(demand, _admit_part(demand, decision, ledger), pass_)
             decisions[demand.deployment_id] = decision
     for demand in ordered:
         demand = pass_.current(demand)
@@ -465,13 +465,19 @@ def _replicas_within(
     return admitted
 
 
-def _kept_preempted(demand: Demand, decision: Decision) -> Decision:
-    """A preempted deployment still waiting on capacity with nothing new admitted keeps its
-    reason and the message naming its preemptor (a later pass would only say "0 free")."""
+def _kept_preempted(demand: Demand, decision: Decision, pass_: _Pass) -> Decision:
+    """A preempted deployment waiting with nothing new admitted keeps its reason and the
+    message naming its preemptor (a later pass would only say "0 free"): whatever else it
+    waits for in the pass that preempted it, and in later passes while it waits on capacity
+    (a quota it now waits on, say, is then the news)."""
     if (
         demand.reason == REASON_PREEMPTED
-        and decision.reason == REASON_INSUFFICIENT_CAPACITY
+        and decision.waiting
         and decision.admitted_replicas <= demand.admitted_replicas
+        and (
+            decision.reason == REASON_INSUFFICIENT_CAPACITY
+            or demand.deployment_id in pass_.preempted
+        )
     ):
         return replace(decision, reason=REASON_PREEMPTED, message=demand.message)
     return decision

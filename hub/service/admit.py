@@ -79,12 +79,22 @@ def run(
         credits=credits,
     )
     waiting_ids = {d.deployment_id for d in waiting}
-    # Possible victims: only when some waiting demand outranks the lowest class.
+    # Possible victims: only on clusters where a demand above the lowest class wants more
+    # replicas (none of the lowest class can preempt, none of the highest be preempted).
     victims: list[Deployment] = []
-    if ctx.settings.preemption and any(priority_rank(d.priority) > 0 for d in waiting):
+    contested = sorted(
+        {
+            d.cluster_id
+            for d in waiting
+            if d.enabled
+            and d.desired_replicas > d.admitted_replicas
+            and priority_rank(d.priority) > 0
+        }
+    )
+    if ctx.settings.preemption and contested:
         victims = [
             d
-            for d in deployments.admitted_managed(tx.conn, clusters_in_scope)
+            for d in deployments.admitted_managed(tx.conn, contested)
             if d.deployment_id not in waiting_ids
             and priority_rank(d.priority) < len(PRIORITIES) - 1
         ]

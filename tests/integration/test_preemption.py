@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.harness import FAST, Hub, SimAgent, running_hub, start_agent, wait_until, workload
+from tests.integration.test_adoption import legacy_dgd, seeded
 
 ONE_NODE = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
 
@@ -137,3 +139,33 @@ def test_priority_orders_and_changes_but_nothing_is_preempted_without_the_flag(
         finally:
             for agent in agents:
                 agent.stop()
+
+
+def test_an_observed_deployment_is_never_preempted_even_of_the_lowest_class(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    """An adopted DGD (observed: the hub never writes it) of class low holds 4 devices; a
+    managed normal one holds the other 12. A critical workload that needs 8 takes them from
+    the managed one, though the observed one is of a lower class."""
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=64)
+    agent = agents(cluster_id="east", token=token, seed_path=seeded(tmp_path, legacy_dgd()))
+    wait_until(lambda: hub.get("/v1/discovered")["discovered"], what="discovered")
+    wait_until(lambda: hub.get("/v1/discovered/east.ml.legacy-qwen")["device_class"])
+    hub.post("/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"})
+    assert hub.patch("/v1/workloads/legacy-qwen", {"priority": "low"})["priority"] == "low"
+    wait_until(lambda: ready(hub, "legacy-qwen.east") == 2, what="the adopted DGD reported")
+    hub.post("/v1/workloads", workload("filler", replicas=3, clusters=("east",)))
+    wait_until(lambda: ready(hub, "filler.east") == 3, what="filler on the other 12 devices")
+    observed = deployment(hub, "legacy-qwen.east")
+    assert observed["authority"] == "observed"
+
+    chat = workload("chat", replicas=1, tp=8, clusters=("east",))
+    hub.post("/v1/workloads", {**chat, "priority": "critical"})
+    victim = deployment(hub, "filler.east")
+    assert (victim["admitted_replicas"], victim["admission_reason"]) == (1, "preempted")
+    assert deployment(hub, "legacy-qwen.east")["admitted_replicas"] == observed["admitted_replicas"]
+    assert deployment(hub, "legacy-qwen.east")["admission_reason"] is None
+    wait_until(lambda: ready(hub, "chat.east") == 1, what="chat running")
+    assert ready(hub, "legacy-qwen.east") == 2
+    assert len(agent.cluster.list_dgds()) == 3

@@ -235,6 +235,12 @@ HIGH = dep("big", priority="high", desired=1)
             {"big": (1, REASON_NONE)},
         ),
         (
+            "a victim that now waits on its quota too still says it was preempted",
+            [HIGH, dep("small", priority="low", desired=2, admitted=1, since=1.0)],
+            view(limit=4),
+            {"big": (1, REASON_NONE), "small": (0, REASON_PREEMPTED)},
+        ),
+        (
             "takes only as many replicas as it needs, from as few victims as it can",
             [dep("big", priority="high", desired=2)],
             view(admitted=[running("small", 4, priority="low", held=0)]),
@@ -309,7 +315,7 @@ def test_claimed_room_is_not_taken_by_a_lower_demand_in_the_same_pass() -> None:
 
 CLUSTERS = ("east", "west")
 PREEMPTOR = re.compile(
-    r"preempted by \S+ \(priority (?P<priority>\w+), project (?P<project>[\w-]+)\)"
+    r"preempted by (?P<workload>\S+) \(priority (?P<priority>\w+), project (?P<project>[\w-]+)\)"
 )
 PROJECTS = ("search", "ads")
 
@@ -401,6 +407,14 @@ def test_preemption_properties(fleet: tuple[list[Demand], AdmissionView]) -> Non
         assert named["project"] == victim.project or (
             victim.project in the_view.preemptible_projects
         )
+        assert named["workload"] != victim.workload_name, "a workload never preempts itself"
+
+    # Nothing else loses admitted replicas: only a scale-down or a disable takes them back, so
+    # no preemption costs the preemptors' workloads (nor anyone else) a replica.
+    for x in decisions:
+        d = everyone[x.deployment_id]
+        if x.admitted_replicas < d.admitted_replicas and x.reason != REASON_PREEMPTED:
+            assert not d.enabled or x.admitted_replicas == d.desired_replicas, (d, x)
 
     # No quota exceeded and no capacity exceeded by what the pass added.
     for project in PROJECTS:
