@@ -273,22 +273,25 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
         )
     ]
     pass_ = _Pass(view, ledger, ordered)
+    # Demands as this pass left them (fewer admitted replicas once preempted): read inline,
+    # three times per demand.
+    preempted = pass_.preempted
     decisions = {}
     for demand in ordered:
-        demand = pass_.current(demand)
+        demand = preempted.get(demand.deployment_id, demand)
         decision = _decide_one(demand, ledger)
         if view.preemption and decision.reason == REASON_INSUFFICIENT_CAPACITY:
             decision = pass_.preempt(demand, decision)
         _spend_admitted(demand, decision, ledger)
         decisions[demand.deployment_id] = _kept_preempted(demand, decision, pass_)
     for demand in ordered:
-        demand = pass_.current(demand)
+        demand = preempted.get(demand.deployment_id, demand)
         decision = decisions[demand.deployment_id]
         if decision.waiting and decision.admitted_replicas < demand.desired_replicas:
             decision = _kept_preempted(demand, _admit_part(demand, decision, ledger), pass_)
             decisions[demand.deployment_id] = decision
     for demand in ordered:
-        demand = pass_.current(demand)
+        demand = preempted.get(demand.deployment_id, demand)
         decision = decisions[demand.deployment_id]
         decisions[demand.deployment_id] = _with_surge(demand, decision, ledger)
     result = [_changed(d, _with_share(d, decisions[d.deployment_id])) for d in demands]

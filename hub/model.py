@@ -48,9 +48,12 @@ PRIORITIES = ("low", "normal", "high", "critical")
 PRIORITY_DEFAULT = "normal"
 
 
+_RANKS = {priority: rank for rank, priority in enumerate(PRIORITIES)}
+
+
 def priority_rank(priority: str) -> int:
     """The class's place in PRIORITIES ("" reads as the default)."""
-    return PRIORITIES.index(priority or PRIORITY_DEFAULT)
+    return _RANKS[priority or PRIORITY_DEFAULT]
 
 
 @dataclass(frozen=True)
