@@ -8,13 +8,16 @@ own service calls, and shows a live view until:
 - mixtral-8x22b waits on insufficient_quota (its project has 4 H100s, one replica needs 8:
   not even part of it fits, so it waits whole),
 - qwen-72b waits on insufficient_capacity (it needs 8 A100s, the lab cluster has 4).
-Then two stories play out:
+Then three stories play out:
 - a rollout: llama-70b moves to engine 0.11.1; live_digests shows both digests while old
   and new run side by side, then one;
 - an adoption: the lab cluster already runs legacy-mistral, a DGD nobody declared. It shows
   under /v1/discovered, is promoted to a workload of project research (authority observed),
   reviewed, its imported args accepted as engine_args, and taken under management with no pod
-  restarted.
+  restarted;
+- a failover: west's agent stops; once west is stale past llama-70b's failover toleration, its
+  replica there stands in on east (nothing is deleted on west); the agent comes back, and
+  after the stabilization window the stand-in goes (failback).
 Then it shows the settled view again (the three outcomes still hold, legacy-mistral runs
 beside them), prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
 updates on every change) until Ctrl-C, which stops agents and hub cleanly. With --once it
@@ -45,7 +48,7 @@ from agent.simulation import build_simulated_agent
 from agent.sync.client import Backoff
 from hub import errors
 from hub.app import HubConfig, HubServer, split_address
-from hub.model import Placement, Serving
+from hub.model import FailoverPolicy, FailoverRecord, Placement, Serving
 from hub.service import adoption, authority, clusters, projects, views, workloads
 from hub.service import deployments as deployment_service
 from hub.service.context import ServiceContext, Settings
@@ -128,7 +131,11 @@ WORKLOADS = (
         replicas=4,
         device_class="H100-80GB",
         serving=_serving("meta-llama/Llama-3.3-70B-Instruct", tp=4, quantization="fp8"),
-        placement=Placement(clusters=("east", "west")),
+        # Failover on: the demo's last story stops west's agent (docs/placement.md).
+        placement=Placement(
+            clusters=("east", "west"),
+            failover=FailoverPolicy(toleration_s=3, stabilization_s=5),
+        ),
     ),
     WorkloadSpec(
         name="mixtral-8x22b",
@@ -188,7 +195,8 @@ async def run(args: argparse.Namespace) -> int:
             db_path=str(data / "hub.db"),
             grpc_listen=args.grpc_listen,
             http_listen=args.http_listen,
-            settings=Settings(heartbeat_interval_s=2.0, stale_after_s=15.0),
+            # A short grace period: the failover story waits it out once.
+            settings=Settings(heartbeat_interval_s=2.0, stale_after_s=8.0),
         )
     )
     try:
@@ -219,6 +227,27 @@ async def run(args: argparse.Namespace) -> int:
         for story in (rollout_story, adoption_story):
             if not await story(hub.ctx, stop, lab=lab, deadline=deadline if args.once else None):
                 return 0 if stop.is_set() else _timed_out()
+
+        def restart(cluster_id: str) -> None:
+            """Stop the cluster's agent and start a new one (with the same token): the
+            cluster goes quiet, then reports again."""
+            index = next(i for i, a in enumerate(agents) if a.config.cluster_id == cluster_id)
+            tasks[index].cancel()
+            tasks.append(tasks[index])  # awaited on the way out with the others
+            agents[index] = _agent(hub, agents[index].config, args.ready_after, channels)
+
+        def resume(cluster_id: str) -> None:
+            index = next(i for i, a in enumerate(agents) if a.config.cluster_id == cluster_id)
+            tasks[index] = asyncio.create_task(agents[index].run())
+
+        if not await failover_story(
+            hub.ctx,
+            stop,
+            stop_agent=restart,
+            start_agent=resume,
+            deadline=deadline if args.once else None,
+        ):
+            return 0 if stop.is_set() else _timed_out()
         # The view the demo keeps running with: the three outcomes still hold after the
         # stories, with legacy-mistral running beside them.
         print("\n== settled ==", flush=True)
@@ -252,21 +281,29 @@ def _start_agents(
     agents = []
     for cluster in CLUSTERS:
         _, token = clusters.create(hub.ctx, cluster_id=cluster.cluster_id, labels=cluster.labels)
-        channel = grpc.aio.insecure_channel(target)
-        channels.append(channel)
         config = AgentConfig(
             hub=target, cluster_id=cluster.cluster_id, token=token, resync_s=5.0, node_poll_s=2.0
         )
-        agent = build_simulated_agent(
-            config,
-            spec=f"{cluster.spec},ready_after={ready_after}",
-            channel=channel,
-            backoff=Backoff(base_s=0.2, cap_s=2.0),
-        )
+        agent = _agent(hub, config, ready_after, channels)
         if cluster.seed and isinstance(agent.cluster, SimulatedCluster):
             agent.cluster.seed(list(cluster.seed))
         agents.append(agent)
     return agents
+
+
+def _agent(
+    hub: HubServer, config: AgentConfig, ready_after: str, channels: list[grpc.aio.Channel]
+) -> Agent:
+    """A new agent (and simulated cluster) for a registered cluster of the demo."""
+    spec = next(c.spec for c in CLUSTERS if c.cluster_id == config.cluster_id)
+    channel = grpc.aio.insecure_channel(config.hub)
+    channels.append(channel)
+    return build_simulated_agent(
+        config,
+        spec=f"{spec},ready_after={ready_after}",
+        channel=channel,
+        backoff=Backoff(base_s=0.2, cap_s=2.0),
+    )
 
 
 async def _until_reported(ctx: ServiceContext, stop: asyncio.Event) -> None:
@@ -371,6 +408,50 @@ async def rollout_story(
     print(
         f"   converged: generation {view.deployment.generation}, live_digests {view.live_digests}"
     )
+    return True
+
+
+async def failover_story(
+    ctx: ServiceContext,
+    stop: asyncio.Event,
+    *,
+    stop_agent: Callable[[str], None],
+    start_agent: Callable[[str], None],
+    deadline: float | None,
+) -> bool:
+    """west's agent stops: past the grace period and llama-70b's failover toleration, its
+    replica there stands in on east (nothing deleted on west); the agent comes back: after the
+    stabilization window the stand-in goes (docs/placement.md "Failover and failback")."""
+    print("\n== failover: the agent of west stops (llama-70b asks for failover) ==", flush=True)
+    stop_agent("west")
+
+    def west() -> FailoverRecord | None:
+        found = workloads.get(ctx, "llama-70b").failovers
+        return next((r for r in found if r.cluster_id == "west"), None)
+
+    def state(wanted: str) -> FailoverRecord | None:
+        record = west()
+        return record if record is not None and record.state == wanted else None
+
+    failed_over = await _until(ctx, stop, lambda: state("failed_over"), deadline=deadline)
+    if not isinstance(failed_over, FailoverRecord):
+        return False
+    print(f"   failed over: {failed_over.message}", flush=True)
+    running = await _until(
+        ctx,
+        stop,
+        lambda: workloads.get(ctx, "llama-70b").ready_replicas == 4,
+        deadline=deadline,
+    )
+    if not running:
+        return False
+    print("   llama-70b runs 4/4 ready: the stand-in on east is up", flush=True)
+    start_agent("west")
+    print("   the agent of west is back", flush=True)
+    failed_back = await _until(ctx, stop, lambda: state("failed_back"), deadline=deadline)
+    if not isinstance(failed_back, FailoverRecord):
+        return False
+    print(f"   failed back: {failed_back.message}", flush=True)
     return True
 
 

@@ -55,6 +55,11 @@ def test_the_demo_settles_with_one_running_one_quota_one_capacity(tmp_path: Path
     adoption = result.stdout.split("== adoption")[1]
     assert "promoted: workload legacy-mistral" in adoption
     assert "pods unchanged, nothing restarted" in adoption
+    failover = result.stdout.split("== failover")[1].split("== settled ==")[0]
+    assert "failed over: cluster west was silent" in failover
+    assert "stand in on east (1) (nothing was deleted on west)" in failover
+    assert "llama-70b runs 4/4 ready" in failover
+    assert "failed back: cluster west was back with its replicas ready for 5s" in failover
     assert "stopped: hub and agents shut down cleanly." in result.stdout
 
 
