@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
 import http.client
 import json
 import logging
@@ -310,6 +311,10 @@ def _path(route: rest.RouteDescription, values: list[str]) -> str:
     return path
 
 
+# aiohttp's request-line limit: past it the protocol refuses the request without the hub.
+AIOHTTP_MAX_LINE = 8190
+
+
 class _Http:
     """Raw requests, one connection each: a malformed request may leave a kept-alive
     connection in aiohttp's lingering close, which would only slow the next case down."""
@@ -329,8 +334,16 @@ class _Http:
                     conn.putheader(name, value)
             conn.putheader("content-length", str(len(body or b"")))
             conn.putheader("connection", "close")
-            conn.endheaders(body or b"")
-            response = conn.getresponse()
+            # The hub may answer before the request is all sent (a request line past aiohttp's
+            # limit is refused at once, and the connection closed): read that answer.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                conn.endheaders(body or b"")
+            try:
+                response = conn.getresponse()
+            except ConnectionResetError:
+                if len(path) > AIOHTTP_MAX_LINE:
+                    return 400, b""  # refused by the protocol; the reset lost its answer
+                raise
             return response.status, response.read()
         finally:
             conn.close()
@@ -419,6 +432,10 @@ def _typed_strategy(desc: Descriptor) -> st.SearchStrategy[bytes]:
 def _fill(message: Any, document: dict[str, Any]) -> None:
     # Set what protobuf accepts; skip what it refuses (a surrogate, a wrong type, out of range).
     for name, value in document.items():
+        if not name.isascii():
+            # No field has such a name; and upb's lookup of a lone surrogate raises SystemError
+            # (whose note made hypothesis repr the whole strategy, past the machine's memory).
+            continue
         field = message.DESCRIPTOR.fields_by_name.get(name)
         if field is None:
             continue  # a key of a free-form JSON object
