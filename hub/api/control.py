@@ -198,6 +198,12 @@ class ControlHandlers:
         merged.CopyFrom(current)
         mask = field_mask_pb2.FieldMask(paths=paths)
         mask.MergeMessage(request.workload, merged, replace_repeated_field=True)
+        # A merge never unsets a message field; naming placement.failover (REST: a body with
+        # "failover": null) or the whole placement without one turns failover off.
+        if ({"placement", "placement.failover"} & set(paths)) and not (
+            request.workload.placement.HasField("failover")
+        ):
+            merged.placement.ClearField("failover")
         touched = {path.split(".", 1)[0] for path in paths}
         change = WorkloadChange(
             replicas=merged.replicas if "replicas" in touched else None,

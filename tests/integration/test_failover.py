@@ -145,3 +145,67 @@ def test_drain_replaces_a_clusters_replicas_first_then_removes_them_there(
     finally:
         for agent in started:
             agent.stop()
+
+
+def test_failover_is_set_changed_and_turned_off_by_patch_and_checked(
+    fast: tuple[LoopThread, Hub],
+) -> None:
+    _, hub = fast
+    hub.create_project("search", H100_80GB=8)
+    hub.register_cluster("east")
+    body = workload("llama", replicas=1, clusters=("east",))
+    body["placement"]["failover"] = {}
+    created = hub.post("/v1/workloads", body)
+    # 0 means the default, shown as such.
+    assert created["placement"]["failover"] == {
+        "toleration_seconds": 300,
+        "stabilization_seconds": 300,
+    }
+    changed = hub.patch(
+        "/v1/workloads/llama", {"placement": {"failover": {"toleration_seconds": 60}}}
+    )
+    assert changed["placement"]["failover"]["toleration_seconds"] == 60
+    assert changed["placement"]["clusters"] == ["east"]
+    off = hub.patch("/v1/workloads/llama", {"placement": {"failover": None}})
+    assert off["placement"].get("failover") is None
+    assert off["placement"]["clusters"] == ["east"]
+    status, answer = hub.rest(
+        "PATCH",
+        "/v1/workloads/llama",
+        {"placement": {"failover": {"toleration_seconds": -1}}},
+        check=False,
+    )
+    assert status == 400
+    assert "workload.placement.failover.toleration_seconds" in answer["error"]["message"]
+    assert "1 to 86400 seconds" in answer["error"]["message"]
+
+
+def test_a_cordon_fails_a_workload_over_and_uncordon_fails_it_back(
+    fast: tuple[LoopThread, Hub],
+) -> None:
+    loop, hub = fast
+    hub.create_project("search", H100_80GB=16)
+    tokens = {c: hub.register_cluster(c) for c in ("east", "west")}
+    started = [start_agent(loop, hub, cluster_id=c, token=t, spec=SPEC) for c, t in tokens.items()]
+    try:
+        for c in tokens:
+            wait_until(lambda c=c: hub.get(f"/v1/clusters/{c}")["devices"], what=f"{c} devices")
+        body = workload("llama", replicas=2)
+        body["placement"] = {"failover": {"toleration_seconds": 60, "stabilization_seconds": 1}}
+        hub.post("/v1/workloads", body)
+        wait_until(lambda: ready(hub, "llama.east") == ready(hub, "llama.west") == 1, what="ready")
+        # Cordoned: failover at once (no toleration: the cluster is not silent), east runs on.
+        hub.post("/v1/clusters/west:cordon", {})
+        (event,) = failovers(hub, "llama")
+        assert (event["cause"], event["stand_ins"]) == ("cordoned", {"east": 1})
+        assert shares(hub, "llama") == {"east": 2, "west": 1}
+        wait_until(lambda: ready(hub, "llama.east") == 2, what="the stand-in on east")
+        assert ready(hub, "llama.west") == 1  # nothing moved off the cordoned cluster
+        hub.post("/v1/clusters/west:uncordon", {})
+        wait_until(
+            lambda: failovers(hub, "llama")[0]["state"] == "failed_back", timeout=10, what="back"
+        )
+        assert shares(hub, "llama") == {"east": 1, "west": 1}
+    finally:
+        for agent in started:
+            agent.stop()

@@ -199,6 +199,15 @@ def with_sites(**changes: Site) -> dict[str, Site]:
             [],
         ),
         (
+            "drain: an observed (adopted) deployment stays, nothing stands in for it",
+            state([share("east", 2, movable=False), share("west", 2)], policy=None),
+            with_sites(east=Site("east", closed=True, draining=True)),
+            1000.0,
+            {},
+            [],
+            [],
+        ),
+        (
             "drain: stand-ins not all ready: the deployment stays",
             state(
                 [share("east", 2), share("west", 4, 3)],
