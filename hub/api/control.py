@@ -313,14 +313,15 @@ class ControlHandlers:
         return convert.discovered(adoption.ignore(self._ctx, request.ref))
 
     def PromoteDiscovered(self, request: cpb.PromoteDiscoveredRequest) -> pb.Workload:
-        view = adoption.promote(
-            self._ctx,
-            request.ref,
-            project=request.project,
-            workload_name=request.workload_name,
-            device_class=request.device_class,
-        )
-        return convert.workload(view)
+        how = {
+            "project": request.project,
+            "workload_name": request.workload_name,
+            "device_class": request.device_class,
+        }
+        if request.validate_only:
+            preview = adoption.preview_promote(self._ctx, request.ref, **how)
+            return convert.dry_run_workload(preview)
+        return convert.workload(adoption.promote(self._ctx, request.ref, **how))
 
     # -- observations -------------------------------------------------------------------------
 

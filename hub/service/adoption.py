@@ -17,9 +17,9 @@ import secrets
 
 from hub import adoption, errors, serving
 from hub.model import Deployment, Discovered, Placement, Workload
-from hub.service import admit, validate, views
+from hub.service import admit, dryrun, validate, views
 from hub.service import workloads as workloads_service
-from hub.service.context import ServiceContext, snapshot, transaction
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.workloads import MAX_WORKLOAD_NAME
 from hub.store import deployments, discovered, projects, workloads
 from hub.store.db import Connection
@@ -53,35 +53,49 @@ def promote(
     ctx: ServiceContext, ref: str, *, project: str, workload_name: str = "", device_class: str = ""
 ) -> views.WorkloadView:
     with transaction(ctx) as tx:
-        found = _get(tx.conn, ref)
-        _check_promotable(found)
-        name = workload_name or found.name
-        validate.dns_label(name, "workload_name", max_length=MAX_WORKLOAD_NAME)
-        if projects.get(tx.conn, project) is None:
-            raise errors.InvalidArgument(
-                "project", f"no such project {project!r} (create it first)"
-            )
-        device = device_class or found.observation.device_class
-        if not device:
-            raise errors.InvalidArgument(
-                "device_class",
-                "the cluster has not placed its pods on devices yet: name the device class",
-            )
-        validate.device_class(device, "device_class")
-        workload, deployment = _adopted(
-            found, name=name, project=project, device=device, now=tx.now
+        workload_id = _promote(ctx, tx, ref, project, workload_name, device_class)
+    return workloads_service.get(ctx, workload_id)
+
+
+def preview_promote(
+    ctx: ServiceContext, ref: str, *, project: str, workload_name: str = "", device_class: str = ""
+) -> dryrun.DryRun:
+    """What `promote` would do (validate_only), writing nothing."""
+    return dryrun.preview(
+        ctx,
+        lambda c, tx: _promote(c, tx, ref, project, workload_name, device_class),
+        workload_ref="",
+    )
+
+
+def _promote(
+    ctx: ServiceContext, tx: Tx, ref: str, project: str, workload_name: str, device_class: str
+) -> str:
+    found = _get(tx.conn, ref)
+    _check_promotable(found)
+    name = workload_name or found.name
+    validate.dns_label(name, "workload_name", max_length=MAX_WORKLOAD_NAME)
+    if projects.get(tx.conn, project) is None:
+        raise errors.InvalidArgument("project", f"no such project {project!r} (create it first)")
+    device = device_class or found.observation.device_class
+    if not device:
+        raise errors.InvalidArgument(
+            "device_class",
+            "the cluster has not placed its pods on devices yet: name the device class",
         )
-        workloads.insert(tx.conn, workload)
-        deployments.save(tx.conn, deployment)
-        tx.touched.add(found.cluster_id)
-        discovered.set_state(
-            tx.conn,
-            discovered_id=found.discovered_id,
-            state="promoted",
-            workload_id=workload.workload_id,
-        )
-        admit.run(ctx, tx, cluster_ids=[found.cluster_id])
-    return workloads_service.get(ctx, workload.workload_id)
+    validate.device_class(device, "device_class")
+    workload, deployment = _adopted(found, name=name, project=project, device=device, now=tx.now)
+    workloads.insert(tx.conn, workload)
+    deployments.save(tx.conn, deployment)
+    tx.touched.add(found.cluster_id)
+    discovered.set_state(
+        tx.conn,
+        discovered_id=found.discovered_id,
+        state="promoted",
+        workload_id=workload.workload_id,
+    )
+    admit.run(ctx, tx, cluster_ids=[found.cluster_id])
+    return workload.workload_id
 
 
 def _adopted(

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
 from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
+from tests.integration.test_adoption import setup
 from wingsmith.v1 import control_pb2, control_pb2_grpc
 
 SPEC = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
@@ -165,3 +167,25 @@ def test_validate_only_over_grpc_is_authorized_as_the_real_call_and_not_audited(
         assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "workload.replicas" in str(invalid.value.details())
     assert state(hub, running) == before
+
+
+def test_a_previewed_promotion_of_a_discovered_dgd_writes_nothing_and_predicts_it(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    agent = setup(hub, agents, tmp_path)
+    wait_until(lambda: hub.get("/v1/discovered/east.ml.legacy-qwen")["device_class"])
+    running = {"east": agent}
+    before = state(hub, running), hub.get("/v1/discovered")
+
+    body = {"project": "search", "validate_only": True}
+    preview = hub.post("/v1/discovered/east.ml.legacy-qwen/promote", body)
+    assert preview["name"] == "legacy-qwen" and preview["dry_run"]["summary"].startswith(
+        "1 deployment: 1 created"
+    )
+    (change,) = preview["dry_run"]["changes"]
+    assert change["name"] == "legacy-qwen.east" and change["effects"][0] == "created"
+    assert (state(hub, running), hub.get("/v1/discovered")) == before
+    assert hub.get("/v1/discovered/east.ml.legacy-qwen")["state"] == "new"
+
+    real = hub.post("/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"})
+    assert decided(real["deployments"]) == decided(preview["deployments"])

@@ -1032,6 +1032,7 @@ class PromoteDiscoveredRequest(_message.Message):
     PROJECT_FIELD_NUMBER: _builtins.int
     WORKLOAD_NAME_FIELD_NUMBER: _builtins.int
     DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     ref: _builtins.str
     project: _builtins.str
     """The project the workload belongs to (its quota is charged for what runs)."""
@@ -1039,6 +1040,10 @@ class PromoteDiscoveredRequest(_message.Message):
     """The workload's name; default: the DGD's name."""
     device_class: _builtins.str
     """Default: the class of the devices its pods run on."""
+    validate_only: _builtins.bool
+    """Answer what promoting would do (the workload and its observed deployment, admitted or
+    waiting) and write nothing (AIP-163, docs/rest.md "Dry run"). Not audited.
+    """
     def __init__(
         self,
         *,
@@ -1046,10 +1051,11 @@ class PromoteDiscoveredRequest(_message.Message):
         project: _builtins.str = ...,
         workload_name: _builtins.str = ...,
         device_class: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_class", b"device_class", "project", b"project", "ref", b"ref", "workload_name", b"workload_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["device_class", b"device_class", "project", b"project", "ref", b"ref", "validate_only", b"validate_only", "workload_name", b"workload_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
