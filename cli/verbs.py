@@ -293,7 +293,7 @@ RELATED: dict[str, tuple[Related, ...]] = {
 }
 
 # Fields whose objects the related tables show in full.
-_SHOWN_AS_RELATED = {"workload": ("deployments",)}
+_SHOWN_AS_RELATED = {"workload": ("deployments", "failovers")}
 
 NO_HISTORY = "<none> (the hub keeps each object's current state, not a history of changes)"
 
@@ -307,6 +307,11 @@ def describe(ctx: Context, *, kind: kinds.Kind, ref: str) -> None:
     lines = list(_fields(shown, indent=0))
     if kind is kinds.DEPLOYMENT:
         lines += ["Conditions:", *_indented(output.format_rows(_conditions(item)))]
+    if kind is kinds.WORKLOAD:
+        failovers = _failovers(item)
+        lines += ["Failovers:", *(_indented(output.format_rows(failovers)) if failovers else [])]
+        if not failovers:
+            lines[-1] += " <none>"
     for related in RELATED[kind.name]:
         params = {query: str(item.get(key) or "") for query, key in related.params.items()}
         found = ctx.client.list_all(related.kind.path, related.kind.plural, params)
@@ -317,6 +322,29 @@ def describe(ctx: Context, *, kind: kinds.Kind, ref: str) -> None:
         lines += ["Workload:", *_indented(output.table("workload", [workload]))]
     lines.append(f"Events: {NO_HISTORY}")
     print("\n".join(lines), file=ctx.out)
+
+
+def _failovers(item: Mapping[str, Any]) -> list[list[str]]:
+    """A workload's failovers, running and recent (docs/placement.md): what happened, why."""
+    records = item.get("failovers") or []
+    if not records:
+        return []
+    rows = [["CLUSTER", "CAUSE", "STATE", "STARTED", "STAND-INS", "FAILBACK", "ENDED", "MESSAGE"]]
+    for r in records:
+        stand_ins = ", ".join(f"{c} {n}" for c, n in sorted((r.get("stand_ins") or {}).items()))
+        rows.append(
+            [
+                output.text(r.get("cluster_id")),
+                output.text(r.get("cause")),
+                output.text(r.get("state")),
+                output.timestamp(r.get("start_time")),
+                stand_ins or output.MISSING,
+                output.timestamp(r.get("failback_time")),
+                output.timestamp(r.get("end_time")),
+                output.text(r.get("message")),
+            ]
+        )
+    return rows
 
 
 def _indented(text: str) -> list[str]:

@@ -211,11 +211,18 @@ def _plans(
 
 
 def _site(ctx: ServiceContext, cluster: Cluster, device_class: str, now: float) -> failover.Site:
-    if cluster.last_seen is None:
-        # Never heard from: not lost (it never went quiet), and no place for stand-ins.
-        return failover.Site(cluster.cluster_id, stale=True, silent_s=0.0)
-    silent = max(0.0, now - cluster.last_seen)
     marks = cluster.maintenance
+    if cluster.last_seen is None:
+        # Never heard from: not lost for silence (it never went quiet), and no place for
+        # stand-ins; a cordon or drain still counts.
+        return failover.Site(
+            cluster.cluster_id,
+            stale=True,
+            silent_s=0.0,
+            closed=marks.closed_to(device_class),
+            draining=marks.draining,
+        )
+    silent = max(0.0, now - cluster.last_seen)
     return failover.Site(
         cluster_id=cluster.cluster_id,
         stale=silent > ctx.settings.stale_after_s,

@@ -39,3 +39,30 @@ def test_cordon_refuses_what_it_cannot_do(cli: Runner) -> None:
     with pytest.raises(SystemExit) as usage:
         cli("cordon", "cluster", "east", "--node", "n1", "--device-class", "A100-40GB")
     assert usage.value.code == 2
+
+
+def test_describe_a_workload_shows_its_failovers(cli: Runner) -> None:
+    client = cli.hub.client()
+    client.post("/v1/clusters", {"cluster_id": "east"})
+    client.post("/v1/projects", {"name": "team-a", "quotas": {"H100-80GB": 8}})
+    client.post(
+        "/v1/workloads",
+        {
+            "name": "llama",
+            "project": "team-a",
+            "replicas": 1,
+            "device_class": "H100-80GB",
+            "serving": {"engine": "vllm", "engine_version": "0.11.0", "model": "m"},
+            "placement": {"clusters": ["east"], "failover": {"toleration_seconds": 60}},
+        },
+    )
+    assert "Failovers: <none>" in cli.ok("describe", "workload", "llama")
+
+    cli.ok("cordon", "cluster", "east")
+    lines = cli.ok("describe", "workload", "llama").splitlines()
+    at = lines.index("Failovers:")
+    assert lines[at + 1].split()[:3] == ["CLUSTER", "CAUSE", "STATE"]
+    row = lines[at + 2].split()
+    assert row[:3] == ["east", "cordoned", "failed_over"]
+    # Pinned to east: nowhere else to go, and it says so; nothing deleted there.
+    assert "no other eligible cluster is open" in lines[at + 2]
