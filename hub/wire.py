@@ -7,7 +7,9 @@ the same rule the REST JSON uses.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from google.protobuf import timestamp_pb2
@@ -50,6 +52,54 @@ def _prefix_of(name: str) -> str:
     # AdmissionPhase -> ADMISSION_PHASE_ (cached: every converted record names a few enums)
     snake = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(name))
     return snake.upper() + "_"
+
+
+def message_from(message_type: Any, record: Any, **given: Any) -> Any:
+    """A `message_type` message from the dataclass `record`: `given` fields as given, and every
+    other field the record has by the same name copied, so a new field of both needs no line
+    here: scalars as they are, repeated scalars from tuples, enums from their word (as
+    `enum_value`). Message fields (timestamps, nested messages) come only through `given`."""
+    values = dict(given)
+    record_type: Any = type(record)
+    for name, convert in _copied(message_type, record_type):
+        if name not in values:
+            values[name] = convert(getattr(record, name))
+    return message_type(**values)
+
+
+@functools.cache
+def _copied(message_type: Any, record_type: Any) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """(field name, conversion) of the fields `message_from` copies: computed once per pair."""
+    names = {f.name for f in dataclasses.fields(record_type)}
+    plan: list[tuple[str, Callable[[Any], Any]]] = []
+    for field in message_type.DESCRIPTOR.fields:
+        if field.name not in names or field.message_type is not None:
+            continue
+        repeated = field.is_repeated
+        convert: Callable[[Any], Any]
+        if field.enum_type is not None:
+            convert = functools.partial(
+                _enum_numbers if repeated else _enum_number, field.enum_type
+            )
+        else:
+            convert = list if repeated else _same
+        plan.append((field.name, convert))
+    return tuple(plan)
+
+
+def _enum_number(enum: Any, word: str) -> int:
+    """ "managed" -> AUTHORITY_MANAGED's number, from the enum's descriptor."""
+    if not word:
+        return 0
+    return int(enum.values_by_name[_prefix_of(enum.name) + word.upper()].number)
+
+
+def _enum_numbers(enum: Any, words: Any) -> list[int]:
+    return [_enum_number(enum, word) for word in words]
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def timestamp(seconds: float | None) -> timestamp_pb2.Timestamp | None:

@@ -3,6 +3,9 @@ fields of desired state; everything past here works with agent.model values."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from agent.discover import DiscoveredObservation, PodReport
@@ -51,27 +54,63 @@ def serving(message: pb.ServingConfig) -> Serving:
 
 
 def deployment(message: sync_pb2.DeploymentSpec) -> DeploymentSpec:
-    return DeploymentSpec(
-        deployment_id=message.deployment_id,
-        name=message.name,
-        workload_id=message.workload_id,
-        workload_name=message.workload_name,
-        project=message.project,
-        replicas=message.replicas,
-        admitted=message.admitted,
-        enabled=message.enabled,
+    """The fields of the same name copied (record_from); authority's default and the serving
+    config given here."""
+    spec: DeploymentSpec = record_from(
+        DeploymentSpec,
+        message,
         authority=enum_word(pb.Authority, message.authority) or "managed",
         serving=serving(message.serving),
-        generation=message.generation,
-        serving_digest=message.serving_digest,
-        device_class=message.device_class,
-        devices_per_replica=message.devices_per_replica,
-        revision=message.revision,
-        surge_replicas=message.surge_replicas,
-        dgd_namespace=message.dgd_namespace,
-        dgd_name=message.dgd_name,
-        adopted=message.adopted,
     )
+    return spec
+
+
+def record_from(record_type: Any, message: Any, **given: Any) -> Any:
+    """A `record_type` dataclass from `message`: `given` fields as given, and every other field
+    the message has by the same name copied, so a new field of both needs no line here:
+    scalars as they are, repeated scalars as tuples, enums as their word (enum_word). Message
+    fields come only through `given`."""
+    values = dict(given)
+    for name, convert in _copied(record_type, message.DESCRIPTOR):
+        if name not in values:
+            values[name] = convert(getattr(message, name))
+    return record_type(**values)
+
+
+@functools.cache
+def _copied(record_type: Any, descriptor: Any) -> tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """(field name, conversion) of the fields `record_from` copies: computed once per pair."""
+    names = {f.name for f in dataclasses.fields(record_type)}
+    plan: list[tuple[str, Callable[[Any], Any]]] = []
+    for field in descriptor.fields:
+        if field.name not in names or field.message_type is not None:
+            continue
+        repeated = field.is_repeated
+        convert: Callable[[Any], Any]
+        if field.enum_type is not None:
+            convert = functools.partial(_words if repeated else _word, field.enum_type)
+        else:
+            convert = tuple if repeated else _same
+        plan.append((field.name, convert))
+    return tuple(plan)
+
+
+def _word(enum: Any, number: int) -> str:
+    """As enum_word, from the enum's descriptor."""
+    value = enum.values_by_number.get(number)
+    if value is None:
+        return ""
+    prefix = "".join("_" + c if c.isupper() and i else c for i, c in enumerate(enum.name)).upper()
+    word: str = value.name.removeprefix(prefix + "_")
+    return "" if word == "UNSPECIFIED" else word.lower()
+
+
+def _words(enum: Any, numbers: Any) -> tuple[str, ...]:
+    return tuple(_word(enum, number) for number in numbers)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def held_observations(welcome: sync_pb2.Welcome) -> dict[tuple[str, str], int]:

@@ -97,26 +97,15 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
 
 def deployment(view: views.DeploymentView) -> pb.Deployment:
     d = view.deployment
-    message = pb.Deployment(
-        deployment_id=d.deployment_id,
+    # The deployment's fields of the same name are copied (wire.message_from); what the view
+    # says (phase, reason and message as of now, live state) and the messages are given here.
+    message: pb.Deployment = wire.message_from(
+        pb.Deployment,
+        d,
         name=d.name,
-        workload_id=d.workload_id,
-        workload_name=d.workload_name,
-        project=d.project,
-        cluster_id=d.cluster_id,
-        desired_replicas=d.desired_replicas,
-        admitted_replicas=d.admitted_replicas,
         admission_phase=wire.enum_value(pb.AdmissionPhase, view.phase),
         admission_reason=wire.enum_value(pb.AdmissionReason, view.admission_reason),
         admission_message=view.admission_message,
-        generation=d.generation,
-        authority=wire.enum_value(pb.Authority, d.authority),
-        enabled=d.enabled,
-        engine_args=list(d.engine_args),
-        imported_args=list(d.imported_args),
-        serving_digest=d.serving_digest,
-        device_class=d.device_class,
-        devices_per_replica=d.devices_per_replica,
         serving=wire.serving_to_proto(d.serving),
         live_digests=view.live_digests,
         degraded=view.degraded,
@@ -135,7 +124,6 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         ],
         failover_replicas=view.failover_replicas,
         failover_for=list(view.failover_for),
-        priority=wire.enum_value(pb.Priority, d.priority),
     )
     if view.rollout is not None:
         message.rollout.CopyFrom(rollout(view.rollout))

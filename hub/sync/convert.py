@@ -544,24 +544,15 @@ def _allocation_checked(
 
 
 def deployment_spec(d: Deployment) -> sync_pb2.DeploymentSpec:
-    return sync_pb2.DeploymentSpec(
-        deployment_id=d.deployment_id,
+    """The agent's view of a deployment: the fields of the same name copied (wire.message_from),
+    the rest derived here."""
+    spec: sync_pb2.DeploymentSpec = wire.message_from(
+        sync_pb2.DeploymentSpec,
+        d,
         name=d.name,
-        workload_id=d.workload_id,
-        workload_name=d.workload_name,
-        project=d.project,
         replicas=d.admitted_replicas if d.enabled else 0,
         admitted=d.admitted_replicas > 0 or d.desired_replicas == 0,
-        enabled=d.enabled,
-        authority=wire.enum_value(resources_pb2.Authority, d.authority),
         serving=wire.serving_to_proto(d.serving),
-        generation=d.generation,
-        serving_digest=d.serving_digest,
-        device_class=d.device_class,
-        devices_per_replica=d.devices_per_replica,
-        revision=d.revision,
-        surge_replicas=d.surge_replicas,
-        dgd_namespace=d.dgd_namespace,
-        dgd_name=d.dgd_name,
         adopted=d.adopted,
     )
+    return spec

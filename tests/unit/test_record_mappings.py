@@ -1,0 +1,106 @@
+"""The derived record <-> message mappings (hub.wire.message_from on the hub, record_from in
+agent/sync/convert.py): a deployment crosses hub -> DeploymentSpec -> agent with every field
+intact, a field both sides name the same is copied with no line in either converter, and a
+field given explicitly wins over the copy."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from agent.sync import convert as agent_convert
+from hub import serving, wire
+from hub.model import Deployment, Serving
+from hub.sync import convert as hub_convert
+from wingsmith.v1 import resources_pb2 as pb
+from wingsmith.v1 import sync_pb2
+
+CONFIG = serving.normalize(Serving(engine="vllm", engine_version="0.11.0", model="m"))
+
+
+def _deployment(**changes: Any) -> Deployment:
+    """Every field off its default, each value distinct."""
+    d = Deployment(
+        deployment_id="dep_0000000000000001",
+        workload_id="wl_0000000000000001",
+        workload_name="chat",
+        project="search",
+        cluster_id="east",
+        desired_replicas=5,
+        admitted_replicas=4,
+        admission_reason="insufficient_quota",
+        admission_message="waits",
+        generation=3,
+        authority="observed",
+        enabled=True,
+        engine_args=("--max-model-len", "8192"),
+        imported_args=("--enforce-eager",),
+        serving=CONFIG,
+        serving_digest=serving.digest(CONFIG),
+        device_class="H100-80GB",
+        devices_per_replica=2,
+        revision=17,
+        create_time=1.0,
+        update_time=2.0,
+        surge_replicas=1,
+        rolling=True,
+        dgd_namespace="team-a",
+        dgd_name="chat-dgd",
+        adopted_from="dsc_1",
+    )
+    return dataclasses.replace(d, **changes)
+
+
+def test_a_deployment_reaches_the_agent_with_every_field_intact() -> None:
+    d = _deployment()
+    message = hub_convert.deployment_spec(d)
+    spec = agent_convert.deployment(sync_pb2.DeploymentSpec.FromString(message.SerializeToString()))
+    assert dataclasses.asdict(spec) == {
+        "deployment_id": d.deployment_id,
+        "name": "chat.east",
+        "workload_id": d.workload_id,
+        "workload_name": "chat",
+        "project": "search",
+        "replicas": 4,
+        "admitted": True,
+        "enabled": True,
+        "authority": "observed",
+        "serving": dataclasses.asdict(agent_convert.serving(wire.serving_to_proto(CONFIG))),
+        "generation": 3,
+        "serving_digest": d.serving_digest,
+        "device_class": "H100-80GB",
+        "devices_per_replica": 2,
+        "revision": 17,
+        "surge_replicas": 1,
+        "dgd_namespace": "team-a",
+        "dgd_name": "chat-dgd",
+        "adopted": True,
+    }
+    # What the converter derives rather than copies: a disabled deployment runs no replica.
+    assert hub_convert.deployment_spec(_deployment(enabled=False)).replicas == 0
+    # An unset authority reads as managed on the agent (an old hub's message).
+    message.ClearField("authority")
+    assert agent_convert.deployment(message).authority == "managed"
+
+
+def test_every_field_of_the_same_name_is_copied_and_given_ones_win() -> None:
+    d = _deployment()
+    message = wire.message_from(pb.Deployment, d, admission_message="as of now")
+    model_fields = {f.name for f in dataclasses.fields(Deployment)}
+    copied = [
+        f
+        for f in pb.Deployment.DESCRIPTOR.fields
+        if f.name in model_fields and f.message_type is None and f.name != "admission_message"
+    ]
+    assert len(copied) >= 15, "the scalars, enums and repeated fields both sides name alike"
+    for field in copied:
+        value = getattr(message, field.name)
+        expected = getattr(d, field.name)
+        if field.enum_type is not None:
+            assert value == wire.enum_value(getattr(pb, field.enum_type.name), expected), field.name
+        elif field.is_repeated:
+            assert tuple(value) == expected, field.name
+        else:
+            assert value == expected, field.name
+    assert message.admission_message == "as of now"
+    assert not message.HasField("create_time"), "message fields only when given"
