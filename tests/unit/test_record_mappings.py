@@ -55,25 +55,19 @@ def test_a_deployment_reaches_the_agent_with_every_field_intact() -> None:
     d = _deployment()
     message = hub_convert.deployment_spec(d)
     spec = agent_convert.deployment(sync_pb2.DeploymentSpec.FromString(message.SerializeToString()))
-    assert dataclasses.asdict(spec) == {
-        "deployment_id": d.deployment_id,
+    received = dataclasses.asdict(spec)
+    # Fields both sides name alike arrive as the hub holds them (a new one with no test line).
+    hub_side = {f.name for f in dataclasses.fields(Deployment)} - {"serving"}
+    alike = hub_side & set(received)
+    assert len(alike) >= 14, alike
+    for name in alike:
+        assert received[name] == getattr(d, name), name
+    # The rest, derived: the name, what runs, the serving config, adoption.
+    assert {k: v for k, v in received.items() if k not in alike} == {
         "name": "chat.east",
-        "workload_id": d.workload_id,
-        "workload_name": "chat",
-        "project": "search",
         "replicas": 4,
         "admitted": True,
-        "enabled": True,
-        "authority": "observed",
         "serving": dataclasses.asdict(agent_convert.serving(wire.serving_to_proto(CONFIG))),
-        "generation": 3,
-        "serving_digest": d.serving_digest,
-        "device_class": "H100-80GB",
-        "devices_per_replica": 2,
-        "revision": 17,
-        "surge_replicas": 1,
-        "dgd_namespace": "team-a",
-        "dgd_name": "chat-dgd",
         "adopted": True,
     }
     # What the converter derives rather than copies: a disabled deployment runs no replica.
