@@ -167,6 +167,7 @@ class Balancer:
 
         return f"""global
     maxconn 4096
+    stats socket {Path(self._dir) / "stats.sock"} mode 600
 defaults
     mode tcp
     timeout connect 1s
@@ -187,6 +188,25 @@ backend hubs_http
     balance roundrobin
 {servers("http")}
 """
+
+    def sessions(self, backend: str = "hubs_http") -> dict[str, int]:
+        """Hub name -> connections HAProxy has sent it on `backend` since it started (the
+        `stot` column of `show stat` on its stats socket)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5)
+            sock.connect(str(Path(self._dir) / "stats.sock"))
+            sock.sendall(b"show stat\n")
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        lines = b"".join(chunks).decode().splitlines()
+        header = lines[0].lstrip("# ").split(",")
+        rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
+        return {
+            row["svname"]: int(row["stot"] or 0)
+            for row in rows
+            if row.get("pxname") == backend and row["svname"] not in ("FRONTEND", "BACKEND")
+        }
 
     def log(self) -> str:
         path = Path(self._dir) / "haproxy.log"
