@@ -307,3 +307,27 @@ def test_apply_sets_placement_preferences_idempotently_and_describe_shows_them(
     ]
     described = cli.ok("describe", "workload", "llama")
     assert "Preferences:" in described and "east:" in described.split("Preferences:")[1]
+
+
+def test_apply_sets_a_workloads_priority_and_a_projects_preemption_policy(
+    cli: Runner, tmp_path: pathlib.Path
+) -> None:
+    fleet = manifests.FLEET.replace("replicas: 2\n", "replicas: 2\npriority: high\n").replace(
+        "  H100-80GB: 16\n", "  H100-80GB: 16\npreemptible_by_other_projects: false\n"
+    )
+    path = manifests.write(tmp_path, fleet)
+    assert "workload/llama created" in cli.ok("apply", "-f", path)
+    assert cli.ok("apply", "-f", path).splitlines() == [
+        "project/team-a unchanged",
+        "cluster/east unchanged",
+        "workload/llama unchanged",
+    ]
+    changed = fleet.replace("priority: high", "priority: low").replace(
+        "preemptible_by_other_projects: false", "preemptible_by_other_projects: true"
+    )
+    lines = cli.ok("apply", "-f", manifests.write(tmp_path, changed, name="c.yaml")).splitlines()
+    assert lines[0] == "project/team-a configured (preemptible_by_other_projects)"
+    assert lines[2] == "workload/llama configured (priority)"
+    client = cli.hub.client()
+    assert client.get("/v1/workloads/llama")["priority"] == "low"
+    assert client.get("/v1/projects/team-a")["preemptible_by_other_projects"] is True
