@@ -169,3 +169,26 @@ def test_an_observed_deployment_is_never_preempted_even_of_the_lowest_class(
     wait_until(lambda: ready(hub, "chat.east") == 1, what="chat running")
     assert ready(hub, "legacy-qwen.east") == 2
     assert len(agent.cluster.list_dgds()) == 3
+
+
+def test_the_preemption_policy_is_the_admins_and_a_workloads_priority_its_operators(
+    hub: Hub,
+) -> None:
+    hub.create_project("search", H100_80GB=8)
+    hub.register_cluster("lab")
+    body = {"name": "ops", "role": "operator", "projects": ["search"]}
+    operator = hub.post("/v1/tokens", body)["secret"]
+    status, answer = hub.rest(
+        "PATCH",
+        "/v1/projects/search",
+        {"preemptible_by_other_projects": True},
+        token=operator,
+        check=False,
+    )
+    assert status == 403, answer
+    assert hub.get("/v1/projects/search")["preemptible_by_other_projects"] is False
+    hub.rest("POST", "/v1/workloads", workload("chat", clusters=("lab",)), token=operator)
+    status, answer = hub.rest(
+        "PATCH", "/v1/workloads/chat", {"priority": "critical"}, token=operator
+    )
+    assert (status, answer["priority"]) == (200, "critical")
