@@ -18,7 +18,7 @@ from hub import errors, failover, placement
 from hub.model import Cluster, Deployment, FailoverRecord, StatusReport, Workload, evolve
 from hub.service import admit, shares
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
-from hub.store import clusters, deployments, failovers, observations, workloads
+from hub.store import accounting, clusters, deployments, failovers, observations, workloads
 from hub.store.db import Connection
 
 log = logging.getLogger(__name__)
@@ -145,30 +145,29 @@ def _plans(
     workload_ids: Iterable[str] | None = None,
 ) -> list[_Planned]:
     if workload_ids is None:
-        concerned = {w.workload_id: w for w in workloads.with_failover(conn)}
+        # A workload needs a decision only with a failover in progress, or a deployment on a
+        # cluster that is stale, cordoned or draining: a healthy fleet reads no workload.
+        troubled = accounting.silent_clusters(
+            conn, seen_before=now - ctx.settings.stale_after_s
+        ) | set(clusters.with_maintenance(conn))
         wanted = set(failovers.active_workloads(conn))
-        draining = clusters.draining(conn)
-        if draining:
-            wanted |= deployments.workloads_on(conn, draining)
-        for workload_id in sorted(wanted - set(concerned)):
-            found = workloads.get(conn, workload_id)
-            if found is not None:
-                concerned[workload_id] = found
-    else:
-        # Only workloads failover concerns: a workload update of any other costs two reads.
-        asked = sorted(set(workload_ids))
-        active = set(failovers.active_workloads_among(conn, asked))
-        draining = clusters.draining(conn)
-        on_draining = deployments.workloads_on(conn, draining) if draining else set()
-        concerned = {}
-        for workload_id in asked:
-            found = workloads.get(conn, workload_id)
-            if found is not None and (
-                found.placement.failover is not None
-                or workload_id in active
-                or workload_id in on_draining
-            ):
-                concerned[workload_id] = found
+        if troubled:
+            wanted |= deployments.workloads_on(conn, sorted(troubled))
+        workload_ids = wanted
+    # Only workloads failover concerns: a workload update of any other costs two reads.
+    asked = sorted(set(workload_ids))
+    active = set(failovers.active_workloads_among(conn, asked))
+    draining = clusters.draining(conn)
+    on_draining = deployments.workloads_on(conn, draining) if draining else set()
+    concerned = {}
+    for workload_id in asked:
+        found = workloads.get(conn, workload_id)
+        if found is not None and (
+            found.placement.failover is not None
+            or workload_id in active
+            or workload_id in on_draining
+        ):
+            concerned[workload_id] = found
     if not concerned:
         return []
     current: dict[str, list[Deployment]] = {}
@@ -204,7 +203,18 @@ def _plans(
             shares=[_share(d, reports, sites) for d in present],
             records=records.get(workload_id, []),
         )
-        rooms = {r.cluster_id: r for r in shares.rooms(conn, eligible, workload.device_class)}
+        # Rooms cost three reads: only a new failover places anything.
+        active = {r.cluster_id for r in state.records if r.active}
+        placing = any(
+            d.cluster_id not in active
+            and failover.lost_cause(sites.get(d.cluster_id), workload.placement.failover)
+            for d in present
+        )
+        rooms = (
+            {r.cluster_id: r for r in shares.rooms(conn, eligible, workload.device_class)}
+            if placing
+            else {}
+        )
         plan = failover.decide(state, sites, rooms, now)
         result.append(_Planned(workload, present, plan))
     return result

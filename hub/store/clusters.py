@@ -421,6 +421,15 @@ def maintenance_of(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, M
     return result
 
 
+def with_maintenance(conn: Transaction) -> dict[str, Maintenance]:
+    """Every cluster with a maintenance mark (cordoned in whole or part, or draining)."""
+    rows = conn.execute(
+        "SELECT cluster_id, maintenance FROM clusters WHERE maintenance != '{}'"
+    ).fetchall()
+    marks = {r["cluster_id"]: _maintenance(r["maintenance"]) for r in rows}
+    return {c: m for c, m in marks.items() if m.any}
+
+
 def draining(conn: Transaction) -> list[str]:
     """Clusters being drained."""
     rows = conn.execute(

@@ -394,14 +394,17 @@ def delete(conn: Transaction, deployment: Deployment, *, now: float) -> int:
 
 def workloads_on(conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
     """The workloads with a deployment on any of these clusters."""
-    if not cluster_ids:
-        return set()
-    rows = conn.execute(
-        "SELECT DISTINCT workload_id FROM deployments"
-        f" WHERE cluster_id IN ({','.join('?' * len(cluster_ids))})",
-        list(cluster_ids),
-    )
-    return {r["workload_id"] for r in rows}
+    ids = sorted(set(cluster_ids))
+    result: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = conn.execute(
+            "SELECT DISTINCT workload_id FROM deployments"
+            f" WHERE cluster_id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        )
+        result |= {r["workload_id"] for r in rows}
+    return result
 
 
 def count_on_cluster(conn: Transaction, cluster_id: str) -> int:

@@ -189,12 +189,6 @@ def _failover(document: dict[str, int] | None) -> FailoverPolicy | None:
     )
 
 
-def with_failover(conn: Transaction) -> list[Workload]:
-    """The workloads that asked for failover (placement.failover set)."""
-    rows = conn.execute("SELECT * FROM workloads WHERE placement LIKE '%\"failover\"%'")
-    return [w for w in map(_workload, rows) if w.placement.failover is not None]
-
-
 def _workload(row: Row) -> Workload:
     placement = codec.loads(row["placement"])
     return Workload(
