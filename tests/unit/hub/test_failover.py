@@ -324,7 +324,7 @@ def run_history(up: Sequence[bool], policy: FailoverPolicy) -> list[tuple[float,
     return events
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
 @given(
     up=st.lists(st.booleans(), min_size=1, max_size=80),
     toleration=st.integers(min_value=1, max_value=60),
@@ -357,7 +357,7 @@ def test_no_flapping_and_failback_only_after_stabilization(
 # -- property: a failover's stand-ins never take a project past its quota -----------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
 @given(
     per_replica=st.sampled_from([1, 2, 4, 8]),
     lost_admitted=st.integers(min_value=0, max_value=4),

@@ -364,7 +364,7 @@ def _charge(d: Demand, decision: Decision) -> int:
     return d.charge(admitted=decision.admitted_replicas, surge=decision.surge_replicas)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
 @given(fleets())
 def test_preemption_properties(fleet: tuple[list[Demand], AdmissionView]) -> None:
     demands, the_view = fleet
@@ -452,7 +452,7 @@ def test_preemption_properties(fleet: tuple[list[Demand], AdmissionView]) -> Non
             assert added <= free
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None, derandomize=True)
 @given(fleets())
 def test_off_means_the_admitted_are_never_looked_at(
     fleet: tuple[list[Demand], AdmissionView],

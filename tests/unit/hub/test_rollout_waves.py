@@ -134,7 +134,7 @@ clusters_st = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
 @given(
     clusters=clusters_st,
     limit=st.integers(0, 5),
@@ -168,7 +168,7 @@ events_st = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
 @given(
     n=st.integers(1, 8),
     limit=st.integers(1, 4),
