@@ -4,6 +4,9 @@
     python -m bench --full           2,000 and 10,000 agents (long: see docs/benchmark.md)
     python -m bench --agents 20      one size of your choice (the CI smoke run)
     python -m bench --json out.json  also write the figures as JSON
+    python -m bench --store postgres --hubs 2
+                                     SQLite with one hub, PostgreSQL with one and with 2 hubs,
+                                     in one run (quick: 50 agents), beside the bare upserts
 
 Prints progress on stderr, then the table and the JSON on stdout.
 """
@@ -19,13 +22,16 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from bench import report
+from bench import report, store_ingest
+from bench.report import SizeResult
 from bench.scenarios import Plan, run_size
 
 QUICK = (200,)
+# `--store postgres` runs every size three times (and the machine also runs the database).
+QUICK_STORES = (50,)
 SKIPPABLE = ("idle", "fanout_one", "fanout_all", "ingest", "admission", "reconnect", "baselines")
 FULL = (2_000, 10_000)
 
@@ -39,6 +45,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     mode.add_argument("--full", action="store_true", help="2,000 and 10,000 agents")
     mode.add_argument("--agents", type=int, nargs="+", metavar="N", help="run these sizes instead")
     parser.add_argument("--json", metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--store",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="postgres: run each size on SQLite with one hub, then on a throwaway PostgreSQL"
+        " with one hub and with --hubs hubs, and print them side by side",
+    )
+    parser.add_argument(
+        "--hubs", type=int, default=2, help="hubs on PostgreSQL beside the one-hub run (--store)"
+    )
     parser.add_argument(
         "--workers", type=int, default=0, help="load-generator processes (default: by size)"
     )
@@ -102,17 +118,26 @@ def plan_for(agents: int, args: argparse.Namespace) -> Plan:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    sizes = tuple(args.agents) if args.agents else (FULL if args.full else QUICK)
+    quick = QUICK_STORES if args.store == "postgres" else QUICK
+    sizes = tuple(args.agents) if args.agents else (FULL if args.full else quick)
     log = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     root = pathlib.Path(args.keep) if args.keep else pathlib.Path(tempfile.mkdtemp(prefix="bench-"))
-    results = []
+    results: list[SizeResult] = []
+    comparisons: list[str] = []
+    bare_rates: dict[int, dict[str, float]] = {}
     started = time.monotonic()
+    profile = pathlib.Path(args.profile) if args.profile else None
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
     try:
         for agents in sizes:
             plan = plan_for(agents, args)
-            profile = pathlib.Path(args.profile) if args.profile else None
-            if profile is not None:
-                profile.mkdir(parents=True, exist_ok=True)
+            if args.store == "postgres":
+                runs, bare = await compare_stores(plan, args.hubs, root / f"agents-{agents}", log)
+                results += runs
+                bare_rates[agents] = bare
+                comparisons.append(report.store_table(runs, bare))
+                continue
             results.append(
                 await run_size(
                     plan,
@@ -133,12 +158,53 @@ async def main_async(args: argparse.Namespace) -> int:
         "wall_s": time.monotonic() - started,
     }
     data = report.as_json(results, meta)
+    if bare_rates:
+        data["bare_store_upserts"] = {str(n): rates for n, rates in bare_rates.items()}
     text = report.dumps(data)
     print(report.table(results))
+    for comparison in comparisons:
+        print(comparison)
     print(text)
     if args.json:
         pathlib.Path(args.json).write_text(text + "\n")
     return 1 if any(r.error for r in results) else 0
+
+
+async def compare_stores(
+    plan: Plan, hubs: int, workdir: pathlib.Path, log: Callable[[str], None]
+) -> tuple[list[SizeResult], dict[str, float]]:
+    """One size on SQLite with one hub, then on one throwaway PostgreSQL server with one hub
+    and with `hubs` hubs (a fresh database each), then the bare batched upserts of both
+    databases (bench/store_ingest.py: rows of the `devices` table, 50 clusters a transaction).
+    The bare-stream and admission baselines run once, in the SQLite run: they do not depend
+    on the store."""
+    from tools.pgserver import PgServer
+
+    results = []
+    with PgServer.start() as pg:
+        setups = [("SQLite, 1 hub", None, 1), ("PostgreSQL, 1 hub", "one", 1)]
+        if hubs > 1:
+            setups.append((f"PostgreSQL, {hubs} hubs", "many", hubs))
+        for setup, database, count in setups:
+            log(f"[{plan.agents} agents] == {setup} ==")
+            store_url = pg.create_database(f"{database}{plan.agents}") if database else None
+            skip = plan.skip | ({"baselines"} if database else set())
+            run = replace(plan, store_url=store_url, hubs=count, skip=frozenset(skip))
+            slug = setup.lower().replace(", ", "-").replace(" ", "-")
+            result = await run_size(run, workdir / slug, log=log)
+            result.setup = setup
+            results.append(result)
+        log(f"[{plan.agents} agents] bare SQLite and PostgreSQL batched upserts")
+        shape = dict(clusters=max(50, plan.agents), rounds=4, batch=50)
+        bare = {
+            "bare SQLite batched upsert": store_ingest.bare_sqlite_rate(
+                workdir / "bare-upsert.db", **shape
+            ),
+            "bare PostgreSQL batched upsert": store_ingest.bare_postgres_rate(
+                pg.create_database(f"bare{plan.agents}"), **shape
+            ),
+        }
+    return results, bare
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""The hub under test, as its own process: `python -m hub` on a database in a scratch folder.
+"""The hub under test, as its own process: `python -m hub` on a database in a scratch folder
+(a SQLite file there, or a PostgreSQL database URL), alone or as a group of hubs on one database.
 
 Running the hub alone in its process means its RSS and CPU (psutil on its pid) are the hub's
 only, and a restart is a real process restart on the same database and the same ports: stop
@@ -31,6 +32,8 @@ from typing import Any
 import aiohttp
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
+
+from hub.store.port import is_postgres
 
 READY_TIMEOUT_S = 60.0
 PR_SET_PDEATHSIG = 1
@@ -66,14 +69,26 @@ def _die_with_parent() -> None:
 
 
 class HubProcess:
-    """Start, stop and restart `python -m hub`; the ports stay the same across restarts."""
+    """Start, stop and restart `python -m hub`; the ports stay the same across restarts.
 
-    def __init__(self, workdir: pathlib.Path, *, log_level: str = "WARNING") -> None:
+    `db_url`: a PostgreSQL URL the hub shares with others; by default a SQLite file in
+    `workdir`. Hubs on one database must share `admin_token` (none may generate its own).
+    """
+
+    def __init__(
+        self,
+        workdir: pathlib.Path,
+        *,
+        log_level: str = "WARNING",
+        db_url: str | None = None,
+        name: str = "hub",
+        admin_token: str | None = None,
+    ) -> None:
         self.workdir = workdir
-        self.db_path = workdir / "hub.db"
-        self.ready_file = workdir / "hub.ready.json"
-        self.log_path = workdir / "hub.log"
-        self.admin_token = "bench-" + secrets.token_hex(16)
+        self.db_url = db_url or str(workdir / f"{name}.db")
+        self.ready_file = workdir / f"{name}.ready.json"
+        self.log_path = workdir / f"{name}.log"
+        self.admin_token = admin_token or "bench-" + secrets.token_hex(16)
         self.log_level = log_level
         self.grpc_port = 0
         self.http_port = 0
@@ -104,7 +119,7 @@ class HubProcess:
             "-m",
             "hub",
             "--db",
-            str(self.db_path),
+            self.db_url,
             "--grpc-listen",
             f"127.0.0.1:{self.grpc_port}",
             "--http-listen",
@@ -179,41 +194,125 @@ class HubProcess:
             return ""
 
 
-class StoreReader:
-    """Read-only queries on the hub's database file, from the benchmark's own process.
+class HubGroup:
+    """N hub processes on one database, driven as one hub: started and stopped together, their
+    RSS and CPU summed. Control calls and the profiler use the first hub; the agents of
+    worker i stream to hub i % N (`grpc_targets`), so a change committed on the first hub
+    reaches most agents through another one (the cross-hub fan-out)."""
 
-    The fallback where the hub has no metric for what the benchmark must know (WAL mode: a
-    reader never blocks the hub's writer). Scraping /metrics is not free: the hub computes
-    every deployment's phase per scrape, so tight polling loops read the database instead.
+    def __init__(
+        self,
+        workdir: pathlib.Path,
+        *,
+        count: int = 1,
+        db_url: str | None = None,
+        log_level: str = "WARNING",
+    ) -> None:
+        if count > 1 and (db_url is None or not is_postgres(db_url)):
+            raise ValueError("several hubs need a shared PostgreSQL database URL")
+        token = "bench-" + secrets.token_hex(16)
+        self.hubs = [
+            HubProcess(
+                workdir,
+                log_level=log_level,
+                db_url=db_url,
+                name="hub" if i == 0 else f"hub{i}",
+                admin_token=token,
+            )
+            for i in range(count)
+        ]
+        self.admin_token = token
+        self.db_url = self.hubs[0].db_url
+
+    @property
+    def starts(self) -> int:
+        return sum(h.starts for h in self.hubs)
+
+    @property
+    def grpc_target(self) -> str:
+        return self.hubs[0].grpc_target
+
+    @property
+    def grpc_targets(self) -> list[str]:
+        return [h.grpc_target for h in self.hubs]
+
+    @property
+    def http_base(self) -> str:
+        return self.hubs[0].http_base
+
+    @property
+    def http_bases(self) -> list[str]:
+        return [h.http_base for h in self.hubs]
+
+    @property
+    def pid(self) -> int:
+        return self.hubs[0].pid
+
+    def start(self) -> float:
+        """One after another (the first runs the migrations); the seconds it took in all."""
+        return sum(h.start() for h in self.hubs)
+
+    def stop(self, timeout_s: float = 30.0) -> float:
+        return sum(h.stop(timeout_s) for h in self.hubs)
+
+    def kill(self) -> None:
+        for h in self.hubs:
+            h.kill()
+
+    def sample(self) -> ProcSample:
+        parts = [h.sample() for h in self.hubs]
+        return ProcSample(
+            max(p.at for p in parts), sum(p.rss for p in parts), sum(p.cpu_s for p in parts)
+        )
+
+    def tail(self, lines: int = 20) -> str:
+        return "\n".join(f"-- {h.log_path.name}\n{h.tail(lines)}" for h in self.hubs)
+
+
+class StoreReader:
+    """Read-only queries on the hub's database, from the benchmark's own process.
+
+    The fallback where the hub has no metric for what the benchmark must know (SQLite in WAL
+    mode, or PostgreSQL: a reader never blocks the hub's writer). Scraping /metrics is not
+    free: the hub computes every deployment's phase per scrape, so tight polling loops read
+    the database instead.
     """
 
-    def __init__(self, path: pathlib.Path) -> None:
-        self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    def __init__(self, url: str) -> None:
+        self._postgres = is_postgres(url)
+        self._conn: Any
+        if self._postgres:
+            import psycopg
+
+            self._conn = psycopg.connect(url, autocommit=True)
+        else:
+            self._conn = sqlite3.connect(f"file:{url}?mode=ro", uri=True, timeout=10)
 
     def close(self) -> None:
         self._conn.close()
 
+    def _one(self, sql: str, params: Sequence[object] = ()) -> Any:
+        if self._postgres:
+            sql = sql.replace("?", "%s")
+        return self._conn.execute(sql, list(params)).fetchone()
+
     def running_deployments(self) -> int:
         """Deployments with at least one ready replica (what the hub calls running)."""
-        row = self._conn.execute(
-            "SELECT COUNT(DISTINCT deployment_id) FROM replicas WHERE ready = 1"
-        ).fetchone()
+        row = self._one("SELECT COUNT(DISTINCT deployment_id) FROM replicas WHERE ready = 1")
         return int(row[0])
 
     def last_observed(self) -> int:
         """The newest observation time the hub wrote (reports and nodes), 0 if none."""
-        row = self._conn.execute(
+        row = self._one(
             "SELECT MAX(t) FROM (SELECT MAX(observe_ns) AS t FROM deployment_reports"
-            " UNION ALL SELECT MAX(observe_ns) FROM nodes)"
-        ).fetchone()
+            " UNION ALL SELECT MAX(observe_ns) FROM nodes) AS observed"
+        )
         return int(row[0] or 0)
 
     def behind(self) -> int:
         """Clusters whose agent has not acknowledged their current desired revision (acks
         reach the database within the hub's liveness flush, about a second)."""
-        row = self._conn.execute(
-            "SELECT COUNT(*) FROM clusters WHERE applied_revision < desired_revision"
-        ).fetchone()
+        row = self._one("SELECT COUNT(*) FROM clusters WHERE applied_revision < desired_revision")
         return int(row[0])
 
     def reported_since(self, deployment_ids: Sequence[str], observe_ns: int) -> int:
@@ -222,11 +321,11 @@ class StoreReader:
         for start in range(0, len(deployment_ids), 900):
             chunk = list(deployment_ids[start : start + 900])
             marks = ",".join("?" * len(chunk))
-            row = self._conn.execute(
+            row = self._one(
                 "SELECT COUNT(*) FROM deployment_reports WHERE observe_ns >= ?"
                 f" AND deployment_id IN ({marks})",
                 [observe_ns, *chunk],
-            ).fetchone()
+            )
             total += int(row[0])
         return total
 
@@ -281,7 +380,7 @@ class ApiError(RuntimeError):
 class Control:
     """The hub's REST control API, as a user drives it (aiohttp, bearer admin token)."""
 
-    def __init__(self, hub: HubProcess, *, concurrency: int = 16) -> None:
+    def __init__(self, hub: HubProcess | HubGroup, *, concurrency: int = 16) -> None:
         self._hub = hub
         self._session: aiohttp.ClientSession | None = None
         self._limit = asyncio.Semaphore(concurrency)
@@ -322,7 +421,16 @@ class Control:
             return await response.text()
 
     async def metrics(self) -> Metrics:
-        return Metrics.parse(await self.metrics_text())
+        """Every hub's /metrics, summed (a group's counters and histograms count the fleet's
+        work wherever its streams landed)."""
+        assert self._session is not None
+        bases = self._hub.http_bases if isinstance(self._hub, HubGroup) else [self._hub.http_base]
+        total: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        for base in bases:
+            async with self._session.get(base + "/metrics") as response:
+                for key, value in Metrics.parse(await response.text()).samples.items():
+                    total[key] = total.get(key, 0.0) + value
+        return Metrics(total)
 
     async def wait_metrics(
         self,

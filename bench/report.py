@@ -82,6 +82,8 @@ class SizeResult:
 
     agents: int
     figures: list[Figure] = field(default_factory=list)
+    # Which store and how many hubs, where a run compares them ("PostgreSQL, 2 hubs").
+    setup: str = ""
     # Raw measurements behind the figures (per phase timings, CPU, counts).
     details: dict[str, Any] = field(default_factory=dict)
     error: str = ""
@@ -130,7 +132,8 @@ def table(results: Sequence[SizeResult]) -> str:
             ratio = "-" if f.ratio is None else f"{f.ratio:.2f}x"
             rows.append((f.title, fmt(f.value, f.unit), baseline, ratio, f.target_text, met))
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-        lines.append(f"== {result.agents} agents ==")
+        setup = f", {result.setup}" if result.setup else ""
+        lines.append(f"== {result.agents} agents{setup} ==")
         if result.error:
             lines.append(f"!! incomplete: {result.error}")
         for index, row in enumerate(rows):
@@ -141,12 +144,50 @@ def table(results: Sequence[SizeResult]) -> str:
     return "\n".join(lines)
 
 
+def store_table(results: Sequence[SizeResult], bare: dict[str, float]) -> str:
+    """`--store postgres`: each figure of every setup of one size side by side, with its ratio
+    to the first setup's (SQLite, one hub); then the bare store baselines of the same run."""
+    first = results[0]
+    header = ("figure", *(f"{r.setup}" for r in results))
+    rows = [header]
+    for f in first.figures:
+        cells = [f.title, fmt(f.value, f.unit)]
+        for other in results[1:]:
+            g = other.figure(f.key)
+            value = g.value if g is not None else None
+            ratio = (
+                f" ({value / f.value:.2f}x)"
+                if value is not None
+                and f.value
+                and not math.isnan(value)
+                and not math.isnan(f.value)
+                else ""
+            )
+            cells.append(fmt(value, f.unit) + ratio)
+        rows.append(tuple(cells))
+    base = next(iter(bare.values()), None)
+    for title, rate in bare.items():
+        ratio = f" ({rate / base:.2f}x)" if base else ""
+        rows.append((title, fmt(rate, "rows/s") + ratio, *([""] * (len(results) - 1))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [f"== {first.agents} agents: the stores and hubs side by side (ratio to the first) =="]
+    for result in results:
+        if result.error:
+            lines.append(f"!! {result.setup} incomplete: {result.error}")
+    for index, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines) + "\n"
+
+
 def as_json(results: Sequence[SizeResult], meta: dict[str, Any]) -> dict[str, Any]:
     return {
         "meta": meta,
         "sizes": [
             {
                 "agents": r.agents,
+                "setup": r.setup,
                 "error": r.error,
                 "figures": {f.key: f.as_json() for f in r.figures},
                 "details": r.details,

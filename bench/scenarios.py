@@ -49,7 +49,7 @@ from bench import baselines
 from bench.figures import figures
 from bench.hubproc import (
     Control,
-    HubProcess,
+    HubGroup,
     Metrics,
     Profiler,
     StoreReader,
@@ -96,6 +96,10 @@ class Plan:
     # Phases to leave out (setup and connect always run).
     skip: frozenset[str] = frozenset()
     seed: int = 7
+    # The store: None is a SQLite file in the work folder (one hub); a PostgreSQL URL may be
+    # shared by `hubs` hub processes (`python -m bench --store postgres --hubs N`).
+    store_url: str | None = None
+    hubs: int = 1
 
     @property
     def spec(self) -> str:
@@ -144,7 +148,7 @@ class Fleet:
     """The hub, the workers and what the phases measured (into `details`)."""
 
     plan: Plan
-    hub: HubProcess
+    hub: HubGroup
     api: Control
     pool: WorkerPool
     details: dict[str, Any] = field(default_factory=dict)
@@ -263,12 +267,17 @@ class Fleet:
         for index, group in enumerate(self.per_worker):
             for c in group:
                 self.worker_of[c] = index
+        targets = self.hub.grpc_targets
         await self.pool.call_all(
             "build_agents",
             per_worker=[
-                {"clusters": [(c, self.tokens[c]) for c in group]} for group in self.per_worker
+                # Worker i's agents stream to hub i % N.
+                {
+                    "clusters": [(c, self.tokens[c]) for c in group],
+                    "target": targets[i % len(targets)],
+                }
+                for i, group in enumerate(self.per_worker)
             ],
-            target=self.hub.grpc_target,
             spec=self.plan.spec,
             agents_per_channel=self.plan.agents_per_channel,
             resync_s=self.plan.resync_s,
@@ -312,7 +321,7 @@ class Fleet:
             p50_synced_s=percentile(first_sync, 50),
             all_welcomed_s=max(welcome),
         )
-        store = StoreReader(self.hub.db_path)
+        store = StoreReader(self.hub.db_url)
         try:
             deadline = time.monotonic() + self.plan.timeout_s
             while store.running_deployments() < 2 * n:
@@ -462,7 +471,7 @@ class Fleet:
         hub wrote no observation and no cluster was behind. Read from the database: a
         /metrics scrape costs the hub O(deployments) (phases are derived on read)."""
         await asyncio.sleep(self.plan.ready_after_s + min(extra_s, self.plan.quiet_s))
-        store = StoreReader(self.hub.db_path)
+        store = StoreReader(self.hub.db_url)
         try:
             deadline = time.monotonic() + self.plan.timeout_s
             last, since = store.last_observed(), time.monotonic()
@@ -495,7 +504,7 @@ class Fleet:
         in_before = before.get(OBSERVATIONS_IN, direction="in", type="observations")
         hub_before = self.hub.sample()
         workers_before = self._worker_cpu()
-        store = StoreReader(self.hub.db_path)
+        store = StoreReader(self.hub.db_url)
         sent = records = size = 0
         outstanding: list[tuple[int, list[str]]] = []
         started = time.monotonic()
@@ -797,12 +806,12 @@ async def run_size(
     """Every phase at one size; whatever fails, the hub and the workers are stopped."""
     result = SizeResult(agents=plan.agents)
     workdir.mkdir(parents=True, exist_ok=True)
-    hub = HubProcess(workdir)
+    hub = HubGroup(workdir, count=plan.hubs, db_url=plan.store_url)
     pool = WorkerPool(plan.workers)
     started = time.monotonic()
     result.details["machine"] = machine_state()
     try:
-        log(f"[{plan.agents} agents] starting the hub and {plan.workers} worker processes")
+        log(f"[{plan.agents} agents] starting {plan.hubs} hub(s), {plan.workers} worker processes")
         hub.start()
         await pool.start()
         async with Control(hub) as api:
