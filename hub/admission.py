@@ -260,11 +260,14 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
     # Demands of one instant (the deployments one call created) in cluster order, not by
     # their random ids: the same call admits the same way every time, so a dry run of it
     # (validate_only, whose ids differ) predicts the real call exactly.
+    # What shrinks (a scale-down, a disable) goes first: the room it gives back is there for
+    # everyone the pass decides, so no preemption takes a replica that room would have spared.
     ordered = [
         _release_surge(_without_releasing(d), ledger)
         for d in sorted(
             demands,
             key=lambda d: (
+                not (not d.enabled or d.desired_replicas < d.admitted_replicas),
                 -priority_rank(d.priority),
                 d.pending_since,
                 d.cluster_id,

@@ -311,6 +311,20 @@ def test_claimed_room_is_not_taken_by_a_lower_demand_in_the_same_pass() -> None:
     assert {decided["r1"].reason, decided["r2"].reason} == {REASON_PREEMPTED}
 
 
+def test_a_scale_down_in_the_same_pass_spares_a_victim_a_replica() -> None:
+    # Found by a random search of the property below: `shrinking` gives one device back in
+    # the pass, so `chat` needs to take only one of `low`'s two replicas. Decided before the
+    # scale-down, it took both, and `low` then got one back labelled insufficient_capacity.
+    chat = dep("chat", priority="high", per_replica=1, desired=2)
+    low = dep("low", priority="low", per_replica=1, desired=2, admitted=2)
+    shrinking = dep("shrinking", priority="low", per_replica=1, desired=0, admitted=1)
+    decided = by_id(decide([chat, low, shrinking], view(free=0)))
+    assert decided["chat"].admitted_replicas == 2
+    assert decided["shrinking"].admitted_replicas == 0
+    assert (decided["low"].admitted_replicas, decided["low"].reason) == (1, REASON_PREEMPTED)
+    assert decided["low"].message.startswith("1 of its 2 admitted replicas preempted by chat")
+
+
 # -- properties -------------------------------------------------------------------------------
 
 CLUSTERS = ("east", "west")
