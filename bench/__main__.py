@@ -53,7 +53,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         " with one hub and with --hubs hubs, and print them side by side",
     )
     parser.add_argument(
-        "--hubs", type=int, default=2, help="hubs on PostgreSQL beside the one-hub run (--store)"
+        "--hubs",
+        type=int,
+        default=None,
+        help="hubs on PostgreSQL beside the one-hub run (with --store postgres; default 2)",
     )
     parser.add_argument(
         "--workers", type=int, default=0, help="load-generator processes (default: by size)"
@@ -95,7 +98,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--wave-agents", type=int, default=256, help=argparse.SUPPRESS)
     parser.add_argument("--waves-in-flight", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.hubs is not None and args.store != "postgres":
+        parser.error("--hubs needs --store postgres (several hubs share one PostgreSQL database)")
+    args.hubs = 2 if args.hubs is None else args.hubs
+    if args.hubs < 1:
+        parser.error(f"--hubs must be at least 1, got {args.hubs}")
+    return args
 
 
 def plan_for(agents: int, args: argparse.Namespace) -> Plan:

@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from bench.__main__ import parse_args
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SETUPS = ["SQLite, 1 hub", "PostgreSQL, 1 hub", "PostgreSQL, 2 hubs"]
 # What a store or a second hub changes: the cross-hub fan-out and the ingest writes.
@@ -54,3 +56,24 @@ def test_store_comparison_runs_every_setup_and_prints_them_side_by_side(
     rates = data["bare_store_upserts"]["4"]
     assert rates["bare SQLite batched upsert"] > 0
     assert rates["bare PostgreSQL batched upsert"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--hubs", "2"], "--hubs needs --store postgres"),
+        (["--store", "postgres", "--hubs", "0"], "--hubs must be at least 1, got 0"),
+    ],
+)
+def test_hub_counts_that_cannot_run_are_refused_with_what_to_change(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_postgres_runs_two_hubs_unless_told() -> None:
+    assert parse_args(["--store", "postgres"]).hubs == 2
+    assert parse_args(["--store", "postgres", "--hubs", "3"]).hubs == 3
