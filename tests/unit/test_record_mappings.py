@@ -6,53 +6,18 @@ field given explicitly wins over the copy."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from agent.sync import convert as agent_convert
-from hub import serving, wire
-from hub.model import Deployment, Serving
+from hub import wire
+from hub.model import Deployment
 from hub.sync import convert as hub_convert
+from tests.records import CONFIG, every_field_deployment
 from wingsmith.v1 import resources_pb2 as pb
 from wingsmith.v1 import sync_pb2
 
-CONFIG = serving.normalize(Serving(engine="vllm", engine_version="0.11.0", model="m"))
-
-
-def _deployment(**changes: Any) -> Deployment:
-    """Every field off its default, each value distinct."""
-    d = Deployment(
-        deployment_id="dep_0000000000000001",
-        workload_id="wl_0000000000000001",
-        workload_name="chat",
-        project="search",
-        cluster_id="east",
-        desired_replicas=5,
-        admitted_replicas=4,
-        admission_reason="insufficient_quota",
-        admission_message="waits",
-        generation=3,
-        authority="observed",
-        enabled=True,
-        engine_args=("--max-model-len", "8192"),
-        imported_args=("--enforce-eager",),
-        serving=CONFIG,
-        serving_digest=serving.digest(CONFIG),
-        device_class="H100-80GB",
-        devices_per_replica=2,
-        revision=17,
-        create_time=1.0,
-        update_time=2.0,
-        surge_replicas=1,
-        rolling=True,
-        dgd_namespace="team-a",
-        dgd_name="chat-dgd",
-        adopted_from="dsc_1",
-    )
-    return dataclasses.replace(d, **changes)
-
 
 def test_a_deployment_reaches_the_agent_with_every_field_intact() -> None:
-    d = _deployment()
+    d = every_field_deployment()
     message = hub_convert.deployment_spec(d)
     spec = agent_convert.deployment(sync_pb2.DeploymentSpec.FromString(message.SerializeToString()))
     received = dataclasses.asdict(spec)
@@ -71,14 +36,14 @@ def test_a_deployment_reaches_the_agent_with_every_field_intact() -> None:
         "adopted": True,
     }
     # What the converter derives rather than copies: a disabled deployment runs no replica.
-    assert hub_convert.deployment_spec(_deployment(enabled=False)).replicas == 0
+    assert hub_convert.deployment_spec(every_field_deployment(enabled=False)).replicas == 0
     # An unset authority reads as managed on the agent (an old hub's message).
     message.ClearField("authority")
     assert agent_convert.deployment(message).authority == "managed"
 
 
 def test_every_field_of_the_same_name_is_copied_and_given_ones_win() -> None:
-    d = _deployment()
+    d = every_field_deployment()
     message = wire.message_from(pb.Deployment, d, admission_message="as of now")
     model_fields = {f.name for f in dataclasses.fields(Deployment)}
     copied = [

@@ -9,47 +9,10 @@ import dataclasses
 
 import pytest
 
-from hub import serving
-from hub.model import Deployment, Placement, Serving, Workload
+from hub.model import Placement, Workload
 from hub.store import clusters, codec, deployments, workloads
 from hub.store.port import open_store
-
-CONFIG = serving.normalize(Serving(engine="vllm", engine_version="0.11.0", model="m"))
-
-
-def _deployment() -> Deployment:
-    """Every field off its default, each value distinct, so a field mixed up with another or
-    dropped shows."""
-    return Deployment(
-        deployment_id="dep_0000000000000001",
-        workload_id="wl_0000000000000001",
-        workload_name="chat",
-        project="search",
-        cluster_id="east",
-        desired_replicas=5,
-        admitted_replicas=4,
-        admission_reason="quota",
-        admission_message="waits for 4 devices",
-        generation=3,
-        authority="observed",
-        enabled=False,
-        engine_args=("--max-model-len", "8192"),
-        imported_args=("--enforce-eager",),
-        serving=CONFIG,
-        serving_digest=serving.digest(CONFIG),
-        device_class="H100-80GB",
-        devices_per_replica=2,
-        revision=0,
-        create_time=1700000000.25,
-        update_time=1700000100.5,
-        pending_since=7.0,
-        surge_replicas=1,
-        rolling=True,
-        dgd_namespace="team-a",
-        dgd_name="chat-dgd",
-        adopted_from="dsc_1",
-        topology="nvlink",
-    )
+from tests.records import CONFIG, every_field_deployment
 
 
 def _seed(url: str) -> None:
@@ -77,7 +40,7 @@ def _seed(url: str) -> None:
 def test_every_field_comes_back_as_saved_and_an_update_replaces_the_rest(store_url: str) -> None:
     _seed(store_url)
     db = open_store(store_url)
-    saved = _deployment()
+    saved = every_field_deployment(enabled=False)
     with db.write() as conn:
         revision = deployments.save(conn, saved)
     with db.read() as conn:
@@ -104,7 +67,7 @@ def test_a_body_written_before_a_field_existed_reads_its_default(store_url: str)
     _seed(store_url)
     db = open_store(store_url)
     with db.write() as conn:
-        deployments.save(conn, _deployment())
+        deployments.save(conn, every_field_deployment(enabled=False))
         # As a hub stored it before adopted_from and dgd_name were fields: keys absent.
         body = codec.loads(conn.execute("SELECT body FROM deployments").fetchone()["body"])
         del body["adopted_from"], body["dgd_name"]
