@@ -48,12 +48,19 @@ def settled(read: Callable[[], T]) -> T:
     return read()
 
 
-def text_of(browser: webdriver.Chrome, css: str) -> str:
-    return settled(lambda: str(browser.find_element(By.CSS_SELECTOR, css).text))
-
-
 def present(browser: webdriver.Chrome, css: str) -> bool:
     return settled(lambda: bool(browser.find_elements(By.CSS_SELECTOR, css)))
+
+
+def text_of(browser: webdriver.Chrome, css: str) -> str:
+    """The text of `css`, once it is on the page.
+
+    A click that submits a form returns before the browser has begun to load the answer, so
+    the element may not be there yet: it is awaited rather than looked up once (a lookup on
+    the page being left failed CI one run in many).
+    """
+    wait_until(lambda: present(browser, css), timeout=10, what=f"{css} on the page")
+    return settled(lambda: str(browser.find_element(By.CSS_SELECTOR, css).text))
 
 
 def shot(browser: webdriver.Chrome, tmp_path: pathlib.Path, name: str) -> None:
