@@ -12,7 +12,8 @@ rule (docs/placement.md "Failover and failback", "Cordon and drain"):
 - A managed deployment on a lost cluster gets stand-ins: its replicas (not counting stand-ins
   it carries for others) are placed *additionally* on the workload's other eligible clusters
   that are open (not lost, not stale, not cordoned), by the placement rule on top of their
-  shares. Nothing is deleted on the lost cluster; admission decides as usual where the
+  shares (most preferred step first, when the workload has placement.preferences). Nothing
+  is deleted on the lost cluster; admission decides as usual where the
   stand-ins run (hub/admission.py charges a replica and its stand-in to the quota once).
 - Failback: once the cluster is no longer lost, reports (not stale), is not cordoned and its
   deployment has all its replicas ready, continuously for the stabilization window, the
@@ -70,6 +71,9 @@ class WorkloadState:
     eligible: Sequence[str]
     shares: Sequence[Share]
     records: Sequence[FailoverRecord] = ()
+    # The workload's placement preferences as steps (placement.resolve_steps): stand-ins go
+    # to the most preferred open clusters first, as new replicas do. Empty: level over all.
+    steps: Sequence[placement.Step] = ()
 
 
 @dataclass
@@ -204,6 +208,7 @@ def decide(
             devices_per_replica=state.devices_per_replica,
             rooms=candidates,
             existing=existing,
+            steps=state.steps,
         )
         stand_ins = {c: n - existing[c] for c, n in placed.items() if n > existing[c]}
         for cluster_id, count in stand_ins.items():

@@ -202,6 +202,7 @@ def _plans(
             eligible=eligible,
             shares=[_share(d, reports, sites) for d in present],
             records=records.get(workload_id, []),
+            steps=placement.resolve_steps(workload.placement.preferences, eligible, labels),
         )
         # Rooms cost three reads: only a new failover places anything.
         active = {r.cluster_id for r in state.records if r.active}

@@ -113,6 +113,37 @@ def test_a_stale_cluster_fails_over_and_back_charging_the_quota_once(
             agent.stop()
 
 
+def test_stand_ins_go_to_the_most_preferred_open_cluster(fast: tuple[LoopThread, Hub]) -> None:
+    loop, hub = fast
+    hub.create_project("search", H100_80GB=32)
+    tokens = {c: hub.register_cluster(c) for c in ("east", "west", "north")}
+    started = [start_agent(loop, hub, cluster_id=c, token=t, spec=SPEC) for c, t in tokens.items()]
+    try:
+        for c in tokens:
+            wait_until(lambda c=c: hub.get(f"/v1/clusters/{c}")["devices"], what=f"{c} devices")
+        body = workload("llama", replicas=2)
+        body["placement"] = {
+            "clusters": ["east", "west", "north"],
+            # east first; then north before west. Without preferences the two stand-ins
+            # would level over west and north (one each).
+            "preferences": [{"clusters": ["east"]}, {"clusters": ["north"]}],
+            "failover": {"toleration_seconds": 1, "stabilization_seconds": 60},
+        }
+        hub.post("/v1/workloads", body)
+        assert shares(hub, "llama") == {"east": 2}
+        wait_until(lambda: ready(hub, "llama.east") == 2, what="ready on east")
+
+        started[0].stop()  # east goes quiet
+        wait_until(lambda: failovers(hub, "llama"), timeout=10, what="failover")
+        (event,) = failovers(hub, "llama")
+        assert event["stand_ins"] == {"north": 2}, event
+        assert shares(hub, "llama") == {"east": 2, "north": 2}
+        wait_until(lambda: ready(hub, "llama.north") == 2, what="the stand-ins running on north")
+    finally:
+        for agent in started:
+            agent.stop()
+
+
 def test_drain_replaces_a_clusters_replicas_first_then_removes_them_there(
     fast: tuple[LoopThread, Hub],
 ) -> None:

@@ -4,6 +4,7 @@ stabilization window) and over random covers (admission never exceeds a quota)."
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
 
@@ -15,7 +16,7 @@ from hub import failover
 from hub.admission import AdmissionView, Cover, Demand, decide
 from hub.failover import Share, Site, WorkloadState
 from hub.model import FailoverPolicy, FailoverRecord
-from hub.placement import ClusterRoom
+from hub.placement import ClusterRoom, Step
 
 POLICY = FailoverPolicy(toleration_s=60, stabilization_s=120)
 H100 = "H100-80GB"
@@ -281,6 +282,61 @@ def test_a_new_failover_says_where_and_why() -> None:
         "cluster east was silent for longer than the failover toleration: its replicas stand"
         " in on north (1), west (1) (nothing was deleted on east)"
     )
+
+
+@pytest.mark.parametrize(
+    ("case", "steps", "stand_ins"),
+    [
+        ("no preferences: levelled over the open clusters", (), {"north": 1, "west": 1}),
+        (
+            "north preferred: it takes every stand-in that fits",
+            (Step(("north",)), Step(("east", "west"))),
+            {"north": 2},
+        ),
+        (
+            "a lost preferred cluster: the next step",
+            (Step(("east",)), Step(("west",)), Step(("north",))),
+            {"west": 2},
+        ),
+        (
+            "weighted: in proportion to the weights, on top of the shares",
+            (Step(("north", "west"), {"north": 3, "west": 1}),),
+            {"north": 2},
+        ),
+    ],
+)
+def test_stand_ins_follow_the_placement_preferences(
+    case: str, steps: tuple[Step, ...], stand_ins: dict[str, int]
+) -> None:
+    the_state = WorkloadState(
+        "wl_1", POLICY, 4, ("east", "west", "north"), [share("east", 2, 0), share("west", 2)]
+    )
+    the_state = dataclasses.replace(the_state, steps=steps)
+    plan = failover.decide(
+        the_state,
+        with_sites(east=Site("east", stale=True, silent_s=600)),
+        rooms("east", "west", "north"),
+        1000.0,
+    )
+    (new,) = plan.records
+    assert dict(new.stand_ins) == stand_ins, case
+
+
+def test_stand_ins_overflow_to_the_next_step_when_the_preferred_is_full() -> None:
+    the_state = WorkloadState(
+        "wl_1",
+        POLICY,
+        4,
+        ("east", "west", "north"),
+        [share("east", 3, 0)],
+        steps=(Step(("north",)), Step(("west",))),
+    )
+    full_north = {**rooms("east", "west"), "north": ClusterRoom("north", 4, 32)}
+    plan = failover.decide(
+        the_state, with_sites(east=Site("east", stale=True, silent_s=600)), full_north, 1000.0
+    )
+    (new,) = plan.records
+    assert dict(new.stand_ins) == {"north": 1, "west": 2}
 
 
 # -- property: no flapping, failback only after stabilization -----------------------------------
