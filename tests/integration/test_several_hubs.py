@@ -5,7 +5,8 @@ PostgreSQL server (tools/pgserver.py). Each test shows one promise:
 - a change committed on one hub reaches an agent whose stream is on another (LISTEN/NOTIFY);
 - one live stream per cluster fleet-wide: a newer stream on another hub supersedes the old one;
 - a hub that stops takes its streams' rows with it; a hub that dies is swept by the others;
-- concurrent creates spread over the hubs never admit past a quota.
+- concurrent creates spread over the hubs never admit past a quota;
+- a workload fails over once, though every hub runs the failover pass.
 """
 
 from __future__ import annotations
@@ -182,4 +183,45 @@ def test_concurrent_creates_spread_over_hubs_never_admit_past_the_quota(tmp_path
             assert admitted * 4 == 16, "exactly the quota (4 devices a replica), never more"
         finally:
             for agent in agents:
+                agent.stop()
+
+
+@pytest.mark.slow
+def test_two_hubs_fail_a_workload_over_once(tmp_path: Path) -> None:
+    """Every hub runs the failover pass each second; each decides again inside its write
+    transaction, so the second to commit sees the first's stand-ins and adds none."""
+    settings = Settings(stale_after_s=1.0, heartbeat_interval_s=0.2)
+    spec = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
+    with hubs_on_one_database(tmp_path, 2, settings) as (loop, (a, b), _):
+        a.create_project("search", H100_80GB=32)
+        tokens = {c: a.register_cluster(c) for c in ("east", "west")}
+        agents = {
+            "east": start_agent(loop, a, cluster_id="east", token=tokens["east"], spec=spec),
+            "west": start_agent(loop, b, cluster_id="west", token=tokens["west"], spec=spec),
+        }
+        try:
+            for c in tokens:
+                wait_until(lambda c=c: b.get(f"/v1/clusters/{c}")["devices"], what=f"{c} devices")
+            body = workload("llama", replicas=2, clusters=("east", "west"))
+            body["placement"]["failover"] = {"toleration_seconds": 1, "stabilization_seconds": 60}
+            b.post("/v1/workloads", body)
+            wait_until(
+                lambda: all(ready(a.get(f"/v1/deployments/llama.{c}")) == 1 for c in tokens),
+                what="one replica ready on each cluster",
+            )
+
+            agents["east"].stop()  # east goes quiet; both hubs see it stale
+            wait_until(
+                lambda: a.get("/v1/workloads/llama").get("failovers"), timeout=10, what="failover"
+            )
+            wait_until(lambda: ready(b.get("/v1/deployments/llama.west")) == 2, what="stand-in")
+            time.sleep(3 * settings.heartbeat_interval_s + 1.0)  # several passes of each hub
+            for hub in (a, b):
+                found = hub.get("/v1/workloads/llama")
+                shares = {d["cluster_id"]: d["desired_replicas"] for d in found["deployments"]}
+                assert shares == {"east": 1, "west": 2}, shares
+                (event,) = found["failovers"]
+                assert (event["cluster_id"], event["stand_ins"]) == ("east", {"west": 1})
+        finally:
+            for agent in agents.values():
                 agent.stop()
