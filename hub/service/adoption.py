@@ -21,7 +21,7 @@ from hub.service import admit, dryrun, validate, views
 from hub.service import workloads as workloads_service
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.workloads import MAX_WORKLOAD_NAME
-from hub.store import deployments, discovered, projects, workloads
+from hub.store import accounting, deployments, discovered, observations, projects, workloads
 from hub.store.db import Connection
 
 
@@ -87,6 +87,16 @@ def _promote(
     workload, deployment = _adopted(found, name=name, project=project, device=device, now=tx.now)
     workloads.insert(tx.conn, workload)
     deployments.save(tx.conn, deployment)
+    # Its pods already hold devices: counted as held from now, not reserved beside them until
+    # the agent reports the deployment (one heartbeat later).
+    observations.adopt_replicas(
+        tx.conn,
+        cluster_id=found.cluster_id,
+        deployment_id=deployment.deployment_id,
+        pods=found.observation.pods,
+        observe_ns=found.observation.observe_ns,
+    )
+    accounting.refresh_held(tx.conn, found.cluster_id)
     tx.touched.add(found.cluster_id)
     discovered.set_state(
         tx.conn,

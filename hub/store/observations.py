@@ -25,6 +25,7 @@ from hub.model import (
     NodeObservation,
     Rejection,
     Replica,
+    ReplicaObservation,
     StatusReport,
 )
 from hub.store import codec
@@ -134,24 +135,53 @@ def write_deployments(
     conn.executemany(
         conn.dialect.replace("replicas", _REPLICA_COLUMNS, ("replica_id",)),
         [
-            (
-                replica_id(cluster_id, r.namespace, r.name),
-                obs.deployment_id,
-                cluster_id,
-                r.namespace,
-                r.name,
-                r.node_id,
-                int(r.ready),
-                r.serving_digest,
-                r.engine_version,
-                r.role,
-                obs.observe_ns,
-            )
+            row
             for cluster_id, obs in fresh
-            for r in obs.replicas
+            for row in _replica_rows(cluster_id, obs.deployment_id, obs.replicas, obs.observe_ns)
         ],
     )
     return fresh
+
+
+def adopt_replicas(
+    conn: Transaction,
+    *,
+    cluster_id: str,
+    deployment_id: str,
+    pods: Sequence[ReplicaObservation],
+    observe_ns: int,
+) -> None:
+    """Record a discovered DGD's pods, as its agent last reported them, as the replicas of
+    the deployment that adopts it (promotion). Until the agent reports the deployment itself,
+    the devices those pods hold are then counted as the deployment's (held), not reserved a
+    second time beside the allocations already seen. The agent's first report of the
+    deployment is newer and replaces these rows (write_deployments)."""
+    conn.executemany(
+        conn.dialect.replace("replicas", _REPLICA_COLUMNS, ("replica_id",)),
+        _replica_rows(cluster_id, deployment_id, pods, observe_ns),
+    )
+
+
+def _replica_rows(
+    cluster_id: str, deployment_id: str, pods: Sequence[ReplicaObservation], observe_ns: int
+) -> list[tuple[object, ...]]:
+    """Rows of table replicas (_REPLICA_COLUMNS) for a deployment's reported pods."""
+    return [
+        (
+            replica_id(cluster_id, r.namespace, r.name),
+            deployment_id,
+            cluster_id,
+            r.namespace,
+            r.name,
+            r.node_id,
+            int(r.ready),
+            r.serving_digest,
+            r.engine_version,
+            r.role,
+            observe_ns,
+        )
+        for r in pods
+    ]
 
 
 def _write_applied(conn: Transaction, fresh: Sequence[tuple[str, DeploymentObservation]]) -> None:

@@ -192,6 +192,31 @@ def test_promote_review_and_take_control_without_restarting_pods(
     assert set(before) <= set(worker_pods(agent))
 
 
+def test_promotion_counts_the_devices_the_pods_hold_once_before_the_agent_reports_again(
+    hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    agent = setup(hub, agents, tmp_path)
+    wait_until(lambda: hub.get("/v1/discovered/east.ml.legacy-qwen")["device_class"])
+    wait_until(
+        lambda: hub.get("/v1/clusters/east")["devices"]["H100-80GB"]["allocated"] == 4,
+        what="its two workers' devices allocated",
+    )
+    # The agent goes quiet, so what the hub says next comes from promotion alone: before the
+    # fix it reserved the 4 devices the pods already held, and the cluster read 8 taken.
+    agent.stop()
+    hub.post("/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"})
+    devices = hub.get("/v1/clusters/east")["devices"]["H100-80GB"]
+    assert (devices["allocated"], devices["reserved"]) == (4, 0), devices
+    assert devices["free"] == devices["total"] - 4
+    usage = hub.get("/v1/projects/search")["usage"]["H100-80GB"]
+    assert (usage["used"], usage["reserved"]) == (4, 0), usage
+    deployment = hub.get("/v1/deployments/legacy-qwen.east")
+    replicas = hub.get(f"/v1/replicas?deployment_id={deployment['deployment_id']}")["replicas"]
+    assert sorted(r["name"] for r in replicas) == sorted(
+        name for name in worker_pods(agent) if name.startswith("legacy-qwen")
+    )
+
+
 def test_an_observed_deployment_is_never_written_even_when_the_hub_wants_more(
     hub: Hub, agents: Callable[..., SimAgent], tmp_path: Path
 ) -> None:
