@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from hub.service.context import Settings
 from tests.harness import Hub, LoopThread, SimAgent, running_hub, start_agent, wait_until, workload
+from tests.integration.test_rejects_and_paging import FOREIGN_DGD
 
 SPEC = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
 
@@ -176,6 +178,47 @@ def test_drain_replaces_a_clusters_replicas_first_then_removes_them_there(
     finally:
         for agent in started:
             agent.stop()
+
+
+def test_drain_moves_managed_deployments_and_leaves_an_observed_one_running(
+    fast: tuple[LoopThread, Hub], tmp_path: Path
+) -> None:
+    loop, hub = fast
+    hub.create_project("search", H100_80GB=16)
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(yaml.safe_dump(FOREIGN_DGD))  # a DGD someone else made, 4 GPUs
+    tokens = {c: hub.register_cluster(c) for c in ("east", "west")}
+    east = start_agent(
+        loop, hub, cluster_id="east", token=tokens["east"], spec=SPEC, seed_path=str(seed)
+    )
+    west = start_agent(loop, hub, cluster_id="west", token=tokens["west"], spec=SPEC)
+    try:
+        for c in tokens:
+            wait_until(lambda c=c: hub.get(f"/v1/clusters/{c}")["devices"], what=f"{c} devices")
+        wait_until(lambda: hub.get("/v1/discovered")["discovered"], what="the DGD discovered")
+        hub.post("/v1/discovered/east.wingsmith.chat/promote", {"project": "search"})
+        assert hub.get("/v1/deployments/chat.east")["authority"] == "observed"
+        body = workload("llama", replicas=1, clusters=("east", "west"))
+        body["placement"]["preferences"] = [{"clusters": ["east"]}]
+        hub.post("/v1/workloads", body)
+        assert shares(hub, "llama") == {"east": 1}
+        wait_until(lambda: ready(hub, "llama.east") == 1, what="ready on east")
+        foreign_before = next(d for d in east.cluster.list_dgds() if d.name == "chat").spec
+
+        hub.post("/v1/clusters/east:drain", {})
+        wait_until(lambda: "east" not in shares(hub, "llama"), timeout=10, what="llama moved")
+        assert shares(hub, "llama") == {"west": 1}
+        assert ready(hub, "llama.west") == 1
+        # What Wingsmith does not manage stays where it is, as it was, and still reports.
+        observed = hub.get("/v1/deployments/chat.east")
+        assert (observed["authority"], observed["desired_replicas"]) == ("observed", 1)
+        assert failovers(hub, "chat") == []
+        (foreign,) = [d for d in east.cluster.list_dgds() if d.name == "chat"]
+        assert foreign.spec == foreign_before, "the drain wrote nothing to a DGD it does not own"
+        assert [d.name for d in east.cluster.list_dgds()] == ["chat"], "llama's DGD removed"
+    finally:
+        east.stop()
+        west.stop()
 
 
 def test_failover_is_set_changed_and_turned_off_by_patch_and_checked(
