@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from google.protobuf import descriptor, empty_pb2, field_mask_pb2
 from google.protobuf.message import Message
@@ -40,6 +40,8 @@ from hub.store.deployments import DeploymentFilter
 from hub.store.observations import AllocationFilter, ReplicaFilter
 from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
+
+MessageT = TypeVar("MessageT", bound=Message)
 
 WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout", "priority")
 PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects")
@@ -197,13 +199,15 @@ class ControlHandlers:
         merged = pb.Workload()
         merged.CopyFrom(current)
         mask = field_mask_pb2.FieldMask(paths=paths)
-        mask.MergeMessage(request.workload, merged, replace_repeated_field=True)
-        # A merge never unsets a message field; naming placement.failover (REST: a body with
-        # "failover": null) or the whole placement without one turns failover off.
-        if ({"placement", "placement.failover"} & set(paths)) and not (
-            request.workload.placement.HasField("failover")
-        ):
-            merged.placement.ClearField("failover")
+        # AIP-134: a path that names a message field replaces it whole, so a message the
+        # request leaves out is cleared (REST: `"kv_cache": null`, `"failover": null`). A merge
+        # would keep the old one and answer 200 for a change it never made.
+        mask.MergeMessage(
+            _with_parents(request.workload, paths),
+            merged,
+            replace_message_field=True,
+            replace_repeated_field=True,
+        )
         touched = {path.split(".", 1)[0] for path in paths}
         change = WorkloadChange(
             replicas=merged.replicas if "replicas" in touched else None,
@@ -500,6 +504,21 @@ def run(
                     message=message,
                 ),
             )
+
+
+def _with_parents(message: MessageT, paths: Sequence[str]) -> MessageT:
+    """A copy of `message` with the parents of every path present. protobuf's merge skips a
+    path whose parent message the source lacks, so `serving.kv_cache` with no `serving` in
+    the request would keep the old KV cache instead of clearing it (the paths are valid for
+    the descriptor: every parent is a singular message)."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    for path in paths:
+        node: Message = copy
+        for name in path.split(".")[:-1]:
+            node = getattr(node, name)
+            node.SetInParent()
+    return copy
 
 
 def _validate_only(request: Message) -> bool:

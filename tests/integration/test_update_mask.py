@@ -154,3 +154,50 @@ def test_the_rollout_policy_over_grpc_and_resume_abort_refused_without_a_rollout
         assert says in (error.details() or "")
     missing = refused(stub.AbortWorkloadRollout, control_pb2.AbortWorkloadRolloutRequest(ref="x"))
     assert missing.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_path_naming_a_message_replaces_it_so_null_clears_it(
+    hub: Hub, stub: control_pb2_grpc.ControlServiceStub
+) -> None:
+    """AIP-134: a mask path that names a message field replaces the whole message. Before,
+    the update merged into it: `"kv_cache": null` answered 200 and kept the old KV cache."""
+    hub.patch("/v1/workloads/g1", {"serving": {"kv_cache": {"dtype": "fp8", "block_size": 32}}})
+    hub.patch("/v1/workloads/g1", {"rollout": {"max_clusters_in_flight": 1}})
+    assert hub.get("/v1/workloads/g1")["serving"]["kv_cache"]["dtype"] == "fp8"
+
+    # REST: null (a leaf) names the field; what the body leaves out of it is cleared.
+    cleared = hub.patch("/v1/workloads/g1", {"serving": {"kv_cache": None}})
+    assert cleared["serving"]["kv_cache"] is None
+    assert cleared["serving"]["model"] == workload("g1")["serving"]["model"], "the rest stays"
+    replaced = hub.patch("/v1/workloads/g1", {"serving": {"kv_cache": {"block_size": 16}}})
+    assert (
+        replaced["serving"]["kv_cache"]["block_size"],
+        replaced["serving"]["kv_cache"]["dtype"],
+    ) == (16, "")
+    assert (
+        hub.patch("/v1/workloads/g1", {"rollout": None})["rollout"]["max_clusters_in_flight"] == 0
+    )
+
+    # gRPC: the same path with the message left out of the request clears it.
+    answer = stub.UpdateWorkload(
+        control_pb2.UpdateWorkloadRequest(
+            ref="g1", workload=resources_pb2.Workload(), update_mask=mask("serving.kv_cache")
+        ),
+        metadata=AUTH,
+    )
+    assert not answer.serving.HasField("kv_cache")
+    assert hub.get("/v1/workloads/g1")["serving"]["kv_cache"] is None
+    # A whole message replaced by an incomplete one is refused, naming what is missing.
+    error = refused(
+        stub.UpdateWorkload,
+        control_pb2.UpdateWorkloadRequest(
+            ref="g1",
+            workload=resources_pb2.Workload(
+                serving=resources_pb2.ServingConfig(engine_version="0.12")
+            ),
+            update_mask=mask("serving"),
+        ),
+    )
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "workload.serving.engine: required" in (error.details() or "")
+    assert hub.get("/v1/workloads/g1")["serving"]["engine_version"] == "0.11.0"
