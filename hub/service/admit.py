@@ -14,8 +14,10 @@ Steps of a pass:
 2. read quota limits, quota charges of their projects, free capacity of their clusters, and
    which of those clusters are stale (they offer no free capacity to new demand);
 3. decide, oldest first (pure);
-4. write the decisions: a changed admitted or surge count is a spec change (new cluster
-   revision, the agent is told); a changed reason or message is only a note.
+4. write the decisions, batched (two statements for the changed deployments, one for the
+   notes, however many were decided: on PostgreSQL each statement is a round trip): a changed
+   admitted or surge count is a spec change (one new revision per cluster, the agent is
+   told); a changed reason or message is only a note.
 
 With preemption on (Settings.preemption, the hub's --preemption), the view also holds the
 admitted managed deployments of the clusters in scope (the possible victims) and the projects
@@ -111,8 +113,7 @@ def run(
         )
     decisions = admission.decide(demands, view)
     by_id = {d.deployment_id: d for d in [*waiting, *victims]}
-    for decision in decisions:
-        _commit(tx, by_id[decision.deployment_id], decision)
+    _commit(tx, [(by_id[decision.deployment_id], decision) for decision in decisions])
     ctx.hooks.admission_decided(decisions)
     return decisions
 
@@ -192,36 +193,38 @@ def open_free(
     return {key: max(0, cap.free - idle.get(key, 0)) for key, cap in capacity.items()}
 
 
-def _commit(tx: Tx, current: Deployment, decision: Decision) -> None:
-    if (decision.admitted_replicas, decision.surge_replicas) != (
-        current.admitted_replicas,
-        current.surge_replicas,
-    ):
-        newly_preempted = (
-            decision.reason == REASON_PREEMPTED
-            and decision.admitted_replicas < current.admitted_replicas
-        )
-        deployments.save(
-            tx.conn,
-            evolve(
-                current,
-                admitted_replicas=decision.admitted_replicas,
-                surge_replicas=decision.surge_replicas,
-                admission_reason=decision.reason,
-                admission_message=decision.message,
-                # A preempted deployment starts waiting now: the back of the queue.
-                pending_since=tx.now if newly_preempted else current.pending_since,
-                update_time=tx.now,
-            ),
-        )
-        tx.touched.add(current.cluster_id)
-    elif (decision.reason, decision.message) != (
-        current.admission_reason,
-        current.admission_message,
-    ):
-        deployments.set_admission_note(
-            tx.conn,
-            deployment_id=current.deployment_id,
-            reason=decision.reason,
-            message=decision.message,
-        )
+def _commit(tx: Tx, decided: Iterable[tuple[Deployment, Decision]]) -> None:
+    """Write the pass's decisions in batches (a statement each would be a round trip each on
+    PostgreSQL): a changed admitted or surge count is a spec change, saved with a new
+    revision of its cluster; a changed reason or message only a note."""
+    changed: list[Deployment] = []
+    notes: list[tuple[str, str, str]] = []
+    for current, decision in decided:
+        if (decision.admitted_replicas, decision.surge_replicas) != (
+            current.admitted_replicas,
+            current.surge_replicas,
+        ):
+            newly_preempted = (
+                decision.reason == REASON_PREEMPTED
+                and decision.admitted_replicas < current.admitted_replicas
+            )
+            changed.append(
+                evolve(
+                    current,
+                    admitted_replicas=decision.admitted_replicas,
+                    surge_replicas=decision.surge_replicas,
+                    admission_reason=decision.reason,
+                    admission_message=decision.message,
+                    # A preempted deployment starts waiting now: the back of the queue.
+                    pending_since=tx.now if newly_preempted else current.pending_since,
+                    update_time=tx.now,
+                )
+            )
+        elif (decision.reason, decision.message) != (
+            current.admission_reason,
+            current.admission_message,
+        ):
+            notes.append((current.deployment_id, decision.reason, decision.message))
+    deployments.save_many(tx.conn, changed)
+    deployments.set_admission_notes(tx.conn, notes)
+    tx.touched.update(d.cluster_id for d in changed)

@@ -87,12 +87,28 @@ def save(conn: Transaction, deployment: Deployment) -> int:
     return revision
 
 
+def save_many(conn: Transaction, changed: Sequence[Deployment]) -> None:
+    """`save` for several deployments in two round trips, not two each (an admission pass
+    over a fleet; on PostgreSQL each statement is a round trip): one revision bump per
+    cluster, which all of that cluster's deployments here take (one atomic change to its
+    desired state, read by the agent as one delta), then one batched upsert."""
+    if not changed:
+        return
+    revisions = clusters.bump_revisions(conn, [d.cluster_id for d in changed])
+    conn.executemany(_UPSERT, [_row(d, revision=revisions[d.cluster_id]) for d in changed])
+
+
 def set_admission_note(conn: Transaction, *, deployment_id: str, reason: str, message: str) -> None:
     """Record why a deployment still waits; not part of its spec, so no revision."""
-    conn.execute(
+    set_admission_notes(conn, [(deployment_id, reason, message)])
+
+
+def set_admission_notes(conn: Transaction, notes: Sequence[tuple[str, str, str]]) -> None:
+    """`set_admission_note` for several (deployment id, reason, message), one batch."""
+    conn.executemany(
         "UPDATE deployments SET admission_reason = ?, admission_message = ?"
         " WHERE deployment_id = ?",
-        (reason, message, deployment_id),
+        [(reason, message, deployment_id) for deployment_id, reason, message in notes],
     )
 
 

@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from hub import errors
 from hub.model import Placement, Workload
 from hub.store import clusters, codec, deployments, workloads
 from hub.store.port import open_store
@@ -105,3 +106,55 @@ def test_a_field_of_a_type_with_no_stored_form_is_named_up_front() -> None:
     value = Holder(pairs=(Pair("a", 1), Pair("b")), ratio=2.0)
     assert fields.record(codec.loads(fields.dumps(value))) == value
     assert isinstance(fields.record({"ratio": 2}).ratio, float)
+
+
+def test_save_many_takes_one_revision_per_cluster_and_writes_each_whole(store_url: str) -> None:
+    _seed(store_url)
+    db = open_store(store_url)
+    with db.write() as conn:
+        clusters.insert(conn, cluster_id="west", labels={}, token_hash="h2", now=1.0)
+        for n in (2, 3):
+            workloads.insert(conn, _workload(n))
+        before = deployments.save(conn, every_field_deployment(deployment_id="dep_0"))
+    # (workload_name and topology are read from the workload.)
+    first = every_field_deployment(
+        deployment_id="dep_1", workload_id="wl_2", workload_name="chat2", topology=""
+    )
+    second = every_field_deployment(
+        deployment_id="dep_2", workload_id="wl_3", workload_name="chat3", topology=""
+    )
+    third = every_field_deployment(deployment_id="dep_3", cluster_id="west")
+    with db.write() as conn:
+        deployments.save_many(conn, [first, second, third])
+    with db.read() as conn:
+        got = {d: deployments.get(conn, d) for d in ("dep_1", "dep_2", "dep_3")}
+        east = clusters.get(conn, "east")
+        west = clusters.get(conn, "west")
+    assert east is not None and west is not None
+    # One change to east's desired state, read by its agent as one delta.
+    assert before > 0
+    assert got["dep_1"] == dataclasses.replace(first, revision=before + 1)
+    assert got["dep_2"] == dataclasses.replace(second, revision=before + 1)
+    assert got["dep_3"] == dataclasses.replace(third, revision=west.desired_revision)
+    assert east.desired_revision == before + 1
+
+    with db.read() as conn:
+        changed = deployments.changed_since(conn, "east", before)
+    assert sorted(d.deployment_id for d in changed) == ["dep_1", "dep_2"]
+
+    with pytest.raises(errors.NotFound, match="mars"), db.write() as conn:
+        deployments.save_many(conn, [every_field_deployment(deployment_id="x", cluster_id="mars")])
+
+
+def _workload(n: int) -> Workload:
+    return Workload(
+        workload_id=f"wl_{n}",
+        name=f"chat{n}",
+        project="search",
+        replicas=1,
+        device_class="H100-80GB",
+        serving=CONFIG,
+        placement=Placement(clusters=("east",)),
+        create_time=1.0,
+        update_time=1.0,
+    )
