@@ -115,6 +115,8 @@ def _stored(hub: Hub) -> dict[str, Any]:
 
 
 def _integrity_ok(db_path: str) -> None:
+    if db_path.startswith("postgresql:"):
+        return  # PostgreSQL checks its own pages; the seeded rows were compared above
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
+from tests import stores
+from tests.harness import ADMIN_TOKEN, Hub, SimAgent, running_hub, wait_until, workload
 from tests.integration.rawstream import RawStream, now_ns
 from wingsmith.v1 import control_pb2, control_pb2_grpc, resources_pb2, sync_pb2
 
@@ -219,3 +221,47 @@ def test_conflicts_and_missing_resources_get_the_right_statuses(hub: Hub) -> Non
     status, body = hub.rest("PATCH", "/v1/workloads/chat", {"name": "renamed"}, check=False)
     assert (status, body["error"]["status"]) == (400, "INVALID_ARGUMENT")
     assert hub.get("/v1/workloads/chat")["name"] == "chat"
+
+
+@pytest.mark.parametrize("backend", stores.BACKENDS)
+def test_a_nul_character_anywhere_is_refused_naming_the_field_on_every_backend(
+    tmp_path: Path, backend: str
+) -> None:
+    """PostgreSQL cannot hold a NUL in a text column: before, a lookup or a write carrying one
+    answered 500 / INTERNAL there (psycopg's DataError), and the refused call's audit record
+    was lost with it."""
+    with running_hub(tmp_path, backend=backend) as (_, hub):
+        hub.create_project("search", H100_80GB=8)
+        hub.register_cluster("east")
+        status, body = hub.rest("GET", "/v1/projects/se%00arch", check=False)
+        assert (status, body["error"]["message"]) == (
+            400,
+            "name: must not contain a NUL character (\\u0000)",
+        )
+        bad = workload("chat", engine_args=["--served-model-name", "a\x00b"])
+        status, body = hub.rest("POST", "/v1/workloads", bad, check=False)
+        assert status == 400
+        assert body["error"]["message"].startswith("workload.serving.engine_args[1]: ")
+        status, body = hub.rest(
+            "PATCH", "/v1/projects/search", {"quotas": {"H100\x00": 4}}, check=False
+        )
+        assert status == 400 and "quotas['H100\\x00']" in body["error"]["message"]
+        channel = grpc.insecure_channel(hub.grpc_target)
+        try:
+            with pytest.raises(grpc.RpcError) as caught:
+                control_pb2_grpc.ControlServiceStub(channel).GetWorkload(
+                    control_pb2.GetWorkloadRequest(ref="ch\x00at"),
+                    metadata=(("authorization", f"Bearer {ADMIN_TOKEN}"),),
+                )
+        finally:
+            channel.close()
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        # Nothing stored changed, and each refused change is in the audit log.
+        assert hub.get("/v1/projects/search")["quotas"] == {"H100-80GB": 8}
+        assert hub.get("/v1/workloads")["workloads"] == []
+        refused = [
+            r
+            for r in hub.get("/v1/audit?page_size=50")["records"]
+            if r["outcome"] == "INVALID_ARGUMENT"
+        ]
+        assert {r["action"] for r in refused} >= {"CreateWorkload", "UpdateProject"}
