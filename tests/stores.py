@@ -16,6 +16,8 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
 from tools.pgserver import PgServer
 
 BACKENDS = ("sqlite", "postgres")
@@ -61,3 +63,11 @@ def default_backend() -> str:
 
 def default_store_url(tmp_path: Path, name: str = "hub") -> str:
     return store_url(tmp_path, default_backend(), name)
+
+
+# For a test whose mechanics are SQLite's own (its file, its locks, its trace callback) and
+# whose promise another test shows on PostgreSQL: skipped when the hubs run on PostgreSQL.
+sqlite_mechanics = pytest.mark.skipif(
+    default_backend() != "sqlite",
+    reason="exercises SQLite's own file, locks or tracing ($WINGSMITH_TEST_STORE=postgres)",
+)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from hub.model import Device, NodeObservation, ObservationBatch
 from hub.service import clusters as cluster_service
 from hub.service import sync as sync_service
+from tests import stores
 from tests.harness import Hub, SimAgent, wait_until, workload
 from tests.integration.rawstream import RawStream, now_ns
 from wingsmith.v1 import resources_pb2, sync_pb2
@@ -149,6 +150,7 @@ def test_a_record_the_store_refuses_costs_no_other_batch_or_record(hub: Hub) -> 
     assert [n["node_id"] for n in hub.get("/v1/clusters/east")["nodes"]] == ["e1"]
 
 
+@stores.sqlite_mechanics
 def test_a_batch_the_hub_could_not_store_is_asked_for_again(
     hub: Hub, agents: Callable[..., SimAgent]
 ) -> None:

@@ -10,7 +10,10 @@ import sqlite3
 
 from hub.service import deployments as deployment_service
 from hub.store.deployments import DeploymentFilter
+from tests import stores
 from tests.harness import Hub, workload
+
+pytestmark = stores.sqlite_mechanics
 
 
 def _statements_for_a_page(hub: Hub) -> tuple[int, int]:

@@ -10,7 +10,6 @@ mutating call, allowed or refused, must leave an audit record naming who, what a
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import grpc
 import pytest
 
 from hub.service.context import Settings
+from hub.store.port import open_store
 from tests.harness import FAST, Hub, LoopThread, SimAgent, running_hub, wait_until, workload
 from tests.integration.rawstream import RawStream
 from tests.integration.test_adoption import legacy_dgd, seeded
@@ -207,11 +207,12 @@ def test_tokens_are_shown_once_stored_hashed_and_revoked_at_once(
     assert listed[0]["role"] == "operator" and listed[0]["projects"] == ["a"]
     assert listed[0]["created_by"] == "admin"
     assert secret not in str(listed)
-    conn = sqlite3.connect(hub.db_path)
+    db = open_store(hub.db_path)
     try:
-        stored = conn.execute("SELECT * FROM api_tokens").fetchall()
+        with db.read() as conn:
+            stored = [tuple(r) for r in conn.execute("SELECT * FROM api_tokens").fetchall()]
     finally:
-        conn.close()
+        db.close()
     assert secret not in str(stored), "the secret must never be stored"
 
     assert hub.rest("GET", "/v1/workloads", token=secret)[0] == 200

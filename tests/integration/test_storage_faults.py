@@ -88,7 +88,7 @@ def test_a_full_disk_answers_503_keeps_reads_and_recovers_by_itself(
     trap = _Trap()
     logging.getLogger().addHandler(trap)
     try:
-        with running_hub(small_volume) as (_, hub):
+        with running_hub(small_volume, backend="sqlite") as (_, hub):
             _full_disk_walk(hub, small_volume)
             db_path = hub.db_path
         with sqlite3.connect(db_path) as conn:
@@ -190,7 +190,7 @@ def _damage(db_path: pathlib.Path) -> None:
 
 
 def test_a_damaged_database_is_refused_at_start(tmp_path: pathlib.Path) -> None:
-    with running_hub(tmp_path) as (_, hub):
+    with running_hub(tmp_path, backend="sqlite") as (_, hub):
         hub.register_cluster("east")
         hub.create_project("search", H100_80GB=8)
         hub.post("/v1/workloads", workload("chat", replicas=1))
