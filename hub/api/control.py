@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from google.protobuf import descriptor, empty_pb2, field_mask_pb2
@@ -513,42 +513,33 @@ def _refuse_nul(request: Message) -> None:
     column (psycopg raises DataError), and a NUL in a name would be cut short by C code
     further down (Kubernetes, the engines): refused here, on every backend, before anything
     is looked up or written."""
-    path = _nul_path(request, "")
+    path = next((path for path, text in _strings(request, "") if "\x00" in text), None)
     if path is not None:
         raise errors.InvalidArgument(path, "must not contain a NUL character (\\u0000)")
 
 
-def _nul_path(message: Message, prefix: str) -> str | None:
+def _strings(message: Message, prefix: str) -> Iterator[tuple[str, str]]:
+    """Every string set in `message`, map keys included, with its field path."""
     for field, value in message.ListFields():
         path = f"{prefix}.{field.name}" if prefix else field.name
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
             for key, item in value.items():
                 where = f"{path}[{key!r}]"
-                if isinstance(key, str) and "\x00" in key:
-                    return where
-                if value_field.message_type is not None:
-                    found = _nul_path(item, where)
-                    if found is not None:
-                        return found
-                elif isinstance(item, str) and "\x00" in item:
-                    return where
+                if isinstance(key, str):
+                    yield where, key
+                yield from _strings_in(item, where)
         elif field.is_repeated:
             for index, item in enumerate(value):
-                where = f"{path}[{index}]"
-                if isinstance(item, Message):
-                    found = _nul_path(item, where)
-                    if found is not None:
-                        return found
-                elif isinstance(item, str) and "\x00" in item:
-                    return where
-        elif isinstance(value, Message):
-            found = _nul_path(value, path)
-            if found is not None:
-                return found
-        elif isinstance(value, str) and "\x00" in value:
-            return path
-    return None
+                yield from _strings_in(item, f"{path}[{index}]")
+        else:
+            yield from _strings_in(value, path)
+
+
+def _strings_in(value: object, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, Message):
+        yield from _strings(value, path)
+    elif isinstance(value, str):
+        yield path, value
 
 
 def _with_parents(message: MessageT, paths: Sequence[str]) -> MessageT:
