@@ -12,6 +12,7 @@ token may do is decided afterwards (hub/access.py).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hmac
 import os
 import pathlib
@@ -24,6 +25,14 @@ from hub.service.context import ServiceContext
 
 ENV_ADMIN_TOKEN = "WINGSMITH_ADMIN_TOKEN"
 MIN_TOKEN_LENGTH = 16
+
+# The principal this request's check before the body proved, with the header it proved it
+# for. A request's dispatch runs in a worker thread with a copy of the request task's context,
+# so `check_for_dispatch` of the same header takes it instead of hashing the token and
+# reading the store a second time. `check` itself never reads it.
+_PROVEN: contextvars.ContextVar[tuple[str, access.Principal] | None] = contextvars.ContextVar(
+    "wingsmith_proven_principal", default=None
+)
 
 
 def check_token(token: str) -> None:
@@ -72,8 +81,25 @@ class Authenticator:
         """The edges' check before they read a request's body (hub/api/grpc_edge.py, rest.py):
         a caller without a valid token cannot make the hub buffer and parse one. A scoped
         token is looked up in a worker thread, never on the event loop the streams share."""
-        if not self.is_admin(metadata):
-            await asyncio.to_thread(self.check, metadata)
+        # Nothing proven until this request's check passes: a task that served an earlier
+        # request (a kept-alive connection) must not lend that request's proof to this one.
+        _PROVEN.set(None)
+        if self.is_admin(metadata):
+            principal = access.ADMIN
+        else:
+            principal = await asyncio.to_thread(self.check, metadata)
+        _PROVEN.set((metadata.get("authorization", ""), principal))
+
+    def check_for_dispatch(self, metadata: Mapping[str, str]) -> access.Principal:
+        """`check`, unless this request's check before the body already proved the same
+        header (then its principal, without a second hash and store read)."""
+        proven = _PROVEN.get()
+        header = metadata.get("authorization", "")
+        if proven is not None and hmac.compare_digest(
+            proven[0].encode("utf-8", "surrogatepass"), header.encode("utf-8", "surrogatepass")
+        ):
+            return proven[1]
+        return self.check(metadata)
 
 
 def token_path(db_path: str) -> pathlib.Path:

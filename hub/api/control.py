@@ -426,7 +426,8 @@ def dispatcher(
     def call(
         method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
     ) -> Message:
-        principal = auth.check(metadata)  # unaudited when refused: there is no one to name
+        # Unaudited when refused: there is no one to name.
+        principal = auth.check_for_dispatch(metadata)
         return run(handlers, ctx, method, request, principal, edge=edge)
 
     async def dispatch(

@@ -10,6 +10,7 @@ mutating call, allowed or refused, must leave an audit record naming who, what a
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import grpc
 import pytest
 
+from hub.service import access as access_service
 from hub.service.context import Settings
 from hub.store.port import open_store
 from tests.harness import FAST, Hub, LoopThread, SimAgent, running_hub, wait_until, workload
@@ -237,6 +239,49 @@ def test_tokens_are_shown_once_stored_hashed_and_revoked_at_once(
     assert status == 404
     status, _ = hub.rest("POST", "/v1/tokens", {"name": "ci", "role": "viewer"}, check=False)
     assert status == 409, "a revoked token's name stays taken (its audit records name it)"
+
+
+def test_a_scoped_token_is_looked_up_once_per_call_and_revocation_holds_on_a_kept_connection(
+    env: tuple[LoopThread, Hub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edge's check before the body proves the token; the dispatcher takes that proof
+    for the same request instead of hashing and reading the store again. A connection kept
+    alive never lends one request's proof to the next: a revoked token is refused at once."""
+    _, hub = env
+    hub.create_project("a", H100_80GB=4)
+    secret = make_token(hub, "ci", "viewer")
+    lookups: list[str] = []
+    lookup = access_service.principal_for_secret
+
+    def counted(ctx: Any, presented: str) -> Any:
+        lookups.append(presented)
+        return lookup(ctx, presented)
+
+    monkeypatch.setattr(access_service, "principal_for_secret", counted)
+    assert hub.rest("GET", "/v1/projects/a", token=secret)[0] == 200
+    assert len(lookups) == 1, "REST: one lookup per call"
+    with grpc.insecure_channel(hub.grpc_target) as channel:
+        stub = control_pb2_grpc.ControlServiceStub(channel)
+        stub.GetProject(
+            control_pb2.GetProjectRequest(name="a"),
+            metadata=(("authorization", f"Bearer {secret}"),),
+        )
+    assert len(lookups) == 2, "gRPC: one lookup per call"
+
+    connection = http.client.HTTPConnection("127.0.0.1", hub.http_port, timeout=10)
+    try:
+        headers = {"authorization": f"Bearer {secret}"}
+        connection.request("GET", "/v1/projects/a", headers=headers)
+        first = connection.getresponse()
+        first.read()
+        assert first.status == 200
+        hub.rest("DELETE", "/v1/tokens/ci")
+        connection.request("GET", "/v1/projects/a", headers=headers)
+        second = connection.getresponse()
+        second.read()
+        assert second.status == 401, "the same connection, the token revoked in between"
+    finally:
+        connection.close()
 
 
 def test_every_mutating_call_leaves_an_audit_record(
