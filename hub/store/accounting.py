@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from hub.model import Capacity
-from hub.store.port import Transaction
+from hub.store.port import Transaction, chunks, marks
 
 # reserved(d), in SQL: what an admitted deployment (and its rollout surge) holds in reserve.
 _RESERVED = (
@@ -32,7 +32,6 @@ _HELD_JOIN = (
     "LEFT JOIN deployment_held h ON h.deployment_id = d.deployment_id"
     " LEFT JOIN deployment_rejections rj ON rj.deployment_id = d.deployment_id"
 )
-_CHUNK = 500
 
 
 def held_by_deployment(
@@ -42,10 +41,10 @@ def held_by_deployment(
         rows = conn.execute("SELECT deployment_id, held FROM deployment_held").fetchall()
         return {r["deployment_id"]: r["held"] for r in rows}
     held: dict[str, int] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in chunks(deployment_ids):
         for r in conn.execute(
             f"SELECT deployment_id, held FROM deployment_held WHERE deployment_id IN"
-            f" ({_marks(chunk)})",
+            f" ({marks(chunk)})",
             chunk,
         ):
             held[r["deployment_id"]] = r["held"]
@@ -55,11 +54,11 @@ def held_by_deployment(
 def charges_by_deployment(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, int]:
     """deployment id -> its charge, held(d) + reserved(d), as the quota counts it."""
     result: dict[str, int] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in chunks(deployment_ids):
         for r in conn.execute(
             f"SELECT d.deployment_id AS deployment_id, COALESCE(h.held, 0) + ({_RESERVED})"
             f" AS charge FROM deployments d {_HELD_JOIN}"
-            f" WHERE d.deployment_id IN ({_marks(chunk)})",
+            f" WHERE d.deployment_id IN ({marks(chunk)})",
             chunk,
         ):
             result[r["deployment_id"]] = r["charge"]
@@ -104,12 +103,12 @@ def capacities(
     """(cluster, class) -> Capacity, for every class the cluster has devices or demand of."""
     # [usable, allocated, reserved, unusable] per (cluster, class)
     totals: dict[tuple[str, str], list[int]] = {}
-    chunks: list[list[str] | None] = [None] if cluster_ids is None else list(_chunks(cluster_ids))
-    for chunk in chunks:
+    scopes: list[list[str] | None] = [None] if cluster_ids is None else list(chunks(cluster_ids))
+    for chunk in scopes:
         params = chunk or []
 
         def only(column: str, chunk: list[str] | None = chunk) -> str:
-            return f"AND {column} IN ({_marks(chunk)})" if chunk is not None else ""
+            return f"AND {column} IN ({marks(chunk)})" if chunk is not None else ""
 
         for r in conn.execute(
             f"""SELECT cluster_id, device_class,
@@ -154,10 +153,10 @@ def cordoned_idle(
     devices a cordon takes away from new admissions (what runs there keeps its devices)."""
     result: dict[tuple[str, str], int] = {}
     for cluster_id, nodes in sorted(nodes_by_cluster.items()):
-        for chunk in _chunks(nodes):
+        for chunk in chunks(nodes):
             for r in conn.execute(
                 "SELECT dv.device_class AS device_class, COUNT(*) AS idle FROM devices dv"
-                f" WHERE dv.cluster_id = ? AND dv.node_id IN ({_marks(chunk)})"
+                f" WHERE dv.cluster_id = ? AND dv.node_id IN ({marks(chunk)})"
                 " AND dv.verified = 1 AND dv.healthy = 1 AND NOT EXISTS (SELECT 1 FROM"
                 " allocations a WHERE a.cluster_id = dv.cluster_id AND a.device_id = dv.uuid)"
                 " GROUP BY dv.device_class",
@@ -175,9 +174,9 @@ def silent_clusters(
     cluster offers no free capacity to new admissions (docs/admission.md), so the pass asks."""
     query = "SELECT cluster_id FROM clusters WHERE last_seen IS NOT NULL AND last_seen < ? {where}"
     silent: set[str] = set()
-    chunks: list[list[str] | None] = [None] if cluster_ids is None else list(_chunks(cluster_ids))
-    for chunk in chunks:
-        where = "" if chunk is None else f"AND cluster_id IN ({_marks(chunk)})"
+    scopes: list[list[str] | None] = [None] if cluster_ids is None else list(chunks(cluster_ids))
+    for chunk in scopes:
+        where = "" if chunk is None else f"AND cluster_id IN ({marks(chunk)})"
         for r in conn.execute(query.format(where=where), [seen_before, *(chunk or [])]):
             silent.add(r["cluster_id"])
     return silent
@@ -187,10 +186,10 @@ def unheard_clusters(conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
     """Clusters among these that no agent was ever heard from: no message recorded
     (last_seen unset), no stream open, no node ever reported."""
     unheard: set[str] = set()
-    for chunk in _chunks(cluster_ids):
+    for chunk in chunks(cluster_ids):
         for r in conn.execute(
             "SELECT c.cluster_id FROM clusters c WHERE c.last_seen IS NULL"
-            f" AND c.cluster_id IN ({_marks(chunk)})"
+            f" AND c.cluster_id IN ({marks(chunk)})"
             " AND NOT EXISTS (SELECT 1 FROM agent_sessions s WHERE s.cluster_id = c.cluster_id)"
             " AND NOT EXISTS (SELECT 1 FROM nodes n WHERE n.cluster_id = c.cluster_id)",
             chunk,
@@ -203,15 +202,5 @@ def _filters(column: str, values: Sequence[str] | None) -> Iterator[tuple[str, l
     if values is None:
         yield "", []
         return
-    for chunk in _chunks(values):
-        yield f"WHERE {column} IN ({_marks(chunk)})", chunk
-
-
-def _chunks(values: Sequence[str]) -> Iterator[list[str]]:
-    items = sorted(set(values))
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
-
-
-def _marks(values: Sequence[str]) -> str:
-    return ",".join("?" * len(values))
+    for chunk in chunks(values):
+        yield f"WHERE {column} IN ({marks(chunk)})", chunk

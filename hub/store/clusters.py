@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from hub import errors
 from hub.model import AgentSession, Cluster, Maintenance
 from hub.store import codec
-from hub.store.port import IntegrityError, Row, Transaction
+from hub.store.port import IntegrityError, Row, Transaction, chunks, marks
 
 
 def insert(
@@ -42,12 +42,10 @@ def get(conn: Transaction, cluster_id: str) -> Cluster | None:
 def get_many(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, Cluster]:
     """The clusters of these ids (unknown ones left out), in two statements per 500 ids: a
     page of deployments over many clusters reads them at once, not one by one."""
-    ids = sorted(set(cluster_ids))
     rows: list[Row] = []
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in chunks(cluster_ids):
         rows += conn.execute(
-            f"SELECT * FROM clusters WHERE cluster_id IN ({','.join('?' * len(chunk))})", chunk
+            f"SELECT * FROM clusters WHERE cluster_id IN ({marks(chunk)})", chunk
         ).fetchall()
     found = sessions(conn, [r["cluster_id"] for r in rows])
     return {r["cluster_id"]: _cluster(r, found.get(r["cluster_id"], ())) for r in rows}
@@ -62,13 +60,11 @@ def by_token_hash(conn: Transaction, token_hash: str) -> str | None:
 
 def token_hashes(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, str]:
     """The current token hash of each of these clusters (deleted ones are left out)."""
-    ids = sorted(set(cluster_ids))
     result: dict[str, str] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
+    for chunk in chunks(cluster_ids):
         for r in conn.execute(
-            f"SELECT cluster_id, token_hash FROM clusters WHERE cluster_id IN ({marks})", chunk
+            f"SELECT cluster_id, token_hash FROM clusters WHERE cluster_id IN ({marks(chunk)})",
+            chunk,
         ):
             result[r["cluster_id"]] = r["token_hash"]
     return result
@@ -125,12 +121,9 @@ def labels_by_cluster(
         rows = conn.execute("SELECT cluster_id, labels FROM clusters").fetchall()
         return {r["cluster_id"]: codec.loads(r["labels"]) for r in rows}
     result: dict[str, dict[str, str]] = {}
-    ids = sorted(set(cluster_ids))
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
+    for chunk in chunks(cluster_ids):
         for r in conn.execute(
-            f"SELECT cluster_id, labels FROM clusters WHERE cluster_id IN ({marks})", chunk
+            f"SELECT cluster_id, labels FROM clusters WHERE cluster_id IN ({marks(chunk)})", chunk
         ):
             result[r["cluster_id"]] = codec.loads(r["labels"])
     return result
@@ -146,31 +139,21 @@ def bump_revisions(conn: Transaction, cluster_ids: Sequence[str]) -> dict[str, i
     """`bump_revision` for several clusters, a statement per 500: cluster id -> its new
     revision. NotFound when one of them does not exist."""
     revisions: dict[str, int] = {}
-    ids = sorted(set(cluster_ids))
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        marks = ",".join("?" * len(chunk))
+    for chunk in chunks(cluster_ids):
         for r in conn.execute(
             "UPDATE clusters SET desired_revision = desired_revision + 1"
-            f" WHERE cluster_id IN ({marks}) RETURNING cluster_id, desired_revision",
+            f" WHERE cluster_id IN ({marks(chunk)}) RETURNING cluster_id, desired_revision",
             chunk,
         ):
             revisions[r["cluster_id"]] = int(r["desired_revision"])
-    missing = [c for c in ids if c not in revisions]
+    missing = sorted(set(cluster_ids) - set(revisions))
     if missing:
         raise errors.NotFound("cluster", missing[0])
     return revisions
 
 
 def bump_revision(conn: Transaction, cluster_id: str) -> int:
-    row = conn.execute(
-        "UPDATE clusters SET desired_revision = desired_revision + 1 WHERE cluster_id = ?"
-        " RETURNING desired_revision",
-        (cluster_id,),
-    ).fetchone()
-    if row is None:
-        raise errors.NotFound("cluster", cluster_id)
-    return int(row["desired_revision"])
+    return bump_revisions(conn, [cluster_id])[cluster_id]
 
 
 def open_session(
@@ -295,13 +278,10 @@ def live_hubs(conn: Transaction) -> list[str]:
 
 
 def sessions(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, tuple[AgentSession, ...]]:
-    ids = list(cluster_ids)
     result: dict[str, list[AgentSession]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in chunks(cluster_ids):
         rows = conn.execute(
-            "SELECT * FROM agent_sessions"
-            f" WHERE cluster_id IN ({','.join('?' * len(chunk))}) ORDER BY instance",
+            f"SELECT * FROM agent_sessions WHERE cluster_id IN ({marks(chunk)}) ORDER BY instance",
             chunk,
         )
         for r in rows:
@@ -352,12 +332,10 @@ def sync_positions(conn: Transaction, cluster_id: str) -> tuple[int, int]:
 def sync_positions_of(conn: Transaction, cluster_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
     """cluster id -> (desired_revision, tombstone_floor), for those that exist."""
     result: dict[str, tuple[int, int]] = {}
-    ids = sorted(set(cluster_ids))
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in chunks(cluster_ids):
         for r in conn.execute(
             "SELECT cluster_id, desired_revision, tombstone_floor FROM clusters"
-            f" WHERE cluster_id IN ({','.join('?' * len(chunk))})",
+            f" WHERE cluster_id IN ({marks(chunk)})",
             chunk,
         ):
             result[r["cluster_id"]] = (int(r["desired_revision"]), int(r["tombstone_floor"]))
@@ -426,18 +404,16 @@ def set_maintenance(conn: Transaction, cluster_id: str, maintenance: Maintenance
 
 def maintenance_of(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, Maintenance]:
     """The maintenance marks of those of these clusters that have any."""
-    ids = sorted(set(cluster_ids))
     result: dict[str, Maintenance] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in chunks(cluster_ids):
         for r in conn.execute(
             "SELECT cluster_id, maintenance FROM clusters WHERE maintenance != '{}'"
-            f" AND cluster_id IN ({','.join('?' * len(chunk))})",
+            f" AND cluster_id IN ({marks(chunk)})",
             chunk,
         ):
-            marks = _maintenance(r["maintenance"])
-            if marks.any:
-                result[r["cluster_id"]] = marks
+            found = _maintenance(r["maintenance"])
+            if found.any:
+                result[r["cluster_id"]] = found
     return result
 
 
@@ -446,8 +422,8 @@ def with_maintenance(conn: Transaction) -> dict[str, Maintenance]:
     rows = conn.execute(
         "SELECT cluster_id, maintenance FROM clusters WHERE maintenance != '{}'"
     ).fetchall()
-    marks = {r["cluster_id"]: _maintenance(r["maintenance"]) for r in rows}
-    return {c: m for c, m in marks.items() if m.any}
+    found = {r["cluster_id"]: _maintenance(r["maintenance"]) for r in rows}
+    return {c: m for c, m in found.items() if m.any}
 
 
 def draining(conn: Transaction) -> list[str]:

@@ -182,6 +182,22 @@ class NotListening:
         return None
 
 
+# Ids bound per `IN (...)`: well below SQLite's 32,766 and PostgreSQL's 65,535 parameters.
+IN_CHUNK = 500
+
+
+def chunks(values: Iterable[str]) -> Iterator[list[str]]:
+    """`values`, sorted and without repeats, in lists of at most IN_CHUNK: one statement each."""
+    items = sorted(set(values))
+    for start in range(0, len(items), IN_CHUNK):
+        yield items[start : start + IN_CHUNK]
+
+
+def marks(values: Sequence[object]) -> str:
+    """The `?` placeholders for an `IN (...)` of `values`."""
+    return ",".join("?" * len(values))
+
+
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
