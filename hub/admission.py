@@ -267,7 +267,7 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
         for d in sorted(
             demands,
             key=lambda d: (
-                not (not d.enabled or d.desired_replicas < d.admitted_replicas),
+                d.enabled and d.desired_replicas >= d.admitted_replicas,
                 -priority_rank(d.priority),
                 d.pending_since,
                 d.cluster_id,

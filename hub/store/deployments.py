@@ -98,13 +98,9 @@ def save_many(conn: Transaction, changed: Sequence[Deployment]) -> None:
     conn.executemany(_UPSERT, [_row(d, revision=revisions[d.cluster_id]) for d in changed])
 
 
-def set_admission_note(conn: Transaction, *, deployment_id: str, reason: str, message: str) -> None:
-    """Record why a deployment still waits; not part of its spec, so no revision."""
-    set_admission_notes(conn, [(deployment_id, reason, message)])
-
-
 def set_admission_notes(conn: Transaction, notes: Sequence[tuple[str, str, str]]) -> None:
-    """`set_admission_note` for several (deployment id, reason, message), one batch."""
+    """Record why deployments still wait, (deployment id, reason, message) each, in one batch;
+    not part of their spec, so no revision."""
     conn.executemany(
         "UPDATE deployments SET admission_reason = ?, admission_message = ?"
         " WHERE deployment_id = ?",

@@ -44,6 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hub.api import rest
+from hub.store.port import is_postgres
 from tests import stores
 from tests.harness import ADMIN_TOKEN, Hub, running_hub, workload
 from wingsmith.v1 import control_pb2, sync_pb2
@@ -121,7 +122,7 @@ def _stored(hub: Hub) -> dict[str, Any]:
 
 
 def _integrity_ok(db_path: str) -> None:
-    if db_path.startswith("postgresql:"):
+    if is_postgres(db_path):
         return  # PostgreSQL checks its own pages; the seeded rows were compared above
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
