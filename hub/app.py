@@ -20,7 +20,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -28,7 +28,6 @@ import grpc
 from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from hub import __version__
 from hub.api import control, grpc_control, grpc_edge, openapi, rest
@@ -40,11 +39,12 @@ from hub.api.auth import (
     load_or_create_token,
 )
 from hub.errors import WingsmithError
-from hub.metrics import HubMetrics
+from hub.metrics import HubMetrics, exposition
 from hub.service import access as access_service
 from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
 from hub.service import failover as failover_service
+from hub.service import fleet as fleet_service
 from hub.service import rollouts as rollouts_service
 from hub.service import sync as sync_service
 from hub.service.context import (
@@ -100,6 +100,23 @@ class HubConfig:
     max_connection_age_grace_s: float = 5 * 60.0
     # wingsmith_deployments{phase} is recomputed at most this often.
     phase_metrics_interval_s: float = 15.0
+    # The per-cluster and per-project gauges are read from the store at most this often.
+    fleet_metrics_interval_s: float = 5.0
+
+
+_HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def _resource(request: web.Request) -> str:
+    """The template of the aiohttp route a request matched ("unmatched": none, or the REST
+    gateway's catch-all when no HTTP rule matched)."""
+    info = request.match_info
+    resource = info.route.resource if info.route is not None else None
+    canonical = resource.canonical if resource is not None else ""
+    # A sub-application's (the dashboard's) resources carry its prefix already.
+    if not canonical or canonical == "/{tail}" or info.http_exception is not None:
+        return "unmatched"
+    return canonical
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -112,7 +129,7 @@ def split_address(address: str) -> tuple[str, int]:
 class HubServer:
     def __init__(self, config: HubConfig) -> None:
         self.config = config
-        self.metrics = HubMetrics()
+        self.metrics = HubMetrics(version=__version__)
         self.grpc_port = 0
         self.http_port = 0
         self.admin_token = ""
@@ -162,7 +179,12 @@ class HubServer:
         check_token(self.admin_token)
         log.info("admin token from %s", source)
         fanout = Fanout(asyncio.get_running_loop())
-        ctx = ServiceContext(db=db, settings=config.settings, publisher=fanout, hooks=self.metrics)
+        ctx = ServiceContext(
+            db=self.metrics.timed(db),
+            settings=config.settings,
+            publisher=fanout,
+            hooks=self.metrics,
+        )
         self.ctx = ctx
         ctx.hub_id = "hub_" + secrets.token_hex(6)
         sync_service.start_hub(ctx)
@@ -205,6 +227,11 @@ class HubServer:
             min_interval_s=config.phase_metrics_interval_s,
         )
         self.metrics.clusters_behind.set_function(lambda: sync_service.clusters_behind(ctx))
+        self.metrics.watch_fleet(
+            lambda: fleet_service.read(ctx),
+            clock=ctx.clock,
+            min_interval_s=config.fleet_metrics_interval_s,
+        )
         handlers = self._handlers = control.ControlHandlers(ctx)
         authenticator = self._authenticator = Authenticator(self.admin_token, ctx)
         await self._start_grpc(
@@ -245,6 +272,7 @@ class HubServer:
             # The token is checked before the request is read; then a request that does not
             # parse is INVALID_ARGUMENT (hub/api/grpc_edge.py).
             interceptors=[
+                grpc_edge.Measured(self._grpc_call),
                 grpc_edge.Authenticated(
                     [control_service.full_name], self._authenticator.check_before_body
                 ),
@@ -316,10 +344,13 @@ class HubServer:
         async def to_dashboard(_: web.Request) -> web.Response:
             raise web.HTTPMovedPermanently("/ui/")
 
-        async def metrics(_: web.Request) -> web.Response:
+        async def metrics(request: web.Request) -> web.Response:
             # In a thread: some gauges read the store (phases: a view of every deployment).
-            body = await asyncio.to_thread(generate_latest, self.metrics.registry)
-            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+            # OpenMetrics when the scraper's Accept asks for it, else the text format 0.0.4.
+            body, content_type = await asyncio.to_thread(
+                exposition, self.metrics.registry, request.headers.get("Accept", "")
+            )
+            return web.Response(body=body, headers={"Content-Type": content_type})
 
         async def healthz(_: web.Request) -> web.Response:
             return web.json_response({"status": "serving"})
@@ -343,6 +374,7 @@ class HubServer:
             ],
             mounts={"/ui": dashboard.app()},
         )
+        app.middlewares.append(self._measured)
         # Request bodies are read as sent: a compressed one is refused (415, hub/api/rest.py).
         runner = web.AppRunner(app, access_log=None, auto_decompress=False)
         await runner.setup()
@@ -354,6 +386,34 @@ class HubServer:
         sockets = getattr(server, "sockets", None) or ()
         self.http_port = sockets[0].getsockname()[1] if sockets else port
         self._http = runner
+
+    def _grpc_call(self, service: str, method: str, code: str, seconds: float | None) -> None:
+        self.metrics.grpc_call(service=service, method=method, code=code, seconds=seconds)
+
+    @web.middleware
+    async def _measured(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """RED metrics of every HTTP request, by route template (the REST gateway's HTTP
+        rule, else aiohttp's resource: /metrics, /ui/...; never the raw path, whose values
+        are unbounded), method and status."""
+        start = time.perf_counter()
+        status = 500
+        try:
+            response: web.StreamResponse = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as e:
+            status = e.status
+            raise
+        except asyncio.CancelledError:
+            status = 499
+            raise
+        finally:
+            route = request.get(rest.ROUTE_KEY) or _resource(request)
+            method = request.method if request.method in _HTTP_METHODS else "other"
+            seconds = time.perf_counter() - start
+            self.metrics.http_request(route=route, method=method, code=status, seconds=seconds)
 
     async def _prune_tombstones(self, ctx: ServiceContext) -> None:
         while True:

@@ -19,23 +19,138 @@
 - wingsmith_clusters_behind: clusters whose agent has not applied the latest revision;
 - wingsmith_observation_records_total, wingsmith_observation_batches_total: persisted by ingest;
 - wingsmith_observation_backlog: batches queued for ingest.
+
+What an operator alerts on (docs/operations.md "Monitoring"; deploy/monitoring/ holds the rules):
+- per cluster (label `cluster`), read from the store by hub/service/fleet.py at most every
+  `fleet_interval_s`: wingsmith_cluster_connected, _stale, _last_seen_timestamp_seconds,
+  _last_seen_age_seconds, _desired_revision, _applied_revision, _revision_lag, _leader_term,
+  wingsmith_cluster_devices{cluster, device_class, state}; and counted by this hub:
+  wingsmith_cluster_stream_opens_total{cluster};
+- per project and class: wingsmith_project_quota_devices, _used_devices, _reserved_devices,
+  wingsmith_pending_deployments / wingsmith_pending_devices / wingsmith_pending_oldest_age_seconds
+  {project, device_class, reason} (Kueue's pending_workloads), and the histogram
+  wingsmith_admission_wait_seconds{project, device_class} (Kueue's admission_wait_time_seconds);
+- RED of the control API: wingsmith_http_requests_total{route, method, code},
+  wingsmith_http_request_duration_seconds{route, method}, wingsmith_grpc_server_handled_total
+  {grpc_service, grpc_method, grpc_code}, wingsmith_grpc_server_handling_seconds{grpc_service,
+  grpc_method}; the store: wingsmith_store_transaction_seconds{kind},
+  wingsmith_store_lock_wait_seconds;
+- process and Python runtime collectors, wingsmith_build_info{version, python_version}.
+
+Label values are bounded by the fleet, never by requests: cluster ids x device classes x 5
+states; projects x classes x admission reasons; REST route templates (not paths) x methods x
+codes; the ControlService's RPCs x gRPC codes. No `*_created` samples are exported.
 """
 
 from __future__ import annotations
 
+import contextlib
+import platform
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from hub.admission import Decision
+from hub.service.context import AdmissionWait
+from hub.service.fleet import FleetState
+from hub.store.port import Dialect, Listening, OnNotify, Store, Transaction
+
+# Counters and histograms export no `*_created` sample: one series less per child, and
+# promtool's conventions (a timestamp nobody alerts on).
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+DEVICE_STATES = ("verified", "allocated", "reserved", "free", "unusable")
+# Admission waits run from seconds to days (Kueue's buckets, widened).
+WAIT_BUCKETS = (1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 43200, 86400)
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+
+
+def exposition(registry: CollectorRegistry, accept: str) -> tuple[bytes, str]:
+    """The registry's samples in the format the scraper asked for (`Accept`): OpenMetrics
+    when it names application/openmetrics-text, else Prometheus text 0.0.4."""
+    encode, content_type = choose_encoder(accept)
+    return encode(registry), content_type
 
 
 class HubMetrics:
-    def __init__(self) -> None:
+    def __init__(self, version: str = "") -> None:
         self.registry = CollectorRegistry()
+        # The process (CPU, memory, open files) and the interpreter (GC, version), per hub.
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            self.registry.register(collector)
+        Gauge(
+            "wingsmith_build_info",
+            "The hub's version and Python's (always 1)",
+            ["version", "python_version"],
+            registry=self.registry,
+        ).labels(version=version, python_version=platform.python_version()).set(1)
+        self.stream_opens = Counter(
+            "wingsmith_cluster_stream_opens",
+            "Agent streams this hub opened per cluster (reconnects: its rate)",
+            ["cluster"],
+            registry=self.registry,
+        )
+        self.admission_wait = Histogram(
+            "wingsmith_admission_wait_seconds",
+            "From when a deployment started waiting until admission gave it replicas",
+            ["project", "device_class"],
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.http_requests = Counter(
+            "wingsmith_http_requests",
+            "HTTP requests by route template, method and status code",
+            ["route", "method", "code"],
+            registry=self.registry,
+        )
+        self.http_duration = Histogram(
+            "wingsmith_http_request_duration_seconds",
+            "HTTP request latency by route template and method",
+            ["route", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.grpc_handled = Counter(
+            "wingsmith_grpc_server_handled",
+            "gRPC calls completed by service, method and status code",
+            ["grpc_service", "grpc_method", "grpc_code"],
+            registry=self.registry,
+        )
+        self.grpc_handling = Histogram(
+            "wingsmith_grpc_server_handling_seconds",
+            "Latency of unary gRPC calls by service and method",
+            ["grpc_service", "grpc_method"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.transaction_seconds = Histogram(
+            "wingsmith_store_transaction_seconds",
+            "Store transactions from begin to commit or rollback, by kind (read or write)",
+            ["kind"],
+            buckets=STORE_BUCKETS,
+            registry=self.registry,
+        )
+        self.lock_wait = Histogram(
+            "wingsmith_store_lock_wait_seconds",
+            "Time a write transaction waited for the store's write lock",
+            buckets=STORE_BUCKETS,
+            registry=self.registry,
+        )
         self.agents_connected = Gauge(
             "wingsmith_agents_connected", "Open agent streams", registry=self.registry
         )
@@ -117,6 +232,38 @@ class HubMetrics:
             if decision.changed:
                 self.admission.labels(**labels).inc()
 
+    def admission_waited(self, waits: Sequence[AdmissionWait]) -> None:
+        for wait in waits:
+            self.admission_wait.labels(
+                project=wait.project, device_class=wait.device_class
+            ).observe(wait.seconds)
+
+    def stream_opened(self, cluster_id: str) -> None:
+        self.stream_opens.labels(cluster=cluster_id).inc()
+
+    # edges
+    def http_request(self, *, route: str, method: str, code: int, seconds: float) -> None:
+        self.http_requests.labels(route=route, method=method, code=str(code)).inc()
+        self.http_duration.labels(route=route, method=method).observe(seconds)
+
+    def grpc_call(self, *, service: str, method: str, code: str, seconds: float | None) -> None:
+        self.grpc_handled.labels(grpc_service=service, grpc_method=method, grpc_code=code).inc()
+        if seconds is not None:
+            self.grpc_handling.labels(grpc_service=service, grpc_method=method).observe(seconds)
+
+    def timed(self, store: Store) -> Store:
+        """`store`, its transactions timed."""
+        return TimedStore(store, self)
+
+    def watch_fleet(
+        self,
+        read: Callable[[], FleetState],
+        *,
+        clock: Callable[[], float],
+        min_interval_s: float = 5.0,
+    ) -> None:
+        self.registry.register(_FleetCollector(read, clock=clock, min_interval_s=min_interval_s))
+
     def ingested(self, *, batches: int, records: int) -> None:
         self.batches.inc(batches)
         self.records.inc(records)
@@ -147,3 +294,144 @@ class _PhaseCollector(Collector):
         for phase, n in sorted(self._cached.items()):
             family.add_metric([phase], n)
         yield family
+
+
+class TimedStore:
+    """A store whose transactions are timed (wingsmith_store_*): the service layer opens every
+    transaction through `write` and `read`, so one place sees them all, on either store."""
+
+    def __init__(self, store: Store, metrics: HubMetrics) -> None:
+        self._store = store
+        self._metrics = metrics
+        self.url = store.url
+        self.epoch = store.epoch
+        self.schema_version = store.schema_version
+        self.shared = store.shared
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._store.dialect
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Transaction]:
+        start = time.perf_counter()
+        with self._timed("write", start), self._store.write() as conn:
+            # Entered: SQLite's BEGIN IMMEDIATE (PostgreSQL's write lock) is held.
+            self._metrics.lock_wait.observe(time.perf_counter() - start)
+            yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Transaction]:
+        with self._timed("read", time.perf_counter()), self._store.read() as conn:
+            yield conn
+
+    def listen(
+        self, channels: Sequence[str], on_notify: OnNotify, on_reconnect: Callable[[], None]
+    ) -> Listening:
+        return self._store.listen(channels, on_notify, on_reconnect)
+
+    def close(self) -> None:
+        self._store.close()
+
+    @contextlib.contextmanager
+    def _timed(self, kind: str, start: float) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self._metrics.transaction_seconds.labels(kind=kind).observe(time.perf_counter() - start)
+
+
+class _FleetCollector(Collector):
+    """The per-cluster and per-project gauges, from one read of the fleet's state
+    (hub/service/fleet.py) at most every `min_interval_s`, so scrapes stay cheap however large
+    the fleet and however many scrapers. The age since a cluster was last heard is computed
+    at each scrape from the last read (it overstates by at most the interval)."""
+
+    def __init__(
+        self, read: Callable[[], FleetState], *, clock: Callable[[], float], min_interval_s: float
+    ) -> None:
+        self._read = read
+        self._clock = clock
+        self._min_interval_s = min_interval_s
+        self._cached: FleetState | None = None
+        self._at = -float("inf")
+        self._lock = threading.Lock()
+
+    def _state(self) -> FleetState:
+        with self._lock:  # two scrapes at once read the store once
+            now = time.monotonic()
+            if self._cached is None or now - self._at >= self._min_interval_s:
+                self._cached, self._at = self._read(), now
+            return self._cached
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        state = self._state()
+        yield from _cluster_families(state, now=self._clock())
+        yield from _project_families(state, now=self._clock())
+
+
+def _family(name: str, documentation: str, labels: Sequence[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, documentation, labels=list(labels))
+
+
+def _cluster_families(state: FleetState, *, now: float) -> Iterator[GaugeMetricFamily]:
+    c = ["cluster"]
+    connected = _family("wingsmith_cluster_connected", "1 while an agent stream is open", c)
+    stale = _family("wingsmith_cluster_stale", "1 when silent past the grace period", c)
+    seen = _family(
+        "wingsmith_cluster_last_seen_timestamp_seconds", "Unix time an agent was last heard", c
+    )
+    age = _family("wingsmith_cluster_last_seen_age_seconds", "Seconds since last heard", c)
+    desired = _family("wingsmith_cluster_desired_revision", "Latest desired-state revision", c)
+    applied = _family("wingsmith_cluster_applied_revision", "Revision its agent applied", c)
+    lag = _family("wingsmith_cluster_revision_lag", "Desired minus applied revision", c)
+    term = _family("wingsmith_cluster_leader_term", "Leader agent's term (Lease fencing)", c)
+    devices = _family(
+        "wingsmith_cluster_devices",
+        "Devices by class and state: verified (healthy, NVML-verified) = allocated + reserved"
+        " + free; unusable (unverified or unhealthy)",
+        ["cluster", "device_class", "state"],
+    )
+    for cluster in state.clusters:
+        key = [cluster.cluster_id]
+        connected.add_metric(key, int(cluster.connected))
+        stale.add_metric(key, int(cluster.stale))
+        if cluster.last_seen is not None:
+            seen.add_metric(key, cluster.last_seen)
+            age.add_metric(key, max(0.0, now - cluster.last_seen))
+        desired.add_metric(key, cluster.desired_revision)
+        applied.add_metric(key, cluster.applied_revision)
+        lag.add_metric(key, max(0, cluster.desired_revision - cluster.applied_revision))
+        term.add_metric(key, cluster.leader_term)
+        for device_class, cap in sorted(cluster.capacity.items()):
+            counts = (cap.total, cap.allocated, cap.reserved, cap.free, cap.unusable)
+            for name, n in zip(DEVICE_STATES, counts, strict=True):
+                devices.add_metric([cluster.cluster_id, device_class, name], n)
+    yield from (connected, stale, seen, age, desired, applied, lag, term, devices)
+
+
+def _project_families(state: FleetState, *, now: float) -> Iterator[GaugeMetricFamily]:
+    pc = ["project", "device_class"]
+    pcr = [*pc, "reason"]
+    quota = _family("wingsmith_project_quota_devices", "Quota of the class (devices)", pc)
+    used = _family("wingsmith_project_used_devices", "Devices its pods hold", pc)
+    reserved = _family(
+        "wingsmith_project_reserved_devices", "Devices admitted but not yet held", pc
+    )
+    pending = _family(
+        "wingsmith_pending_deployments", "Enabled deployments waiting for admission", pcr
+    )
+    wanted = _family("wingsmith_pending_devices", "Devices waiting deployments ask for", pcr)
+    oldest = _family(
+        "wingsmith_pending_oldest_age_seconds", "How long the oldest waiting one has waited", pcr
+    )
+    for p in state.projects:
+        key = [p.project, p.device_class]
+        quota.add_metric(key, p.usage.limit)
+        used.add_metric(key, p.usage.used)
+        reserved.add_metric(key, p.usage.reserved)
+        for reason, waiting in sorted(p.waiting.items()):
+            pending.add_metric([*key, reason], waiting.deployments)
+            wanted.add_metric([*key, reason], waiting.devices)
+            oldest.add_metric([*key, reason], max(0.0, now - waiting.oldest_since))
+    yield from (quota, used, reserved, pending, wanted, oldest)

@@ -102,6 +102,7 @@ class Hub:
             settings=self.settings,
             tls=self.tls,
             phase_metrics_interval_s=0.0,
+            fleet_metrics_interval_s=0.0,
         )
         server = HubServer(config)
         self.loop.run(server.start())

@@ -10,12 +10,16 @@ Two server interceptors, installed by hub/app.py on every service:
 - `Authenticated`: the methods of the services given are refused UNAUTHENTICATED when their
   metadata fails the check, before the request message is read: a client without a token
   cannot make the hub buffer and parse a message up to the receive limit.
+- `Measured` (outermost): every call's status code, and a unary call's latency, told to a
+  recorder (the hub's RED metrics); refusals of the two above included.
 
 This module knows no Wingsmith message; it must not touch the store or the service layer.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -156,3 +160,87 @@ def _refusal(error: errors.WingsmithError) -> grpc.RpcMethodHandler:
         await context.abort(error.grpc_code, error.message)
 
     return grpc.stream_unary_rpc_method_handler(refuse)
+
+
+# (service, method, code name, seconds or None for a streaming call)
+Record = Callable[[str, str, str, float | None], None]
+
+
+class Measured(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Tell `record` how each call of a known method ended: its status code, and for a call
+    with one response its latency. Unknown methods (no handler) are not recorded: their
+    names come from the client and would make the label set unbounded."""
+
+    def __init__(self, record: Record) -> None:
+        self._record = record
+
+    async def intercept_service(
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        service, _, method = (handler_call_details.method or "").lstrip("/").rpartition("/")
+        if handler.unary_unary is not None:
+            return handler._replace(unary_unary=self._single(handler.unary_unary, service, method))
+        if handler.stream_unary is not None:
+            return handler._replace(
+                stream_unary=self._single(handler.stream_unary, service, method)
+            )
+        if handler.unary_stream is not None:
+            return handler._replace(
+                unary_stream=self._streaming(handler.unary_stream, service, method)
+            )
+        return handler._replace(
+            stream_stream=self._streaming(handler.stream_stream, service, method)
+        )
+
+    def _single(self, behaviour: Callable[..., Any], service: str, method: str) -> Any:
+        async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            start = time.perf_counter()
+            code = "OK"
+            try:
+                response = await behaviour(request, context)
+                code = _code_name(context, None)
+                return response
+            except BaseException as e:
+                code = _code_name(context, e)
+                raise
+            finally:
+                self._record(service, method, code, time.perf_counter() - start)
+
+        return call
+
+    def _streaming(self, behaviour: Callable[..., Any], service: str, method: str) -> Any:
+        async def call(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            code = "OK"
+            try:
+                async for response in behaviour(request, context):
+                    yield response
+                code = _code_name(context, None)
+            except BaseException as e:
+                code = _code_name(context, e)
+                raise
+            finally:
+                self._record(service, method, code, None)
+
+        return call
+
+
+def _code_name(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
+    """The status a call ended with: what the handler set (context.abort or set_code), else
+    OK when it returned, CANCELLED when the client went away, UNKNOWN when it raised."""
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return str(code.name)
+    if isinstance(code, int):
+        for status in grpc.StatusCode:
+            if status.value[0] == code:
+                return str(status.name)
+    if error is None:
+        return "OK"
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        return "CANCELLED"
+    return "UNKNOWN"

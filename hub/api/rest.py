@@ -613,6 +613,7 @@ class _Gateway:
             headers = {"Allow": ", ".join(found.allowed)}
             return _error_response(405, "UNIMPLEMENTED", message, headers=headers)
         route = found.route
+        request[ROUTE_KEY] = route.template.text
         metadata = _metadata(request)
         if self._authenticate is not None:
             # Before the body is read: a caller without a token cannot make the hub buffer
@@ -751,6 +752,10 @@ def _quiet_client_body_errors() -> None:
 
 # --------------------------------------------------------------------------------------------
 # Public entry points.
+
+
+# The HTTP rule's path template a request matched (for per-route metrics: hub/app.py).
+ROUTE_KEY = web.RequestKey("route", str)
 
 
 def build_rest_app(

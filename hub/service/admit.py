@@ -45,7 +45,7 @@ from hub.model import (
     priority_rank,
 )
 from hub.service import credit
-from hub.service.context import ServiceContext, Tx
+from hub.service.context import AdmissionWait, ServiceContext, Tx
 from hub.store import accounting, clusters, deployments, projects
 from hub.store.db import Connection
 
@@ -115,7 +115,24 @@ def run(
     by_id = {d.deployment_id: d for d in [*waiting, *victims]}
     _commit(tx, [(by_id[decision.deployment_id], decision) for decision in decisions])
     ctx.hooks.admission_decided(decisions)
+    waits = _waits(tx, by_id, decisions)
+    if waits:
+        tx.committed.append(lambda: ctx.hooks.admission_waited(waits))
     return decisions
+
+
+def _waits(
+    tx: Tx, by_id: Mapping[str, Deployment], decisions: Iterable[Decision]
+) -> list[AdmissionWait]:
+    """Deployments this pass gave more replicas, and how long each had waited for them
+    (Kueue's admission wait time: from when it started waiting until admitted)."""
+    waits = []
+    for decision in decisions:
+        current = by_id[decision.deployment_id]
+        if decision.admitted_replicas > current.admitted_replicas:
+            seconds = max(0.0, tx.now - current.pending_since)
+            waits.append(AdmissionWait(current.project, current.device_class, seconds))
+    return waits
 
 
 _NO_ROLE = credit.Role("", "")

@@ -28,10 +28,23 @@ class Publisher(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class AdmissionWait:
+    """A deployment given more replicas: how long it had waited (since pending_since)."""
+
+    project: str
+    device_class: str
+    seconds: float
+
+
 class Hooks(Protocol):
     """Observers of decisions, for metrics; the service never depends on how they count."""
 
     def admission_decided(self, decisions: Sequence[Decision]) -> None: ...
+
+    def admission_waited(self, waits: Sequence[AdmissionWait]) -> None:
+        """Told once the transaction that admitted them committed."""
+        ...
 
 
 class _NoPublisher:
@@ -47,6 +60,9 @@ class _NoPublisher:
 
 class _NoHooks:
     def admission_decided(self, decisions: Sequence[Decision]) -> None:
+        return None
+
+    def admission_waited(self, waits: Sequence[AdmissionWait]) -> None:
         return None
 
 
@@ -125,6 +141,8 @@ class Tx:
     conn: Connection
     now: float
     touched: set[str] = field(default_factory=set)
+    # Run once the transaction committed (never when it rolls back): observers of what it did.
+    committed: list[Callable[[], None]] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -137,6 +155,8 @@ def transaction(ctx: ServiceContext) -> Iterator[Tx]:
             # Delivered at commit to every hub, which hands it to the streams it holds.
             for payload in payloads(sorted(tx.touched)):
                 conn.notify(DESIRED_CHANNEL, payload)
+    for observe in tx.committed:
+        observe()
     if tx.touched:
         ctx.publisher.desired_changed(sorted(tx.touched))
         # Agents first: the caller goes on (building its response: a view of every deployment

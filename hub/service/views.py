@@ -432,18 +432,25 @@ def project_view(conn: Connection, project: Project) -> ProjectView:
     charges = accounting.quota_charges(conn, [project.name])
     credits = credit.read(conn, [project.name])
     classes = set(project.quotas) | {device_class for (_, device_class) in charges}
-    usage = {}
-    for device_class in sorted(classes):
-        used, reserved = charges.get((project.name, device_class), (0, 0))
-        # A replica and its failover stand-in count once: the credit comes off what is
-        # reserved first (a stand-in not yet running), then off what is held.
-        covered = credits.credit.get((project.name, device_class), 0)
-        off_reserved = min(reserved, covered)
-        reserved, used = reserved - off_reserved, max(0, used - (covered - off_reserved))
-        usage[device_class] = QuotaUsage(
-            used=used, reserved=reserved, limit=project.quotas.get(device_class, 0)
+    usage = {
+        device_class: quota_usage(
+            charges.get((project.name, device_class), (0, 0)),
+            covered=credits.credit.get((project.name, device_class), 0),
+            limit=project.quotas.get(device_class, 0),
         )
+        for device_class in sorted(classes)
+    }
     return ProjectView(project=project, usage=usage)
+
+
+def quota_usage(charge: tuple[int, int], *, covered: int, limit: int) -> QuotaUsage:
+    """A project's usage of one class from its (used, reserved) charge: a replica and its
+    failover stand-in count once, the credit coming off what is reserved first (a stand-in
+    not yet running), then off what is held."""
+    used, reserved = charge
+    off_reserved = min(reserved, covered)
+    reserved, used = reserved - off_reserved, max(0, used - (covered - off_reserved))
+    return QuotaUsage(used=used, reserved=reserved, limit=limit)
 
 
 def replica_views(

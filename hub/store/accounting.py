@@ -204,3 +204,24 @@ def _filters(column: str, values: Sequence[str] | None) -> Iterator[tuple[str, l
         return
     for chunk in chunks(values):
         yield f"WHERE {column} IN ({marks(chunk)})", chunk
+
+
+def waiting_demand(conn: Transaction) -> dict[tuple[str, str, str], tuple[int, int, float]]:
+    """(project, class, reason) -> (deployments, devices, oldest pending_since) of enabled
+    deployments that wait for replicas admission has not given them (for /metrics)."""
+    rows = conn.execute(
+        "SELECT project, device_class, admission_reason, COUNT(*) AS deployments,"
+        " SUM((desired_replicas - admitted_replicas) * devices_per_replica) AS devices,"
+        " MIN(pending_since) AS oldest FROM deployments"
+        " WHERE enabled = 1 AND admission_reason NOT IN ('', 'disabled')"
+        " AND desired_replicas > admitted_replicas"
+        " GROUP BY project, device_class, admission_reason"
+    ).fetchall()
+    return {
+        (r["project"], r["device_class"], r["admission_reason"]): (
+            int(r["deployments"]),
+            int(r["devices"]),
+            float(r["oldest"]),
+        )
+        for r in rows
+    }

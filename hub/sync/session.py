@@ -69,6 +69,8 @@ class SyncMetrics(Protocol):
 
     def desired_delivered(self, seconds: float) -> None: ...
 
+    def stream_opened(self, cluster_id: str) -> None: ...
+
 
 def bearer_token(metadata: Any) -> str:
     for key, value in metadata or ():
@@ -238,6 +240,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             except errors.Unauthenticated as e:
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, e.message)
             opened = True
+            self._metrics.stream_opened(cluster_id)
             held = sync_service.held_observations(
                 self._ctx, cluster_id, node_name=session.node_name
             )
