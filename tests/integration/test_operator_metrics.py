@@ -17,6 +17,7 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
+from tests.unit.deploy import promql
 from wingsmith.v1 import control_pb2, control_pb2_grpc
 
 H100 = "H100-80GB"
@@ -196,3 +197,35 @@ def test_promtool_accepts_the_exposition_of_a_live_fleet(
     body, _ = _scrape(hub, "application/openmetrics-text; version=1.0.0")
     families = {f.name for f in openmetrics_families(body)}
     assert {"wingsmith_cluster_devices", "wingsmith_admission_wait_seconds"} <= families
+
+
+# Series of other exporters the alert rules read: Prometheus's own `up`, kube-state-metrics.
+FOREIGN = {"up", "kube_deployment_status_replicas_available", "kube_deployment_spec_replicas"}
+SUFFIXES = {
+    "counter": ("_total",),
+    "histogram": ("_bucket", "_count", "_sum"),
+    "summary": ("_count", "_sum", ""),
+}
+
+
+def _exported(hub: Hub) -> set[str]:
+    """Every sample name the hub can export, from the families it declares (a family with no
+    child yet still says its name and type)."""
+    names = set()
+    for family in text_string_to_metric_families(hub.metrics()):
+        names |= {family.name + suffix for suffix in SUFFIXES.get(family.type, ("",))}
+    return names
+
+
+def test_every_dashboard_query_and_alert_rule_names_metrics_the_hub_exports(hub: Hub) -> None:
+    exported = _exported(hub)
+    queries = promql.dashboard_expressions()
+    for expr in queries:
+        names = promql.metric_names(expr)
+        assert names, f"{expr}: names no metric"
+        assert names <= exported | {"up"}, f"dashboard: {expr} reads {names - exported}"
+    for rule in promql.alerts():
+        names = promql.metric_names(rule["expr"])
+        assert names and names <= exported | FOREIGN, f"{rule['alert']}: {names - exported}"
+    # and the check can fail: a name the hub does not export
+    assert not promql.metric_names("rate(wingsmith_no_such_total[5m])") <= exported

@@ -174,7 +174,14 @@ def json_patch(doc: Any, op: Mapping[str, Any]) -> None:
 
 # API groups whose kinds have V1<Kind> models in the official client. Custom resources (none in
 # deploy/ today) have no model: give them a check of their own.
-MODEL_GROUPS = {"", "apps", "rbac.authorization.k8s.io", "coordination.k8s.io", "policy"}
+MODEL_GROUPS = {
+    "",
+    "apps",
+    "rbac.authorization.k8s.io",
+    "coordination.k8s.io",
+    "policy",
+    "networking.k8s.io",
+}
 
 
 def model_name(obj: Mapping[str, Any]) -> str | None:

@@ -265,3 +265,13 @@ def test_read_only_changes_nothing_else(agent_build: Any, read_only_build: Any) 
     hangar = manifests.container(undone["DaemonSet", "wingsmith", "wingsmith-hangar"], "hangar")
     assert hangar["env"].pop() == {"name": "HANGAR_OPERATOR_READ_ONLY", "value": "true"}
     assert undone == full
+
+
+def test_the_agent_takes_no_traffic_in_and_reaches_the_hub_the_api_server_and_dns(
+    agent_build: Any,
+) -> None:
+    policy = one(agent_build, "NetworkPolicy", "wingsmith-hangar")
+    assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    assert policy["spec"].get("ingress", []) == []
+    ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
+    assert ports == {50051, 443, 6443, 53}

@@ -5,6 +5,7 @@ built by our renderer exactly as kubectl kustomize builds them."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -20,6 +21,13 @@ BUILDS = {
     "agent": DEPLOY / "agent",
     "agent read-only": DEPLOY / "agent" / "read-only",
     "hub on postgres": DEPLOY / "hub-postgres",
+    "monitoring": DEPLOY / "monitoring",
+}
+# Custom resources of the Prometheus Operator: no client model; checked by their own tests
+# (tests/unit/deploy/test_monitoring.py: promtool, the ports they name).
+OPERATOR_KINDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
 }
 # Filled in per cluster, so kept out of every kustomization (docs/deploy.md).
 TEMPLATES = {DEPLOY / "hub" / "secrets.template.yaml", DEPLOY / "agent" / "config.template.yaml"}
@@ -45,9 +53,13 @@ def test_every_document_has_api_version_kind_and_a_name(doc: manifests.Document)
     assert body["metadata"]["name"]
 
 
-@pytest.mark.parametrize("doc", OBJECTS, ids=lambda d: d.where)
+@pytest.mark.parametrize(
+    "doc",
+    [d for d in OBJECTS if (d.body["apiVersion"], d.body["kind"]) not in OPERATOR_KINDS],
+    ids=lambda d: d.where,
+)
 def test_every_object_is_valid_by_its_client_model(api: Any, doc: manifests.Document) -> None:
-    # No custom resources in deploy/: every object has a V1 model in the official client.
+    # Every object but the operator's resources has a V1 model in the official client.
     assert manifests.model_name(doc.body) is not None, "no client model: a CRD needs its own check"
     assert manifests.check_schema(api, doc.body) == []
 
@@ -228,3 +240,42 @@ def test_our_renderer_builds_what_kubectl_kustomize_builds(name: str) -> None:
         return {manifests.ident(o): json.dumps(o, sort_keys=True) for o in objs}
 
     assert keyed(manifests.build(BUILDS[name])) == keyed(theirs)
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_every_container_serving_a_port_has_readiness_and_liveness_probes(name: str) -> None:
+    for obj in manifests.build(BUILDS[name]):
+        if obj["kind"] not in ("Deployment", "DaemonSet"):
+            continue
+        for c in manifests.pod_spec(obj)["containers"]:
+            if c.get("ports"):
+                assert "readinessProbe" in c and "livenessProbe" in c, (name, c["name"])
+
+
+@pytest.mark.parametrize("name", BUILDS)
+def test_network_policies_select_pods_of_their_build_and_name_their_ports(name: str) -> None:
+    build = manifests.build(BUILDS[name])
+    pods = [o for o in build if o["kind"] in ("Deployment", "DaemonSet")]
+    for policy in (o for o in build if o["kind"] == "NetworkPolicy"):
+        wanted = policy["spec"]["podSelector"]["matchLabels"].items()
+        selected = [
+            p for p in pods if wanted <= p["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert selected, policy["metadata"]["name"]
+        for rule in policy["spec"].get("ingress", []):
+            for port in rule["ports"]:
+                names = {
+                    p["name"]
+                    for workload in selected
+                    for c in manifests.pod_spec(workload)["containers"]
+                    for p in c.get("ports", [])
+                }
+                assert port["port"] in names, (policy["metadata"]["name"], port)
+
+
+def test_deploy_cites_only_documents_in_the_repository() -> None:
+    """Comments point readers at docs/, deploy/ and other files: each must exist here."""
+    root = DEPLOY.parent
+    for path in sorted(p for p in DEPLOY.rglob("*") if p.is_file()):
+        for cited in re.findall(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]+\.md)\b", path.read_text()):
+            assert (root / cited).exists(), f"{path.relative_to(root)} cites {cited}: not here"

@@ -179,3 +179,34 @@ def test_the_postgres_variant_runs_three_hubs_rolled_with_the_url_from_a_secret(
     args = [a if a != db else "postgresql://u@db/wingsmith" for a in hub["args"][1:]]
     parsed = app.parse_args(args)
     assert parsed.db == "postgresql://u@db/wingsmith"
+
+
+def test_the_postgres_variant_loses_at_most_one_hub_to_a_drain_and_spreads_over_nodes() -> None:
+    build = manifests.build(manifests.DEPLOY / "hub-postgres")
+    deployment = one(build, "Deployment", "wingsmith-hub")
+    pods = deployment["spec"]["template"]["metadata"]["labels"]
+    budget = one(build, "PodDisruptionBudget", "wingsmith-hub")
+    assert budget["spec"]["maxUnavailable"] == 1
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pods.items()
+    spread = {
+        c["topologyKey"]: c for c in manifests.pod_spec(deployment)["topologySpreadConstraints"]
+    }
+    assert spread["kubernetes.io/hostname"]["whenUnsatisfiable"] == "DoNotSchedule"
+    assert spread["topology.kubernetes.io/zone"]["whenUnsatisfiable"] == "ScheduleAnyway"
+    for constraint in spread.values():
+        assert constraint["maxSkew"] == 1
+        assert constraint["labelSelector"]["matchLabels"].items() <= pods.items()
+
+
+def test_the_hub_reaches_dns_only_and_the_postgres_variant_its_database() -> None:
+    def egress_ports(build: list[dict[str, Any]]) -> set[int]:
+        return {
+            port["port"]
+            for policy in build
+            if policy["kind"] == "NetworkPolicy"
+            for rule in policy["spec"].get("egress", [])
+            for port in rule["ports"]
+        }
+
+    assert egress_ports(manifests.build(manifests.DEPLOY / "hub")) == {53}
+    assert egress_ports(manifests.build(manifests.DEPLOY / "hub-postgres")) == {53, 5432}
