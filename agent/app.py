@@ -31,8 +31,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 import grpc
+from opentelemetry import trace
 
-from agent import __version__, reconcile
+from agent import __version__, reconcile, tracing
 from agent.cluster import port
 from agent.departed import DepartedNodes
 from agent.desired import DesiredState
@@ -105,6 +106,9 @@ class Agent:
         self.config = config
         self.cluster = cluster
         self.desired = DesiredState()
+        # The trace context of the last traced apply and the deployments it changed, until an
+        # observation batch reporting on one of them carries it to the hub.
+        self._trace_pending: tuple[tracing.Carrier, set[str]] | None = None
         self.observer = Observer(cluster=cluster, nodes=nodes)
         self._sim = sim
         self._monotonic = monotonic
@@ -210,6 +214,27 @@ class Agent:
         self._changed.set()
 
     async def handle_desired(self, message: sync_pb2.DesiredState) -> list[sync_pb2.Reject]:
+        if not message.trace_context:
+            return await self._handle_desired(message)
+        # A traced change (agent/tracing.py): this delta's render and applies continue its
+        # trace, and so does the first observation batch that reports on what it changed.
+        with tracing.tracer().start_as_current_span(
+            "apply desired",
+            context=tracing.extracted(message.trace_context),
+            kind=trace.SpanKind.CONSUMER,
+            attributes={
+                "wingsmith.cluster": self.config.cluster_id,
+                "wingsmith.revision": message.revision,
+            },
+        ):
+            rejects = await self._handle_desired(message)
+            carrier = tracing.current_carrier()
+        ids = {spec.deployment_id for spec in message.upserts} | set(message.removals)
+        if carrier is not None and ids:
+            self._trace_pending = (carrier, ids)
+        return rejects
+
+    async def _handle_desired(self, message: sync_pb2.DesiredState) -> list[sync_pb2.Reject]:
         specs = [convert.deployment(spec) for spec in message.upserts]
         if message.snapshot:
             self.desired.replace(
@@ -296,18 +321,20 @@ class Agent:
             live = await self._io(self.cluster.list_dgds)
             nodes = await self._io(self.cluster.list_nodes)
             self.desired.settle(d.labels.get(port.LABEL_DEPLOYMENT_ID, "") for d in live)
-            plan = reconcile.plan(
-                self.desired.deployments,
-                live,
-                namespace=self.config.namespace,
-                images=self.config.images,
-                released=self.desired.released,
-                removed=self.desired.removed,
-                nodes=nodes,
-                class_overrides=self.config.class_overrides,
-                dgd_version=self.cluster.dgd_version,
-                adapters=await self._io(self.cluster.list_scaling_adapters),
-            )
+            adapters = await self._io(self.cluster.list_scaling_adapters)
+            with tracing.child("render"):
+                plan = reconcile.plan(
+                    self.desired.deployments,
+                    live,
+                    namespace=self.config.namespace,
+                    images=self.config.images,
+                    released=self.desired.released,
+                    removed=self.desired.removed,
+                    nodes=nodes,
+                    class_overrides=self.config.class_overrides,
+                    dgd_version=self.cluster.dgd_version,
+                    adapters=adapters,
+                )
             if self.config.read_only:
                 for apply in plan.applies:
                     log.info("read-only: would apply deployment %s", apply.deployment_id)
@@ -319,9 +346,10 @@ class Agent:
             failures = list(plan.failures)
             for apply in plan.applies:
                 try:
-                    await self._io(
-                        self.cluster.apply_dgd, apply.manifest, take_over=apply.take_over
-                    )
+                    with tracing.child("apply", **{"wingsmith.deployment": apply.deployment_id}):
+                        await self._io(
+                            self.cluster.apply_dgd, apply.manifest, take_over=apply.take_over
+                        )
                     self.applied += 1
                     self.recreating.pop(apply.deployment_id, None)
                 except port.ClusterError as e:
@@ -419,8 +447,17 @@ class Agent:
             return
         now_ns = time.time_ns()
         batch = convert.observation_batch(observations, seq=self.client.next_seq(), now_ns=now_ns)
+        pending = self._trace_pending
+        confirms = pending is not None and any(
+            d.deployment_id in pending[1] for d in batch.deployments
+        )
+        if pending is not None and confirms:
+            # The first report on a traced apply carries its trace back (agent/tracing.py).
+            batch.trace_context.update(pending[0])
         if self.client.send(sync_pb2.AgentMessage(observations=batch)):
             self.observer.mark_sent(observations, at_ns=now_ns)
+            if confirms:
+                self._trace_pending = None
         else:
             self.observer.reset()  # not delivered: send everything once connected again
             self.departed.undelivered(departed)

@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
+from agent import tracing
 from agent.app import AgentConfig
 from agent.cluster import dgd_versions
 from agent.cluster.kube import KubernetesCluster
@@ -113,6 +114,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
     )
+    parser.add_argument(
+        "--otlp-endpoint",
+        default=os.environ.get(tracing.ENV_ENDPOINT, ""),
+        help="send traces to this OpenTelemetry collector (OTLP/gRPC), e.g. http://otel:4317;"
+        f" default ${tracing.ENV_ENDPOINT}, else tracing is off",
+    )
     return parser.parse_args(argv)
 
 
@@ -127,6 +134,11 @@ def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ
     """Refuse bad flags before the agent starts (UsageError); returns the cluster token."""
     if args.log_level.upper() not in LOG_LEVELS:
         raise UsageError("--log-level", f"expected one of {', '.join(LOG_LEVELS)}")
+    if args.otlp_endpoint and not args.otlp_endpoint.startswith(("http://", "https://")):
+        raise UsageError(
+            "--otlp-endpoint",
+            f"expected http://HOST:PORT or https://HOST:PORT, got {args.otlp_endpoint!r}",
+        )
     host, sep, port = args.hub.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
         raise UsageError("--hub", f"expected HOST:PORT, e.g. 127.0.0.1:50051; got {args.hub!r}")
@@ -232,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.otlp_endpoint:
+        tracing.configure(args.otlp_endpoint)
     config = AgentConfig(
         hub=args.hub,
         cluster_id=args.cluster_id,

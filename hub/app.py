@@ -29,7 +29,7 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from hub import __version__
+from hub import __version__, tracing
 from hub.api import control, grpc_control, grpc_edge, openapi, rest
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,
@@ -612,6 +612,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
     )
+    parser.add_argument(
+        "--otlp-endpoint",
+        default=os.environ.get(tracing.ENV_ENDPOINT, ""),
+        help="send traces to this OpenTelemetry collector (OTLP/gRPC), e.g. http://otel:4317;"
+        f" default ${tracing.ENV_ENDPOINT}, else tracing is off",
+    )
     return parser.parse_args(argv)
 
 
@@ -626,6 +632,11 @@ def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ
     """Refuse bad flags before the hub touches its database or a port (UsageError)."""
     if args.log_level.upper() not in LOG_LEVELS:
         raise UsageError("--log-level", f"expected one of {', '.join(LOG_LEVELS)}")
+    if args.otlp_endpoint and not args.otlp_endpoint.startswith(("http://", "https://")):
+        raise UsageError(
+            "--otlp-endpoint",
+            f"expected http://HOST:PORT or https://HOST:PORT, got {args.otlp_endpoint!r}",
+        )
     for flag, address in (("--grpc-listen", args.grpc_listen), ("--http-listen", args.http_listen)):
         try:
             port = split_address(address)[1]
@@ -707,6 +718,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.otlp_endpoint:
+        tracing.configure(args.otlp_endpoint)
     config = HubConfig(
         db_path=args.db,
         grpc_listen=args.grpc_listen,

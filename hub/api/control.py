@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 
 from google.protobuf import descriptor, empty_pb2, field_mask_pb2
 from google.protobuf.message import Message
+from opentelemetry import trace
 
-from hub import access, errors, wire
+from hub import access, errors, tracing, wire
 from hub.api import convert, permissions
 from hub.api.auth import Authenticator
 from hub.model import AuditRecord
@@ -433,11 +434,24 @@ def dispatcher(
     async def dispatch(
         method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
     ) -> Message:
-        # In a worker thread: the event loop keeps serving the agents' streams while the call
-        # looks its token up, reads, decides and commits (the store serializes writers; reads
-        # never wait).
-        result: Message = await asyncio.to_thread(call, method, request, metadata)
-        return result
+        # One span per call, continuing the caller's trace (W3C traceparent in its metadata or
+        # headers); the worker thread runs in a copy of this context, so what the call does
+        # (its admission pass, the change it publishes) belongs to it (hub/tracing.py).
+        with tracing.tracer().start_as_current_span(
+            f"{method.containing_service.full_name}/{method.name}",
+            context=tracing.extracted(metadata),
+            kind=trace.SpanKind.SERVER,
+            attributes={
+                "rpc.service": method.containing_service.full_name,
+                "rpc.method": method.name,
+                "wingsmith.edge": edge,
+            },
+        ):
+            # In a worker thread: the event loop keeps serving the agents' streams while the
+            # call looks its token up, reads, decides and commits (the store serializes
+            # writers; reads never wait).
+            result: Message = await asyncio.to_thread(call, method, request, metadata)
+            return result
 
     return dispatch
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from hub import admission
+from hub import admission, tracing
 from hub.admission import AdmissionView, Decision, Demand
 from hub.model import (
     PRIORITIES,
@@ -111,9 +111,15 @@ def run(
             admitted=[_demand(d, held, credits) for d in victims],
             preemptible_projects=projects.preemptible_by_others(tx.conn),
         )
-    decisions = admission.decide(demands, view)
-    by_id = {d.deployment_id: d for d in [*waiting, *victims]}
-    _commit(tx, [(by_id[decision.deployment_id], decision) for decision in decisions])
+    with tracing.tracer().start_as_current_span("admission") as span:
+        decisions = admission.decide(demands, view)
+        by_id = {d.deployment_id: d for d in [*waiting, *victims]}
+        _commit(tx, [(by_id[decision.deployment_id], decision) for decision in decisions])
+        span.set_attribute("wingsmith.admission.evaluated", len(decisions))
+        span.set_attribute(
+            "wingsmith.admission.admitted",
+            sorted(d.deployment_id for d in decisions if d.changed and not d.waiting),
+        )
     ctx.hooks.admission_decided(decisions)
     waits = _waits(tx, by_id, decisions)
     if waits:

@@ -24,6 +24,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from hub import tracing
+
 WHOLE_CLUSTER = ""
 
 
@@ -59,6 +61,7 @@ class Fanout:
         self._loop = loop
         self._listeners: dict[str, dict[str, Listener]] = {}
         self._lock = threading.Lock()
+        self._causes: dict[str, tracing.Carrier] = {}
         # Owned by the loop: clusters whose streams may be behind (-> when the oldest change
         # not yet handed out was published), and whether the pump has nothing left to do
         # (observation ingest waits for that: hub/sync/ingest.py).
@@ -136,10 +139,24 @@ class Fanout:
         ids = list(cluster_ids)
         if not ids:
             return
+        # The traced change that caused this (a control call), for the span sending the delta
+        # (hub/tracing.py); in the caller's thread, where its span is current. The last cause
+        # wins: deltas coalesce, and so do their traces.
+        cause = tracing.current_carrier()
+        if cause is not None:
+            with self._lock:
+                for cluster_id in ids:
+                    self._causes[cluster_id] = cause
         if _on_loop(self._loop):
             self._mark(ids)
         else:
             self._loop.call_soon_threadsafe(self._mark, ids)
+
+    def take_cause(self, cluster_id: str) -> tracing.Carrier | None:
+        """The trace context of the last traced change published for the cluster since the
+        last take (None: none), for the span that sends it its delta."""
+        with self._lock:
+            return self._causes.pop(cluster_id, None)
 
     def _mark(self, cluster_ids: list[str]) -> None:
         with self._lock:

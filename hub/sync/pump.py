@@ -18,6 +18,9 @@ import asyncio
 import logging
 from typing import Protocol
 
+from opentelemetry import trace
+
+from hub import tracing
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext
 from hub.sync import convert
@@ -52,6 +55,25 @@ def desired_message(ctx: ServiceContext, delta: sync_service.DesiredDelta) -> sy
     )
 
 
+def traced(message: sync_pb2.HubMessage, cause: tracing.Carrier | None, *, cluster_id: str) -> None:
+    """A span for sending a traced change's delta, continuing the change's trace, and that
+    span's context on the message: the agent continues it (hub/tracing.py)."""
+    if cause is None:
+        return
+    desired = message.desired
+    with tracing.tracer().start_as_current_span(
+        "send desired",
+        context=tracing.extracted(cause),
+        kind=trace.SpanKind.PRODUCER,
+        attributes={
+            "wingsmith.cluster": cluster_id,
+            "wingsmith.revision": desired.revision,
+            "wingsmith.deployments": [d.deployment_id for d in desired.upserts],
+        },
+    ):
+        desired.trace_context.update(tracing.current_carrier() or {})
+
+
 class DesiredPump:
     def __init__(self, *, ctx: ServiceContext, fanout: Fanout, metrics: PumpMetrics) -> None:
         self._ctx = ctx
@@ -84,6 +106,7 @@ class DesiredPump:
             self._ctx, [(s.cluster_id, s.sent_revision) for s in streams]
         )
         built: dict[tuple[str, int], tuple[sync_pb2.HubMessage, int]] = {}
+        causes = {c: self._fanout.take_cause(c) for c in {s.cluster_id for s in streams}}
         delivered = 0
         for stream in streams:
             key = (stream.cluster_id, stream.sent_revision)
@@ -92,6 +115,7 @@ class DesiredPump:
                 continue
             if key not in built:
                 message = desired_message(self._ctx, delta)
+                traced(message, causes[stream.cluster_id], cluster_id=stream.cluster_id)
                 built[key] = (message, message.ByteSize())
             message, size = built[key]
             self._metrics.desired_sent(

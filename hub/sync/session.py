@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import grpc
+from opentelemetry import trace
 
-from hub import errors
+from hub import errors, tracing
 from hub.model import AgentSession, ObservationBatch
 from hub.service import access as access_service
 from hub.service import clusters as cluster_service
@@ -70,6 +71,32 @@ class SyncMetrics(Protocol):
     def desired_delivered(self, seconds: float) -> None: ...
 
     def stream_opened(self, cluster_id: str) -> None: ...
+
+
+# What of an agent's trace context the hub reads (W3C; a longer value is not a trace context).
+_TRACE_KEYS = ("traceparent", "tracestate")
+_TRACE_VALUE_MAX = 512
+
+
+def _received(cluster_id: str, batch: sync_pb2.ObservationBatch) -> None:
+    """The span of the hub receiving the observation batch that first reports on a traced
+    apply: the end of the change's trace (hub/tracing.py)."""
+    carrier = {
+        key: value
+        for key, value in batch.trace_context.items()
+        if key in _TRACE_KEYS and len(value) <= _TRACE_VALUE_MAX
+    }
+    with tracing.tracer().start_as_current_span(
+        "receive observations",
+        context=tracing.extracted(carrier),
+        kind=trace.SpanKind.CONSUMER,
+        attributes={
+            "wingsmith.cluster": cluster_id,
+            "wingsmith.seq": batch.seq,
+            "wingsmith.deployments": [d.deployment_id for d in batch.deployments][:100],
+        },
+    ):
+        pass
 
 
 def bearer_token(metadata: Any) -> str:
@@ -510,6 +537,8 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             self._ingest.put(
                 sync_service.Report(session.cluster_id, session.token_hash, batch), session
             )
+            if message.observations.trace_context:
+                _received(session.cluster_id, message.observations)
             return
         if kind == "cluster_info":
             self._require_leader(session, "cluster info")

@@ -258,11 +258,32 @@ Global___Heartbeat: _TypeAlias = Heartbeat  # noqa: Y015
 class ObservationBatch(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class TraceContextEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     SEQ_FIELD_NUMBER: _builtins.int
     DEPLOYMENTS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     DISCOVERED_FIELD_NUMBER: _builtins.int
     DISCOVERED_COMPLETE_UNIX_NANOS_FIELD_NUMBER: _builtins.int
+    TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     seq: _builtins.int
     """Increases with every batch of one stream; the hub echoes it in a Problem."""
     discovered_complete_unix_nanos: _builtins.int
@@ -276,6 +297,12 @@ class ObservationBatch(_message.Message):
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeObservation]: ...
     @_builtins.property
     def discovered(self) -> _containers.RepeatedCompositeFieldContainer[Global___DiscoveredObservation]: ...
+    @_builtins.property
+    def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """W3C trace context (traceparent, tracestate) of the agent's apply this batch is the first
+        to report on: the hub continues that trace. Empty unless tracing is on.
+        """
+
     def __init__(
         self,
         *,
@@ -284,10 +311,11 @@ class ObservationBatch(_message.Message):
         nodes: _abc.Iterable[Global___NodeObservation] | None = ...,
         discovered: _abc.Iterable[Global___DiscoveredObservation] | None = ...,
         discovered_complete_unix_nanos: _builtins.int = ...,
+        trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "discovered", b"discovered", "discovered_complete_unix_nanos", b"discovered_complete_unix_nanos", "nodes", b"nodes", "seq", b"seq"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deployments", b"deployments", "discovered", b"discovered", "discovered_complete_unix_nanos", b"discovered_complete_unix_nanos", "nodes", b"nodes", "seq", b"seq", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -822,6 +850,26 @@ class DesiredState(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class TraceContextEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     REVISION_FIELD_NUMBER: _builtins.int
     SNAPSHOT_FIELD_NUMBER: _builtins.int
     FROM_REVISION_FIELD_NUMBER: _builtins.int
@@ -829,6 +877,7 @@ class DesiredState(_message.Message):
     UPSERTS_FIELD_NUMBER: _builtins.int
     REMOVALS_FIELD_NUMBER: _builtins.int
     RELEASES_FIELD_NUMBER: _builtins.int
+    TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     revision: _builtins.int
     snapshot: _builtins.bool
     """True: replace everything held with `upserts`. False: apply on top of from_revision."""
@@ -846,6 +895,13 @@ class DesiredState(_message.Message):
         deleted): the agent forgets them and takes its labels off their DGDs; it deletes nothing.
         """
 
+    @_builtins.property
+    def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """W3C trace context (traceparent, tracestate) of the change that caused this delta (the
+        control call, its admission): the agent's render and apply continue that trace. Empty
+        unless tracing is on (docs/operations.md "Tracing").
+        """
+
     def __init__(
         self,
         *,
@@ -856,10 +912,11 @@ class DesiredState(_message.Message):
         upserts: _abc.Iterable[Global___DeploymentSpec] | None = ...,
         removals: _abc.Iterable[_builtins.str] | None = ...,
         releases: _abc.Iterable[_builtins.str] | None = ...,
+        trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_revision", b"from_revision", "releases", b"releases", "removals", b"removals", "revision", b"revision", "snapshot", b"snapshot", "store_epoch", b"store_epoch", "upserts", b"upserts"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from_revision", b"from_revision", "releases", b"releases", "removals", b"removals", "revision", b"revision", "snapshot", b"snapshot", "store_epoch", b"store_epoch", "trace_context", b"trace_context", "upserts", b"upserts"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
