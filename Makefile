@@ -5,7 +5,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint proto bench clean
+.PHONY: demo test lint proto bench locks clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,14 @@ bench: $(STAMP)
 ## Regenerate generated/ from protos/ (commit the result).
 proto: $(STAMP)
 	$(BIN)/python -m tools.genproto
+
+## The images' locks, hashes included: the base dependencies and one extra each (hub, agent),
+## for Linux on Python 3.11 (the images' base). Commit the result.
+LOCK_FLAGS := --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	--custom-compile-command "make locks" --quiet
+locks: $(STAMP)
+	$(BIN)/uv pip compile pyproject.toml --extra hub $(LOCK_FLAGS) -o requirements/hub.lock
+	$(BIN)/uv pip compile pyproject.toml --extra agent $(LOCK_FLAGS) -o requirements/agent.lock
 
 clean:
 	rm -rf $(VENV) wingsmith-demo .pytest_cache .mypy_cache .ruff_cache

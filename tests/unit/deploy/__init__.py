@@ -1,1 +1,1 @@
-"""What we ship: deploy/ manifests, the Dockerfiles and the runtime lock file."""
+"""What we ship: deploy/ manifests, the Dockerfiles and the image locks."""

@@ -13,7 +13,7 @@ from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import ROOT, Instruction, one
 
 IMAGES = {"hub": ROOT / "Dockerfile.hub", "agent": ROOT / "Dockerfile.agent"}
-LOCK = "requirements/runtime.lock"
+LOCKS = {"hub": "requirements/hub.lock", "agent": "requirements/agent.lock"}
 OCI_LABELS = {
     "org.opencontainers.image.title",
     "org.opencontainers.image.description",
@@ -71,10 +71,10 @@ def test_every_pip_install_is_no_deps_and_no_cache(image: str) -> None:
 @pytest.mark.parametrize("image", IMAGES)
 def test_third_party_packages_come_from_the_lock_file_as_wheels(image: str) -> None:
     (locked,) = [w for w in pip_installs(image) if "-r" in w]
-    assert locked[locked.index("-r") + 1] == LOCK
-    assert "--only-binary=:all:" in locked
+    assert locked[locked.index("-r") + 1] == LOCKS[image]
+    assert "--only-binary=:all:" in locked and "--require-hashes" in locked
     copies = [i.words() for i in stages(image)[1] if i.keyword == "COPY"]
-    assert [LOCK, LOCK] in copies
+    assert [LOCKS[image], LOCKS[image]] in copies
 
 
 @pytest.mark.parametrize("image", IMAGES)
