@@ -5,11 +5,20 @@ rides on the stream."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import os
+import signal
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
+import grpc
 import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -120,3 +129,75 @@ def test_without_a_tracer_nothing_rides_on_the_stream(
     wait_until(lambda: hub.get("/v1/workloads/plain")["phase"] == "running", what="running")
     assert sim.agent._trace_pending is None
     assert hub_tracing.current_carrier() is None
+
+
+class _Collector(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+    """A real OTLP/gRPC trace collector on 127.0.0.1: keeps what it is sent."""
+
+    def __init__(self) -> None:
+        self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+
+    def Export(self, request: Any, context: Any) -> Any:
+        self.requests.append(request)
+        return trace_service_pb2.ExportTraceServiceResponse()
+
+
+def test_a_hub_given_an_otlp_endpoint_exports_its_spans_there(tmp_path: Path) -> None:
+    collector = _Collector()
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    ready = tmp_path / "ready.json"
+    hub_process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hub",
+            "--db",
+            str(tmp_path / "hub.db"),
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+            "--otlp-endpoint",
+            f"http://127.0.0.1:{port}",
+        ],
+        env={**os.environ, "WINGSMITH_ADMIN_TOKEN": ADMIN_TOKEN},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: ready.exists() and ready.read_text(), timeout=60, what="hub up")
+        http = json.loads(ready.read_text())["http"]
+        request = urllib.request.Request(
+            f"http://{http}/v1/projects",
+            data=json.dumps({"name": "search", "quotas": {"H100-80GB": 8}}).encode(),
+            headers={"authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+    finally:
+        hub_process.send_signal(signal.SIGTERM)  # the exporter flushes as the process exits
+        _, errors = hub_process.communicate(timeout=60)
+    server.stop(grace=None)
+    assert hub_process.returncode == 0, errors
+    spans = [
+        (resource, span)
+        for request in collector.requests
+        for resource in request.resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    ]
+    names = {span.name for _, span in spans}
+    assert "wingsmith.v1.ControlService/CreateProject" in names, names
+    services = {
+        a.value.string_value
+        for resource, _ in spans
+        for a in resource.resource.attributes
+        if a.key == "service.name"
+    }
+    assert services == {"wingsmith-hub"}
