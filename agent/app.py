@@ -37,6 +37,7 @@ from agent import __version__, reconcile, tracing
 from agent.cluster import port
 from agent.departed import DepartedNodes
 from agent.desired import DesiredState
+from agent.metrics import AgentMetrics
 from agent.observe import NodeObservation, NodeSource, Observer
 from agent.sync import convert
 from agent.sync.client import Backoff, StreamClient
@@ -75,6 +76,8 @@ class AgentConfig:
     # NVML name -> device class, where the built-in table is not what the operator wants
     # (agent/devices/classes.py); also read off nodes' GPU labels for workers' node affinity.
     class_overrides: Mapping[str, str] = field(default_factory=dict)
+    # HOST:PORT to serve /metrics on (agent/metrics.py); empty: none.
+    metrics_listen: str = ""
 
 
 class SimClock(Protocol):
@@ -98,6 +101,7 @@ class Agent:
         backoff: Backoff | None = None,
         on_grant: Callable[[int], None] | None = None,
         on_fence: Callable[[int], None] | None = None,
+        metrics: AgentMetrics | None = None,
     ) -> None:
         """`on_grant(term)` and `on_fence(term)`, when given, hear of the hub's leadership
         grants and fences after the agent itself (the Kubernetes wiring: it brings up the
@@ -109,6 +113,13 @@ class Agent:
         # The trace context of the last traced apply and the deployments it changed, until an
         # observation batch reporting on one of them carries it to the hub.
         self._trace_pending: tuple[tracing.Carrier, set[str]] | None = None
+        # Measured calls (agent/metrics.py: --metrics-listen), when asked for.
+        if metrics is None and config.metrics_listen:
+            metrics = AgentMetrics(__version__)
+        self.metrics = metrics
+        self.metrics_port = 0
+        if metrics is not None:
+            nodes = metrics.node_sources(nodes)
         self.observer = Observer(cluster=cluster, nodes=nodes)
         self._sim = sim
         self._monotonic = monotonic
@@ -148,6 +159,10 @@ class Agent:
             on_resync=self._resync,
             backoff=backoff,
         )
+        if metrics is not None:
+            metrics.connected.set_function(lambda: int(self.client.connected.is_set()))
+            metrics.leading.set_function(lambda: int(self.leading))
+            metrics.revision.set_function(lambda: self.desired.revision)
 
     async def run(self) -> None:
         mode = "read-only" if self.config.read_only else "managing"
@@ -158,6 +173,12 @@ class Agent:
             mode,
             self.config.hub,
         )
+        server = None
+        if self.metrics is not None and self.config.metrics_listen:
+            host, _, port_text = self.config.metrics_listen.rpartition(":")
+            server = self.metrics.serve(host.strip("[]") or "0.0.0.0", int(port_text))
+            self.metrics_port = server.server_port
+            log.info("metrics on %s:%d/metrics", host, self.metrics_port)
         tasks = [
             asyncio.create_task(self.client.run(), name="stream"),
             asyncio.create_task(self._resync_loop(), name="resync"),
@@ -173,6 +194,9 @@ class Agent:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if server is not None:
+                server.shutdown()
+                server.server_close()
 
     # -- desired state ------------------------------------------------------------------------
 
@@ -318,6 +342,8 @@ class Agent:
             return reconcile.Plan()
         async with self._reconcile_lock:
             self.reconciles += 1
+            if self.metrics is not None:
+                self.metrics.reconciles.inc()
             live = await self._io(self.cluster.list_dgds)
             nodes = await self._io(self.cluster.list_nodes)
             self.desired.settle(d.labels.get(port.LABEL_DEPLOYMENT_ID, "") for d in live)
@@ -471,6 +497,12 @@ class Agent:
 
     async def _io(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a cluster call; in a worker thread when it may block (Kubernetes, NVML)."""
+        if self.metrics is not None and getattr(call, "__self__", None) is self.cluster:
+            with self.metrics.cluster_call(call.__name__):
+                return await self._run(call, *args, **kwargs)
+        return await self._run(call, *args, **kwargs)
+
+    async def _run(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self.config.blocking_io:
             return await asyncio.to_thread(call, *args, **kwargs)
         return call(*args, **kwargs)

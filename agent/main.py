@@ -115,6 +115,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
     )
     parser.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (default: none)",
+    )
+    parser.add_argument(
         "--otlp-endpoint",
         default=os.environ.get(tracing.ENV_ENDPOINT, ""),
         help="send traces to this OpenTelemetry collector (OTLP/gRPC), e.g. http://otel:4317;"
@@ -134,6 +140,13 @@ def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ
     """Refuse bad flags before the agent starts (UsageError); returns the cluster token."""
     if args.log_level.upper() not in LOG_LEVELS:
         raise UsageError("--log-level", f"expected one of {', '.join(LOG_LEVELS)}")
+    if args.metrics_listen:
+        host, sep, port = args.metrics_listen.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise UsageError(
+                "--metrics-listen",
+                f"expected HOST:PORT, e.g. 0.0.0.0:9400; got {args.metrics_listen!r}",
+            )
     if args.otlp_endpoint and not args.otlp_endpoint.startswith(("http://", "https://")):
         raise UsageError(
             "--otlp-endpoint",
@@ -252,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         token=token,
         namespace=args.namespace,
         read_only=args.read_only if args.read_only is not None else read_only_from_env(),
+        metrics_listen=args.metrics_listen,
     )
     security = ChannelSecurity(
         ca_file=args.hub_ca,

@@ -27,6 +27,8 @@ AGENT_ARGS = [
     "$(POD_NAMESPACE)",
     "--hub-ca",
     "/etc/wingsmith/hub-ca/ca.crt",
+    "--metrics-listen",
+    "0.0.0.0:9402",
 ]
 DGD = ("nvidia.com", "dynamographdeployments")
 READ = {"get", "list", "watch"}
@@ -267,11 +269,24 @@ def test_read_only_changes_nothing_else(agent_build: Any, read_only_build: Any) 
     assert undone == full
 
 
-def test_the_agent_takes_no_traffic_in_and_reaches_the_hub_the_api_server_and_dns(
+def test_the_agent_takes_in_metrics_only_and_reaches_the_hub_the_api_server_and_dns(
     agent_build: Any,
 ) -> None:
     policy = one(agent_build, "NetworkPolicy", "wingsmith-hangar")
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-    assert policy["spec"].get("ingress", []) == []
+    ingress = [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]]
+    assert ingress == ["metrics"]
     ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
     assert ports == {50051, 443, 6443, 53}
+
+
+def test_the_metrics_port_is_declared_probed_and_annotated(agent_build: Any) -> None:
+    daemonset = one(agent_build, "DaemonSet")
+    hangar = manifests.container(daemonset, "hangar")
+    (port,) = hangar["ports"]
+    assert (port["name"], port["containerPort"]) == ("metrics", 9402)
+    assert hangar["args"][hangar["args"].index("--metrics-listen") + 1].endswith(":9402")
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert hangar[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+    annotations = daemonset["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "9402"
