@@ -13,12 +13,11 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from agent import tracing
+from agent import logformat, tracing
 from agent.app import AgentConfig
 from agent.cluster import dgd_versions
 from agent.cluster.kube import KubernetesCluster
@@ -119,6 +118,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="",
         metavar="HOST:PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: none)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=logformat.FORMATS,
+        default="text",
+        help="text lines, or JSON objects with the trace and span ids (default: %(default)s)",
     )
     parser.add_argument(
         "--otlp-endpoint",
@@ -254,9 +259,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logformat.configure(args.log_level, args.log_format)
     if args.otlp_endpoint:
         tracing.configure(args.otlp_endpoint)
     config = AgentConfig(

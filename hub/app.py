@@ -29,7 +29,7 @@ from aiohttp import web
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from hub import __version__, tracing
+from hub import __version__, logformat, tracing
 from hub.api import control, grpc_control, grpc_edge, openapi, rest
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,
@@ -613,6 +613,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
     )
     parser.add_argument(
+        "--log-format",
+        choices=logformat.FORMATS,
+        default="text",
+        help="text lines, or JSON objects with the trace and span ids (default: %(default)s)",
+    )
+    parser.add_argument(
         "--otlp-endpoint",
         default=os.environ.get(tracing.ENV_ENDPOINT, ""),
         help="send traces to this OpenTelemetry collector (OTLP/gRPC), e.g. http://otel:4317;"
@@ -715,9 +721,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logformat.configure(args.log_level, args.log_format)
     if args.otlp_endpoint:
         tracing.configure(args.otlp_endpoint)
     config = HubConfig(

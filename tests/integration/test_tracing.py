@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -164,6 +165,8 @@ def test_a_hub_given_an_otlp_endpoint_exports_its_spans_there(tmp_path: Path) ->
             str(ready),
             "--otlp-endpoint",
             f"http://127.0.0.1:{port}",
+            "--log-format",
+            "json",
         ],
         env={**os.environ, "WINGSMITH_ADMIN_TOKEN": ADMIN_TOKEN},
         stdout=subprocess.DEVNULL,
@@ -201,3 +204,27 @@ def test_a_hub_given_an_otlp_endpoint_exports_its_spans_there(tmp_path: Path) ->
         if a.key == "service.name"
     }
     assert services == {"wingsmith-hub"}
+    # --log-format json: every line an object, the start and the stop among them
+    lines = [json.loads(line) for line in errors.splitlines() if line.strip()]
+    assert all({"time", "level", "logger", "message"} <= line.keys() for line in lines)
+    messages = [line["message"] for line in lines]
+    assert any(m.startswith("hub ") and " up: grpc " in m for m in messages), messages
+    assert "shutting down" in messages
+
+
+def test_a_json_log_line_names_the_trace_and_span_it_was_written_in(
+    spans: InMemorySpanExporter,
+) -> None:
+    from hub.logformat import JsonFormatter
+
+    record = logging.LogRecord(
+        "wingsmith.hub", logging.INFO, __file__, 1, "inside %s", ("x",), None
+    )
+    with hub_tracing.tracer().start_as_current_span("call") as span:
+        inside = json.loads(JsonFormatter().format(record))
+    outside = json.loads(JsonFormatter().format(record))
+    context = span.get_span_context()
+    assert inside["trace_id"] == f"{context.trace_id:032x}"
+    assert inside["span_id"] == f"{context.span_id:016x}"
+    assert inside["message"] == "inside x" and inside["level"] == "INFO"
+    assert "trace_id" not in outside and "span_id" not in outside
