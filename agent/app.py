@@ -160,6 +160,9 @@ class Agent:
             backoff=backoff,
         )
         if metrics is not None:
+            watch_stats = getattr(cluster, "watch_stats", None)
+            if watch_stats is not None:  # the Kubernetes adapter's watch loops
+                metrics.watch(watch_stats)
             metrics.connected.set_function(lambda: int(self.client.connected.is_set()))
             metrics.leading.set_function(lambda: int(self.leading))
             metrics.revision.set_function(lambda: self.desired.revision)

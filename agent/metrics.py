@@ -8,6 +8,9 @@ given), on a registry of its own:
 - wingsmith_agent_node_reads_total{source, outcome} and wingsmith_agent_node_read_seconds
   {source}: this node's NVML inventory reads (source nvml; error: a degraded reading) and
   kubelet PodResources calls (source kubelet);
+- wingsmith_agent_watch_lists_total, _relists_total, _watches_total, _failures_total{watch}
+  and wingsmith_agent_watch_events_total{watch, type}: the Kubernetes adapter's list-then-watch
+  loops (agent/cluster/kube_watch.py), `watch` naming the kind (and version, namespace);
 - wingsmith_agent_connected (1 while its stream to the hub is up), wingsmith_agent_leading (1
   while it reconciles the cluster), wingsmith_agent_desired_revision (the revision it holds),
   wingsmith_agent_reconciles_total;
@@ -23,7 +26,7 @@ from __future__ import annotations
 import builtins
 import platform
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -39,8 +42,11 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 from agent.cluster import port
+from agent.cluster.kube_watch import WatchStats
 from agent.devices.model import DeviceInventory, Inventory
 from agent.kubelet.model import Allocatable, PodDevices, PodResourcesSource
 from agent.observe import NodeSource
@@ -149,6 +155,10 @@ class AgentMetrics:
             self.node_reads.labels(source=source, outcome=outcome).inc()
             self.node_read_seconds.labels(source=source).observe(time.perf_counter() - start)
 
+    def watch(self, stats: Callable[[], Mapping[str, WatchStats]]) -> None:
+        """Export the watchers' counts that `stats` reads (the Kubernetes adapter's)."""
+        self.registry.register(_WatchCollector(stats))
+
     def serve(self, host: str, port_number: int) -> Any:
         """Serve /metrics on HOST:PORT in a thread of its own; returns the server (its
         `server_port` the bound port, `shutdown()` stops it)."""
@@ -173,3 +183,29 @@ class _Kubelet:
 
     def allocatable(self) -> builtins.list[Allocatable]:
         return self._metrics.read("kubelet", self._inner.allocatable, lambda _: False)
+
+
+class _WatchCollector(Collector):
+    def __init__(self, stats: Callable[[], Mapping[str, WatchStats]]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        found = sorted(self._stats().items())
+        for field in ("lists", "relists", "watches", "failures"):
+            family = CounterMetricFamily(
+                f"wingsmith_agent_watch_{field}",
+                f"Kubernetes watch loops: {field}",
+                labels=["watch"],
+            )
+            for name, stats in found:
+                family.add_metric([name], getattr(stats, field))
+            yield family
+        events = CounterMetricFamily(
+            "wingsmith_agent_watch_events",
+            "Kubernetes watch events by type",
+            labels=["watch", "type"],
+        )
+        for name, stats in found:
+            for kind, n in sorted(stats.events.items()):
+                events.add_metric([name, kind], n)
+        yield events

@@ -36,7 +36,7 @@ from agent.cluster import dgd_versions, kube_errors, kube_mapping
 from agent.cluster.kube_cache import KindCache, Revision
 from agent.cluster.kube_mapping import Key
 from agent.cluster.kube_readonly import ReadOnlyApiClient
-from agent.cluster.kube_watch import Backoff, Reflector, WatchTuning
+from agent.cluster.kube_watch import Backoff, Reflector, WatchStats, WatchTuning
 from agent.cluster.port import (
     DGD_GROUP,
     DGD_KIND,
@@ -458,6 +458,10 @@ class KubernetesCluster:
             reflector.join(self._tuning.connect_timeout_s + self._tuning.read_grace_s)
         if self._started and not self._stopping.is_set():
             self._start_dgd_reflectors()
+
+    def watch_stats(self) -> dict[str, WatchStats]:
+        """Each running watcher's counts, by its name (kind, version, namespace)."""
+        return {r.name: r.stats for r in self._all_reflectors()}
 
     def _all_reflectors(self) -> list[Reflector[Any]]:
         with self._versions_lock:

@@ -32,7 +32,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from agent.cluster import kube_errors
@@ -84,6 +84,23 @@ class Gone(Exception):
     """The resourceVersion we asked for is compacted away: re-list."""
 
 
+# The watch event types counted by name; anything else counts as "other".
+EVENT_TYPES = ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR")
+
+
+@dataclass
+class WatchStats:
+    """What one watcher did, counted since it started (read by agent/metrics.py). Written by
+    its own thread only; readers see whole ints."""
+
+    lists: int = 0
+    # Lists again because the version it watched from was compacted away (HTTP 410).
+    relists: int = 0
+    watches: int = 0
+    failures: int = 0
+    events: dict[str, int] = field(default_factory=lambda: dict.fromkeys(EVENT_TYPES, 0))
+
+
 class Reflector(Generic[T]):
     """Keeps `cache` equal to what `list_call` lists, within `namespace` (None: everything)."""
 
@@ -102,6 +119,7 @@ class Reflector(Generic[T]):
     ) -> None:
         self.name = name
         self.synced = threading.Event()
+        self.stats = WatchStats()
         self._list_call, self._map_item, self._cache = list_call, map_item, cache
         self._namespace, self._tuning, self._stopping = namespace, tuning, stopping
         self._clock = clock
@@ -146,13 +164,16 @@ class Reflector(Generic[T]):
             except Gone:
                 log.info("%s: resource version expired, re-listing", self.name)
                 self._version = None
+                self.stats.relists += 1
             except ClusterError as e:
                 if self._stopping.is_set():
                     break  # interrupt() broke the stream: not a failure
                 failed = True
+                self.stats.failures += 1
                 log.warning("%s: %s", self.name, e)
             except Exception:  # a bug must not kill the thread and freeze the cache silently
                 failed = True
+                self.stats.failures += 1
                 self._version = None
                 log.exception("%s: unexpected error; re-listing after a backoff", self.name)
             if self._stopping.is_set():
@@ -181,6 +202,7 @@ class Reflector(Generic[T]):
             if token is None:
                 break
         self._cache.replace(items, namespace=self._namespace)
+        self.stats.lists += 1
         if not self.synced.is_set():
             self.synced.set()
             # Not yet listed and listed-but-empty read the same: tell observers it moved.
@@ -201,6 +223,7 @@ class Reflector(Generic[T]):
                 tuning.watch_timeout_s + tuning.read_grace_s,
             ),
         )
+        self.stats.watches += 1
         try:
             for line in _lines(response, operation=f"watch {self.name}"):
                 self._apply_event(line)
@@ -216,6 +239,8 @@ class Reflector(Generic[T]):
         except ValueError as e:
             raise ClusterError(f"watch {self.name}: not a JSON event: {line[:200]!r}") from e
         kind, obj = event.get("type"), event.get("object") or {}
+        counted = kind if kind in EVENT_TYPES else "other"
+        self.stats.events[counted] = self.stats.events.get(counted, 0) + 1
         if kind == "ERROR":
             raise self._watch_error(obj)
         # Each event (BOOKMARK too) moves the version a broken watch resumes from.

@@ -363,3 +363,31 @@ def test_stopped_watches_start_again_by_listing_afresh(
     assert [d.name for d in cluster.list_dgds()] == ["later"]
     assert [n.name for n in cluster.list_nodes()] == ["n9"]
     assert len(emulator.requests(method="GET")) > lists_before
+
+
+def test_the_watch_loops_count_lists_watches_events_and_relists_for_the_metrics(
+    emulator: KubeEmulator, make_cluster: MakeCluster
+) -> None:
+    from prometheus_client import generate_latest
+
+    from agent.metrics import AgentMetrics
+
+    cluster = make_cluster()
+    eventually(lambda: emulator.open_watches == 3, what="three open watches")
+    (pods,) = [name for name in cluster.watch_stats() if name.startswith("pods")]
+    emulator.store.update(PODS, builders.pod(ready=False), manager="kubelet")
+    emulator.store.update(PODS, builders.pod(ready=True), manager="kubelet")
+    emulator.store.delete(PODS, "default", "llama-worker-0")
+    eventually(lambda: cluster.watch_stats()[pods].events["DELETED"] == 1, what="the events")
+    emulator.expire_watches()
+    eventually(lambda: cluster.watch_stats()[pods].relists == 1, what="the re-list")
+    stats = cluster.watch_stats()[pods]
+    assert (stats.events["ADDED"], stats.events["MODIFIED"]) == (1, 1)
+    eventually(lambda: cluster.watch_stats()[pods].lists == 2, what="the second list")
+    assert stats.watches >= 2 and stats.failures == 0
+
+    metrics = AgentMetrics()
+    metrics.watch(cluster.watch_stats)
+    text = generate_latest(metrics.registry).decode()
+    assert f'wingsmith_agent_watch_events_total{{type="DELETED",watch="{pods}"}} 1.0' in text
+    assert f'wingsmith_agent_watch_relists_total{{watch="{pods}"}} 1.0' in text
