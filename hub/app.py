@@ -20,7 +20,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -30,7 +30,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from hub import __version__, logformat, tracing
-from hub.api import control, grpc_control, grpc_edge, openapi, rest
+from hub.api import control, grpc_control, grpc_edge, measured, openapi, rest
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,
     MIN_TOKEN_LENGTH,
@@ -102,21 +102,6 @@ class HubConfig:
     phase_metrics_interval_s: float = 15.0
     # The per-cluster and per-project gauges are read from the store at most this often.
     fleet_metrics_interval_s: float = 5.0
-
-
-_HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-
-
-def _resource(request: web.Request) -> str:
-    """The template of the aiohttp route a request matched ("unmatched": none, or the REST
-    gateway's catch-all when no HTTP rule matched)."""
-    info = request.match_info
-    resource = info.route.resource if info.route is not None else None
-    canonical = resource.canonical if resource is not None else ""
-    # A sub-application's (the dashboard's) resources carry its prefix already.
-    if not canonical or canonical == "/{tail}" or info.http_exception is not None:
-        return "unmatched"
-    return canonical
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -374,7 +359,7 @@ class HubServer:
             ],
             mounts={"/ui": dashboard.app()},
         )
-        app.middlewares.append(self._measured)
+        app.middlewares.append(measured.middleware(self._http_request))
         # Request bodies are read as sent: a compressed one is refused (415, hub/api/rest.py).
         runner = web.AppRunner(app, access_log=None, auto_decompress=False)
         await runner.setup()
@@ -390,30 +375,8 @@ class HubServer:
     def _grpc_call(self, service: str, method: str, code: str, seconds: float | None) -> None:
         self.metrics.grpc_call(service=service, method=method, code=code, seconds=seconds)
 
-    @web.middleware
-    async def _measured(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        """RED metrics of every HTTP request, by route template (the REST gateway's HTTP
-        rule, else aiohttp's resource: /metrics, /ui/...; never the raw path, whose values
-        are unbounded), method and status."""
-        start = time.perf_counter()
-        status = 500
-        try:
-            response: web.StreamResponse = await handler(request)
-            status = response.status
-            return response
-        except web.HTTPException as e:
-            status = e.status
-            raise
-        except asyncio.CancelledError:
-            status = 499
-            raise
-        finally:
-            route = request.get(rest.ROUTE_KEY) or _resource(request)
-            method = request.method if request.method in _HTTP_METHODS else "other"
-            seconds = time.perf_counter() - start
-            self.metrics.http_request(route=route, method=method, code=status, seconds=seconds)
+    def _http_request(self, route: str, method: str, code: int, seconds: float) -> None:
+        self.metrics.http_request(route=route, method=method, code=code, seconds=seconds)
 
     async def _prune_tombstones(self, ctx: ServiceContext) -> None:
         while True:
