@@ -68,7 +68,7 @@ def traced(message: sync_pb2.HubMessage, cause: tracing.Carrier | None, *, clust
         attributes={
             "wingsmith.cluster": cluster_id,
             "wingsmith.revision": desired.revision,
-            "wingsmith.deployments": [d.deployment_id for d in desired.upserts],
+            "wingsmith.deployments": [d.deployment_id for d in desired.upserts][:100],
         },
     ):
         desired.trace_context.update(tracing.current_carrier() or {})
