@@ -118,7 +118,7 @@ def run(
         span.set_attribute("wingsmith.admission.evaluated", len(decisions))
         span.set_attribute(
             "wingsmith.admission.admitted",
-            sorted(d.deployment_id for d in decisions if d.changed and not d.waiting),
+            sorted(d.deployment_id for d in decisions if d.changed and not d.waiting)[:100],
         )
     ctx.hooks.admission_decided(decisions)
     waits = _waits(tx, by_id, decisions)
