@@ -61,6 +61,8 @@ class Share:
     ready: int
     # Managed, enabled and not adopted: only those are ever moved or removed.
     movable: bool = True
+    # When the cluster observed `ready` (seconds, its agent's clock); None: no report yet.
+    observed_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,13 @@ def lost_cause(site: Site | None, policy: FailoverPolicy | None) -> str | None:
     return None
 
 
+def lost_state(stand_ins: Mapping[str, int]) -> str:
+    """The word for a lost cluster's record: `failed_over` only when stand-ins were placed;
+    `stays` when no other eligible cluster was open, so its replicas stay where they are (a
+    drain of a pinned workload, say): nothing failed over."""
+    return "failed_over" if any(stand_ins.values()) else "stays"
+
+
 def decide(
     state: WorkloadState,
     sites: Mapping[str, Site],
@@ -145,7 +154,7 @@ def decide(
                     replace(
                         record,
                         cause=cause,
-                        state="failed_over",
+                        state=lost_state(record.stand_ins),
                         recovered_since=None,
                         message=_lost_message(record.cluster_id, cause, record.stand_ins),
                     )
@@ -153,16 +162,18 @@ def decide(
             continue
         site = sites.get(record.cluster_id, Site(record.cluster_id))
         base = share.desired - standing[record.cluster_id]
-        back = not site.stale and not site.closed and share.ready >= base
-        if not back:
-            if record.recovered_since is not None:
+        waits_for = _failback_waits_for(record, site, share, base)
+        if waits_for:
+            if record.recovered_since is not None or (
+                not site.stale and not site.closed and record.message != waits_for
+            ):
+                # Back, but not ready yet: not `recovering`, and the message says what for.
                 plan.records.append(
                     replace(
                         record,
-                        state="failed_over",
+                        state=lost_state(record.stand_ins),
                         recovered_since=None,
-                        message=f"cluster {record.cluster_id} is back but its replicas are not"
-                        " all ready: stand-ins stay",
+                        message=waits_for,
                     )
                 )
             continue
@@ -223,7 +234,7 @@ def decide(
                 start_time=now,
                 replicas=base,
                 stand_ins=stand_ins,
-                state="failed_over",
+                state=lost_state(stand_ins),
                 message=_lost_message(share.cluster_id, cause, stand_ins),
             )
         )
@@ -242,6 +253,32 @@ def decide(
             plan.remove.append(share.deployment_id)
             del plan.desired[cluster_id]
     return plan
+
+
+def _failback_waits_for(record: FailoverRecord, site: Site, share: Share, base: int) -> str:
+    """What the failback of a cluster no longer lost still waits for, in words ("" once its
+    replicas are ready there). Readiness counts only from a report the cluster made after the
+    failover began when it was lost for silence: the report it left behind when it went quiet
+    says nothing about the pods it runs now (its agent's clock is taken to be within the
+    toleration of the hub's)."""
+    where = f"cluster {record.cluster_id}"
+    if site.stale:
+        return f"{where} is still silent: stand-ins stay"
+    if site.closed:
+        return f"{where} is cordoned: stand-ins stay"
+    if record.cause == "stale" and (
+        share.observed_s is None or share.observed_s <= record.start_time
+    ):
+        return (
+            f"{where} is back; waiting for its first report of the deployment since it returned"
+            " (are its replicas running?): stand-ins stay"
+        )
+    if share.ready < base:
+        return (
+            f"{where} is back; {share.ready} of {base} replicas ready there: stand-ins stay"
+            " until all are, then for the stabilization window"
+        )
+    return ""
 
 
 def _drain_step(
@@ -307,9 +344,17 @@ def _lost_message(cluster_id: str, cause: str, stand_ins: Mapping[str, int]) -> 
         "draining": f"cluster {cluster_id} is draining",
     }[cause]
     if not stand_ins:
+        if cause == "draining":
+            return (
+                f"{why}, but the workload has no other eligible cluster that is open (pinned"
+                f" by placement.clusters, or every other one cordoned or stale): its deployment"
+                f" stays on {cluster_id} and keeps running; widen the placement or uncordon"
+                " another eligible cluster to move it, or uncordon"
+                f" {cluster_id} to stop the drain"
+            )
         return (
-            f"{why}; no other eligible cluster is open: its replicas wait for it (nothing was"
-            " deleted there)"
+            f"{why}; no other eligible cluster is open: its replicas stay there and no stand-in"
+            " runs (nothing was deleted there)"
         )
     return (
         f"{why}: its replicas stand in on {_where(stand_ins)} (nothing was deleted on {cluster_id})"

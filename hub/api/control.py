@@ -152,18 +152,20 @@ class ControlHandlers:
         return cpb.RotateClusterTokenResponse(cluster=convert.cluster(view), token=token)
 
     def CordonCluster(self, request: cpb.CordonClusterRequest) -> pb.Cluster:
-        view = clusters.cordon(
-            self._ctx, request.cluster_id, node=request.node, device_class=request.device_class
-        )
-        return convert.cluster(view)
+        how = {"node": request.node, "device_class": request.device_class}
+        if request.validate_only:
+            return _dry_cluster(*clusters.preview_cordon(self._ctx, request.cluster_id, **how))
+        return convert.cluster(clusters.cordon(self._ctx, request.cluster_id, **how))
 
     def UncordonCluster(self, request: cpb.UncordonClusterRequest) -> pb.Cluster:
-        view = clusters.uncordon(
-            self._ctx, request.cluster_id, node=request.node, device_class=request.device_class
-        )
-        return convert.cluster(view)
+        how = {"node": request.node, "device_class": request.device_class}
+        if request.validate_only:
+            return _dry_cluster(*clusters.preview_uncordon(self._ctx, request.cluster_id, **how))
+        return convert.cluster(clusters.uncordon(self._ctx, request.cluster_id, **how))
 
     def DrainCluster(self, request: cpb.DrainClusterRequest) -> pb.Cluster:
+        if request.validate_only:
+            return _dry_cluster(*clusters.preview_drain(self._ctx, request.cluster_id))
         return convert.cluster(clusters.drain(self._ctx, request.cluster_id))
 
     # -- workloads ----------------------------------------------------------------------------
@@ -278,11 +280,17 @@ class ControlHandlers:
         return convert.deployment(deployments.set_enabled(self._ctx, request.ref, enabled=enabled))
 
     def SetDeploymentAuthority(self, request: cpb.SetDeploymentAuthorityRequest) -> pb.Deployment:
+        word = wire.enum_word(pb.Authority, request.authority)
+        accept = request.accept_differences
+        if request.validate_only:
+            view, preview = authority.preview_set_authority(
+                self._ctx, request.ref, authority=word, accept_differences=accept
+            )
+            answer = convert.deployment(view)
+            answer.dry_run.CopyFrom(convert.dry_run(preview))
+            return answer
         view = authority.set_authority(
-            self._ctx,
-            request.ref,
-            authority=wire.enum_word(pb.Authority, request.authority),
-            accept_differences=request.accept_differences,
+            self._ctx, request.ref, authority=word, accept_differences=accept
         )
         return convert.deployment(view)
 
@@ -506,6 +514,12 @@ def run(
                     message=message,
                 ),
             )
+
+
+def _dry_cluster(view: views.ClusterView, preview: dryrun.DryRun) -> pb.Cluster:
+    answer = convert.cluster(view)
+    answer.dry_run.CopyFrom(convert.dry_run(preview))
+    return answer
 
 
 def _refuse_nul(request: Message) -> None:

@@ -17,13 +17,16 @@ before and after views are of one moment.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hub.model import REASON_PREEMPTED, Deployment
 from hub.service import views
 from hub.service.context import ServiceContext, Tx, silenced
 from hub.store import deployments, workloads
+
+R = TypeVar("R")
 
 CREATED = "created"
 REMOVED = "removed"
@@ -113,6 +116,31 @@ def preview(
         before = _views(quiet, tx, cluster_ids)
         changes = diff(before, after, subject=workload_id)
         result = DryRun(workload=workload, changes=tuple(changes), summary=summary(changes))
+    assert result is not None
+    return result
+
+
+def rehearse(
+    ctx: ServiceContext,
+    call: Callable[[ServiceContext, Tx], R],
+    *,
+    cluster_ids: Iterable[str] = (),
+) -> tuple[R, DryRun]:
+    """Run `call` (a use case's transaction body, which answers what the real call answers:
+    a cluster as it would be, for one) and roll it back; answer that and what the call would
+    have changed on the clusters it touched and on `cluster_ids`. For the calls that act on
+    a cluster or a deployment rather than a workload (cordon, uncordon, drain, authority)."""
+    quiet = silenced(ctx)
+    result: tuple[R, DryRun] | None = None
+    with _rolled_back(quiet) as tx:
+        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+        value = call(quiet, tx)
+        touched = sorted(tx.touched | set(cluster_ids))
+        after = _views(quiet, tx, touched)
+        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        before = _views(quiet, tx, touched)
+        changes = diff(before, after, subject="")
+        result = value, DryRun(workload=None, changes=tuple(changes), summary=summary(changes))
     assert result is not None
     return result
 

@@ -256,6 +256,7 @@ def _share(
         desired=d.desired_replicas,
         ready=ready,
         movable=d.authority == "managed" and d.enabled and not d.adopted,
+        observed_s=None if report is None else report.observe_ns / 1e9,
     )
 
 

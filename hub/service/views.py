@@ -20,6 +20,9 @@ from hub.model import (
     PHASE_ADMITTED,
     REASON_CLUSTER_READ_ONLY,
     REASON_REJECTED,
+    ROLLOUT_CONVERGED,
+    ROLLOUT_DRIFTED,
+    ROLLOUT_ROLLING,
     AppliedObject,
     Capacity,
     Cluster,
@@ -56,6 +59,15 @@ class RolloutView:
     ready_on_target: int
     replicas_on_older: int
     surge_replicas: int
+
+    @property
+    def state(self) -> str:
+        """`rolling` while a rollout runs; `converged` only when no replica runs another
+        digest; else `drifted` (an observed deployment given a new config: nothing rolls,
+        the cluster differs, and its drift says how)."""
+        if self.rolling:
+            return ROLLOUT_ROLLING
+        return ROLLOUT_DRIFTED if self.replicas_on_older else ROLLOUT_CONVERGED
 
 
 @dataclass(frozen=True)

@@ -345,21 +345,28 @@ class CordonClusterRequest(_message.Message):
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
     NODE_FIELD_NUMBER: _builtins.int
     DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     node: _builtins.str
     """Only this node (its free devices take no new admissions). Exclusive with device_class."""
     device_class: _builtins.str
     """Only this device class. Exclusive with node."""
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    "validate_only": true in the body). Authorized as the real call; not audited. The answer
+    is the cluster as it would be, with dry_run set.
+    """
     def __init__(
         self,
         *,
         cluster_id: _builtins.str = ...,
         node: _builtins.str = ...,
         device_class: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "device_class", b"device_class", "node", b"node"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "device_class", b"device_class", "node", b"node", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -372,20 +379,27 @@ class UncordonClusterRequest(_message.Message):
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
     NODE_FIELD_NUMBER: _builtins.int
     DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     node: _builtins.str
     """Only this node's (or device class's) cordon; neither: every cordon of the cluster."""
     device_class: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    "validate_only": true in the body). Authorized as the real call; not audited. The answer
+    is the cluster as it would be, with dry_run set.
+    """
     def __init__(
         self,
         *,
         cluster_id: _builtins.str = ...,
         node: _builtins.str = ...,
         device_class: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "device_class", b"device_class", "node", b"node"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "device_class", b"device_class", "node", b"node", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -396,15 +410,22 @@ class DrainClusterRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    "validate_only": true in the body). Authorized as the real call; not audited. The answer
+    is the cluster as it would be, with dry_run set.
+    """
     def __init__(
         self,
         *,
         cluster_id: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -752,6 +773,7 @@ class SetDeploymentAuthorityRequest(_message.Message):
     REF_FIELD_NUMBER: _builtins.int
     AUTHORITY_FIELD_NUMBER: _builtins.int
     ACCEPT_DIFFERENCES_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     ref: _builtins.str
     authority: _resources_pb2.Authority.ValueType
     """managed | observed"""
@@ -759,16 +781,22 @@ class SetDeploymentAuthorityRequest(_message.Message):
     """Promote even though the declared config differs from the live one: the agent then applies
     the declared config, which restarts the pods whose template changes.
     """
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    "validate_only": true in the body). Authorized as the real call; not audited. The answer
+    is the deployment as it would be, with dry_run set.
+    """
     def __init__(
         self,
         *,
         ref: _builtins.str = ...,
         authority: _resources_pb2.Authority.ValueType = ...,
         accept_differences: _builtins.bool = ...,
+        validate_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_differences", b"accept_differences", "authority", b"authority", "ref", b"ref"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accept_differences", b"accept_differences", "authority", b"authority", "ref", b"ref", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

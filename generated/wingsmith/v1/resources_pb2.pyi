@@ -222,7 +222,9 @@ class _RolloutStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RolloutS
     DESCRIPTOR: _descriptor.EnumDescriptor
     ROLLOUT_STATE_UNSPECIFIED: _RolloutState.ValueType  # 0
     ROLLOUT_STATE_CONVERGED: _RolloutState.ValueType  # 1
-    """Every replica runs the deployment's current serving digest."""
+    """Every replica runs the deployment's current serving digest (a deployment's: none rolling
+    and none on another digest).
+    """
     ROLLOUT_STATE_ROLLING: _RolloutState.ValueType  # 2
     """Replicas of an older generation are still up, or the new one is not ready yet."""
     ROLLOUT_STATE_PAUSED: _RolloutState.ValueType  # 10
@@ -231,12 +233,19 @@ class _RolloutStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RolloutS
     """A rollout in waves was aborted: the clusters it changed went back to the previous config."""
     ROLLOUT_STATE_WAITING: _RolloutState.ValueType  # 12
     """A cluster waiting for its wave: it keeps the previous serving config meanwhile."""
+    ROLLOUT_STATE_DRIFTED: _RolloutState.ValueType  # 13
+    """A deployment's: nothing rolls out, yet replicas run another serving config than the
+    declared one (its drift names it). An observed deployment given a new config reads this:
+    Wingsmith does not write what it observes, so it never converges by itself.
+    """
 
 class RolloutState(_RolloutState, metaclass=_RolloutStateEnumTypeWrapper): ...
 
 ROLLOUT_STATE_UNSPECIFIED: RolloutState.ValueType  # 0
 ROLLOUT_STATE_CONVERGED: RolloutState.ValueType  # 1
-"""Every replica runs the deployment's current serving digest."""
+"""Every replica runs the deployment's current serving digest (a deployment's: none rolling
+and none on another digest).
+"""
 ROLLOUT_STATE_ROLLING: RolloutState.ValueType  # 2
 """Replicas of an older generation are still up, or the new one is not ready yet."""
 ROLLOUT_STATE_PAUSED: RolloutState.ValueType  # 10
@@ -245,6 +254,11 @@ ROLLOUT_STATE_ABORTED: RolloutState.ValueType  # 11
 """A rollout in waves was aborted: the clusters it changed went back to the previous config."""
 ROLLOUT_STATE_WAITING: RolloutState.ValueType  # 12
 """A cluster waiting for its wave: it keeps the previous serving config meanwhile."""
+ROLLOUT_STATE_DRIFTED: RolloutState.ValueType  # 13
+"""A deployment's: nothing rolls out, yet replicas run another serving config than the
+declared one (its drift names it). An observed deployment given a new config reads this:
+Wingsmith does not write what it observes, so it never converges by itself.
+"""
 Global___RolloutState: _TypeAlias = RolloutState  # noqa: Y015
 
 class _DiscoveredState:
@@ -540,6 +554,7 @@ class Cluster(_message.Message):
     CORDONED_DEVICE_CLASSES_FIELD_NUMBER: _builtins.int
     CORDONED_NODES_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     """Unique, a DNS-1123 label."""
     connected: _builtins.bool
@@ -599,6 +614,12 @@ class Cluster(_message.Message):
     def cordoned_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Cordoned nodes: their free devices count as no capacity for new admissions."""
 
+    @_builtins.property
+    def dry_run(self) -> Global___DryRunResult:
+        """Output only: set only in the answer to a validate_only cordon, uncordon or drain
+        (AIP-163), which is this cluster as it would be; what the call would change.
+        """
+
     def __init__(
         self,
         *,
@@ -622,10 +643,11 @@ class Cluster(_message.Message):
         cordoned_device_classes: _abc.Iterable[_builtins.str] | None = ...,
         cordoned_nodes: _abc.Iterable[_builtins.str] | None = ...,
         draining: _builtins.bool = ...,
+        dry_run: Global___DryRunResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen", b"last_seen"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "cordoned", b"cordoned", "cordoned_device_classes", b"cordoned_device_classes", "cordoned_nodes", b"cordoned_nodes", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "dgd_version", b"dgd_version", "draining", b"draining", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "cordoned", b"cordoned", "cordoned_device_classes", b"cordoned_device_classes", "cordoned_nodes", b"cordoned_nodes", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "dgd_version", b"dgd_version", "draining", b"draining", "dry_run", b"dry_run", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -63,6 +63,6 @@ def test_describe_a_workload_shows_its_failovers(cli: Runner) -> None:
     at = lines.index("Failovers:")
     assert lines[at + 1].split()[:3] == ["CLUSTER", "CAUSE", "STATE"]
     row = lines[at + 2].split()
-    assert row[:3] == ["east", "cordoned", "failed_over"]
+    assert row[:3] == ["east", "cordoned", "stays"]
     # Pinned to east: nowhere else to go, and it says so; nothing deleted there.
     assert "no other eligible cluster is open" in lines[at + 2]
