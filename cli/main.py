@@ -769,14 +769,18 @@ def _add_tokens(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     )
     create.add_argument("name", metavar="NAME", help="a DNS label, e.g. team-search-ci")
     create.add_argument(
-        "--role", required=True, choices=["viewer", "operator", "admin"], help="what it may do"
+        "--role",
+        required=True,
+        choices=["viewer", "operator", "fleet_viewer", "admin"],
+        help="what it may do (docs/security.md: viewer and operator read only their projects'"
+        " workloads; fleet_viewer reads the whole fleet)",
     )
     create.add_argument(
         "--project",
         action="append",
         default=[],
         metavar="NAME",
-        help="a project an operator may change (repeat for several)",
+        help="a project a viewer reads or an operator reads and changes (repeat for several)",
     )
     listing = _command(
         actions,

@@ -78,6 +78,31 @@ class ControlHandlers:
         if replica:
             inventory.get_replica(self._ctx, replica)  # a gone replica's id, too
 
+    def _readable(self) -> frozenset[str] | None:
+        """The projects whose workloads, deployments, replicas and allocations the caller
+        reads; None: every project (hub/access.py)."""
+        return self.principal.readable
+
+    def _reads(self, kind: str, ref: str, project: str) -> None:
+        """Another project's resource is NOT_FOUND to a scoped token, exactly as one that
+        does not exist: it learns nothing of other teams' workloads, not even their names."""
+        if not self.principal.reads(project):
+            raise errors.NotFound(kind, ref)
+
+    def _reads_filter(self, action: str, project: str) -> None:
+        """A list filtered by a project the caller may not read is refused, naming why."""
+        if project and not self.principal.reads(project):
+            raise errors.PermissionDenied(
+                f"{action} of project {project}: {self.principal.describe()} reads only its own"
+                " projects' workloads, deployments, replicas and allocations"
+            )
+
+    def _shown(self, preview: dryrun.DryRun) -> dryrun.DryRun:
+        """A dry run's answer as the caller may read it: a project-scoped token sees the
+        changes to its own projects' deployments, and only how many of others' would change
+        (preempted, admitted into freed room), not which."""
+        return dryrun.visible(preview, self.principal.reads)
+
     # -- projects -----------------------------------------------------------------------------
 
     def CreateProject(self, request: cpb.CreateProjectRequest) -> pb.Project:
@@ -173,19 +198,23 @@ class ControlHandlers:
     def CreateWorkload(self, request: cpb.CreateWorkloadRequest) -> pb.Workload:
         spec = convert.workload_spec(request.workload)
         if request.validate_only:
-            return convert.dry_run_workload(workloads.preview_create(self._ctx, spec))
+            return convert.dry_run_workload(self._shown(workloads.preview_create(self._ctx, spec)))
         return convert.workload(workloads.create(self._ctx, spec))
 
     def GetWorkload(self, request: cpb.GetWorkloadRequest) -> pb.Workload:
-        return convert.workload(workloads.get(self._ctx, request.ref))
+        view = workloads.get(self._ctx, request.ref)
+        self._reads("workload", request.ref, view.workload.project)
+        return convert.workload(view)
 
     def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> cpb.ListWorkloadsResponse:
         self._require(project=request.project)
+        self._reads_filter("ListWorkloads", request.project)
         found, token = workloads.list_page(
             self._ctx,
             project=request.project,
             page_size=request.page_size,
             page_token=request.page_token,
+            projects=self._readable(),
         )
         return cpb.ListWorkloadsResponse(
             workloads=[convert.workload(w) for w in found], next_page_token=token
@@ -226,25 +255,27 @@ class ControlHandlers:
         )
         if request.validate_only:
             return convert.dry_run_workload(
-                workloads.preview_update(self._ctx, request.ref, change)
+                self._shown(workloads.preview_update(self._ctx, request.ref, change))
             )
         return convert.workload(workloads.update(self._ctx, request.ref, change))
 
     def DeleteWorkload(self, request: cpb.DeleteWorkloadRequest) -> cpb.DeleteWorkloadResponse:
         if request.validate_only:
-            preview = workloads.preview_delete(self._ctx, request.ref)
+            preview = self._shown(workloads.preview_delete(self._ctx, request.ref))
             return cpb.DeleteWorkloadResponse(dry_run=convert.dry_run(preview))
         workloads.delete(self._ctx, request.ref)
         return cpb.DeleteWorkloadResponse()
 
     def ResumeWorkloadRollout(self, request: cpb.ResumeWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
-            return convert.dry_run_workload(rollouts.preview_resume(self._ctx, request.ref))
+            preview = self._shown(rollouts.preview_resume(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
         return convert.workload(rollouts.resume(self._ctx, request.ref))
 
     def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
-            return convert.dry_run_workload(rollouts.preview_abort(self._ctx, request.ref))
+            preview = self._shown(rollouts.preview_abort(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
         return convert.workload(rollouts.abort(self._ctx, request.ref))
 
     # -- deployments --------------------------------------------------------------------------
@@ -253,7 +284,11 @@ class ControlHandlers:
         self._require(cluster_id=request.cluster_id)
         found, token = deployments.list_page(
             self._ctx,
-            where=DeploymentFilter(workload_id=request.workload_id, cluster_id=request.cluster_id),
+            where=DeploymentFilter(
+                workload_id=request.workload_id,
+                cluster_id=request.cluster_id,
+                projects=self._readable(),
+            ),
             page_size=request.page_size,
             page_token=request.page_token,
         )
@@ -262,7 +297,9 @@ class ControlHandlers:
         )
 
     def GetDeployment(self, request: cpb.GetDeploymentRequest) -> pb.Deployment:
-        return convert.deployment(deployments.get(self._ctx, request.ref))
+        view = deployments.get(self._ctx, request.ref)
+        self._reads("deployment", request.ref, view.deployment.project)
+        return convert.deployment(view)
 
     def UpdateDeployment(self, request: cpb.UpdateDeploymentRequest) -> pb.Deployment:
         paths = _mask_paths(request, request.update_mask, request.deployment, allowed=("enabled",))
@@ -275,7 +312,7 @@ class ControlHandlers:
         if request.validate_only:
             view, preview = deployments.preview_set_enabled(self._ctx, request.ref, enabled=enabled)
             answer = convert.deployment(view)
-            answer.dry_run.CopyFrom(convert.dry_run(preview))
+            answer.dry_run.CopyFrom(convert.dry_run(self._shown(preview)))
             return answer
         return convert.deployment(deployments.set_enabled(self._ctx, request.ref, enabled=enabled))
 
@@ -287,7 +324,7 @@ class ControlHandlers:
                 self._ctx, request.ref, authority=word, accept_differences=accept
             )
             answer = convert.deployment(view)
-            answer.dry_run.CopyFrom(convert.dry_run(preview))
+            answer.dry_run.CopyFrom(convert.dry_run(self._shown(preview)))
             return answer
         view = authority.set_authority(
             self._ctx, request.ref, authority=word, accept_differences=accept
@@ -295,9 +332,14 @@ class ControlHandlers:
         return convert.deployment(view)
 
     def ReviewDeployment(self, request: cpb.ReviewDeploymentRequest) -> cpb.DeploymentReview:
-        return convert.review(authority.review(self._ctx, request.ref))
+        review = authority.review(self._ctx, request.ref)
+        self._reads("deployment", request.ref, review.view.deployment.project)
+        return convert.review(review)
 
     def GetAppliedObject(self, request: cpb.GetAppliedObjectRequest) -> pb.AppliedObject:
+        if self._readable() is not None:
+            project = deployments.get(self._ctx, request.ref).deployment.project
+            self._reads("deployment", request.ref, project)
         return convert.applied_object(deployments.applied_object(self._ctx, request.ref))
 
     # -- discovered ---------------------------------------------------------------------------
@@ -332,7 +374,7 @@ class ControlHandlers:
         }
         if request.validate_only:
             preview = adoption.preview_promote(self._ctx, request.ref, **how)
-            return convert.dry_run_workload(preview)
+            return convert.dry_run_workload(self._shown(preview))
         return convert.workload(adoption.promote(self._ctx, request.ref, **how))
 
     # -- observations -------------------------------------------------------------------------
@@ -341,7 +383,11 @@ class ControlHandlers:
         self._require(cluster_id=request.cluster_id)
         found, token = inventory.list_replicas(
             self._ctx,
-            where=ReplicaFilter(deployment_id=request.deployment_id, cluster_id=request.cluster_id),
+            where=ReplicaFilter(
+                deployment_id=request.deployment_id,
+                cluster_id=request.cluster_id,
+                projects=self._readable(),
+            ),
             page_size=request.page_size,
             page_token=request.page_token,
         )
@@ -350,12 +396,17 @@ class ControlHandlers:
         )
 
     def GetReplica(self, request: cpb.GetReplicaRequest) -> pb.Replica:
-        return convert.replica(inventory.get_replica(self._ctx, request.ref))
+        replica = inventory.get_replica(self._ctx, request.ref)
+        if self._readable() is not None:
+            project = deployments.project_of(self._ctx, replica.replica.deployment_id)
+            self._reads("replica", request.ref, project)
+        return convert.replica(replica)
 
     def ListAllocations(self, request: cpb.ListAllocationsRequest) -> cpb.ListAllocationsResponse:
         self._require(
             project=request.project, cluster_id=request.cluster_id, replica=request.replica_id
         )
+        self._reads_filter("ListAllocations", request.project)
         found, token = inventory.list_allocations(
             self._ctx,
             where=AllocationFilter(
@@ -363,6 +414,7 @@ class ControlHandlers:
                 deployment_id=request.deployment_id,
                 project=request.project,
                 cluster_id=request.cluster_id,
+                projects=self._readable(),
             ),
             page_size=request.page_size,
             page_token=request.page_token,

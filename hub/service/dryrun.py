@@ -226,6 +226,25 @@ def _waits(d: Deployment) -> bool:
     return d.enabled and d.admitted_replicas < d.desired_replicas
 
 
+def visible(preview: DryRun, reads: Callable[[str], bool]) -> DryRun:
+    """The answer for a caller who reads only some projects (`reads(project)`): the changes
+    it may read, and a count of the others in the summary."""
+    shown = tuple(c for c in preview.changes if reads(c.current.deployment.project))
+    hidden = len(preview.changes) - len(shown)
+    if not hidden:
+        return preview
+    workload = preview.workload
+    if workload is not None and not reads(workload.workload.project):
+        workload = None
+    said = summary(shown) if shown else NO_CHANGE
+    noun = "deployment" if hidden == 1 else "deployments"
+    return DryRun(
+        workload=workload,
+        changes=shown,
+        summary=f"{said}; and {hidden} {noun} of other projects",
+    )
+
+
 def summary(changes: Sequence[Change]) -> str:
     """One line: how many deployments each effect concerns, e.g. "2 created, 1 admitted,
     1 waits (insufficient_quota)"; "no change" when the call would change nothing."""

@@ -145,11 +145,19 @@ def spec(ctx: ServiceContext, ref: str) -> Workload:
 
 
 def list_page(
-    ctx: ServiceContext, *, project: str, page_size: int, page_token: str
+    ctx: ServiceContext,
+    *,
+    project: str,
+    page_size: int,
+    page_token: str,
+    projects: frozenset[str] | None = None,
 ) -> tuple[list[views.WorkloadView], str]:
+    """A page of workloads (of `project`; only of `projects` when given: a scoped token's)."""
     limit, after = validate.page(page_size, page_token)
     with snapshot(ctx) as conn:
-        found = workloads.list_page(conn, after=after, limit=limit, project=project)
+        found = workloads.list_page(
+            conn, after=after, limit=limit, project=project, projects=projects
+        )
         grouped: dict[str, list[Deployment]] = {}
         for d in deployments.of_workloads(conn, [w.workload_id for w in found]):
             grouped.setdefault(d.workload_id, []).append(d)

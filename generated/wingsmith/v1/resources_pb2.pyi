@@ -342,26 +342,38 @@ class _ApiRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiRole.Value
     DESCRIPTOR: _descriptor.EnumDescriptor
     API_ROLE_UNSPECIFIED: _ApiRole.ValueType  # 0
     API_ROLE_VIEWER: _ApiRole.ValueType  # 1
-    """Reads everything; changes nothing."""
+    """Reads its projects' workloads, deployments, replicas and allocations (and the fleet's
+    clusters, projects and inventory); changes nothing. A viewer stored without projects
+    (before viewers named any) reads the whole fleet.
+    """
     API_ROLE_OPERATOR: _ApiRole.ValueType  # 2
-    """Reads everything; changes workloads (and their deployments and discovered decisions) of
-    its projects only. Quotas, projects, clusters and tokens stay the admin's.
+    """Reads as a viewer of its projects; changes workloads (and their deployments and
+    discovered decisions) of its projects only. Quotas, projects, clusters and tokens stay
+    the admin's.
     """
     API_ROLE_ADMIN: _ApiRole.ValueType  # 3
     """Everything, like the admin token."""
+    API_ROLE_FLEET_VIEWER: _ApiRole.ValueType  # 4
+    """Reads the whole fleet, every project's workloads included; changes nothing."""
 
 class ApiRole(_ApiRole, metaclass=_ApiRoleEnumTypeWrapper):
     """What a scoped API token may do (docs/security.md)."""
 
 API_ROLE_UNSPECIFIED: ApiRole.ValueType  # 0
 API_ROLE_VIEWER: ApiRole.ValueType  # 1
-"""Reads everything; changes nothing."""
+"""Reads its projects' workloads, deployments, replicas and allocations (and the fleet's
+clusters, projects and inventory); changes nothing. A viewer stored without projects
+(before viewers named any) reads the whole fleet.
+"""
 API_ROLE_OPERATOR: ApiRole.ValueType  # 2
-"""Reads everything; changes workloads (and their deployments and discovered decisions) of
-its projects only. Quotas, projects, clusters and tokens stay the admin's.
+"""Reads as a viewer of its projects; changes workloads (and their deployments and
+discovered decisions) of its projects only. Quotas, projects, clusters and tokens stay
+the admin's.
 """
 API_ROLE_ADMIN: ApiRole.ValueType  # 3
 """Everything, like the admin token."""
+API_ROLE_FLEET_VIEWER: ApiRole.ValueType  # 4
+"""Reads the whole fleet, every project's workloads included; changes nothing."""
 Global___ApiRole: _TypeAlias = ApiRole  # noqa: Y015
 
 @_typing.final
@@ -2341,7 +2353,9 @@ class ApiToken(_message.Message):
     """Output only: who created it ("admin", "token/<name>")."""
     @_builtins.property
     def projects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The projects an operator may change (required for operator, empty otherwise)."""
+        """The projects a viewer reads, or an operator reads and changes (required for both, empty
+        otherwise).
+        """
 
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:

@@ -7,11 +7,12 @@ as it would be, and the deployments that would change."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from hub import errors
-from hub.service import authority, clusters, deployments, dryrun, views, workloads
+from hub.service import authority, clusters, deployments, dryrun, projects, views, workloads
 from hub.service.context import ServiceContext
 from hub.store import deployments as stored
 from hub.store.port import open_store
@@ -152,3 +153,19 @@ def test_a_previewed_demotion_predicts_the_real_one(ctx: ServiceContext) -> None
     with pytest.raises(errors.FailedPrecondition) as wet:
         authority.set_authority(ctx, "chat.east", authority="managed")
     assert str(dry.value) == str(wet.value)
+
+
+def test_a_dry_run_shows_a_scoped_caller_only_its_projects_changes(ctx: ServiceContext) -> None:
+    # One cluster of 8 GPUs: "big" (search) takes it whole, "other" (ads) waits for room.
+    fleet(ctx, quota=64, east=8, west=0)
+    projects.create(ctx, name="ads", quotas={H100: 64})
+    workloads.create(ctx, spec("big", replicas=2, where=("east",)))
+    workloads.create(ctx, replace(spec("other", replicas=1, where=("east",)), project="ads"))
+
+    preview = workloads.preview_delete(ctx, "big")
+    assert {c.current.deployment.name for c in preview.changes} == {"big.east", "other.east"}
+
+    shown = dryrun.visible(preview, lambda project: project == "search")
+    assert [c.current.deployment.name for c in shown.changes] == ["big.east"]
+    assert shown.summary == "1 deployment: 1 removed; and 1 deployment of other projects"
+    assert dryrun.visible(preview, lambda project: True) == preview
