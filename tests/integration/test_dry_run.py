@@ -138,7 +138,7 @@ def test_validate_only_over_grpc_is_authorized_as_the_real_call_and_not_audited(
 ) -> None:
     running = fleet(hub, agents)
     hub.post("/v1/workloads", workload("chat", replicas=1))
-    viewer = hub.post("/v1/tokens", {"name": "viewer", "role": "viewer"})["secret"]
+    viewer = hub.post("/v1/tokens", {"name": "viewer", "role": "fleet_viewer"})["secret"]
     # Settled first: a replica still starting would change the state under the comparison.
     wait_until(lambda: hub.get("/v1/workloads/chat")["ready_replicas"] == 1, what="chat ready")
     before = state(hub, running)
