@@ -92,6 +92,13 @@ class Plan:
         return not (self.desired or self.records or self.remove)
 
 
+# A cluster that left the workload's placement (a placement change): its deployment goes
+# make-before-break, as in a drain.
+CAUSE_PLACEMENT = "placement"
+# Make-before-break moves: the lost deployment is removed once its stand-ins run.
+MOVES = ("draining", CAUSE_PLACEMENT)
+
+
 def lost_cause(site: Site | None, policy: FailoverPolicy | None) -> str | None:
     """Why this cluster is lost to a workload with this policy, or None."""
     if site is None:
@@ -137,6 +144,8 @@ def decide(
     for record in active.values():
         share = shares.get(record.cluster_id)
         cause = lost_cause(sites.get(record.cluster_id), policy)
+        if record.cause == CAUSE_PLACEMENT:
+            cause = CAUSE_PLACEMENT if record.cluster_id not in state.eligible else None
         if share is None or share.deployment_id != record.deployment_id:
             drop_stand_ins(record)
             plan.records.append(
@@ -145,7 +154,7 @@ def decide(
                 )
             )
             continue
-        if record.cause == "draining":
+        if record.cause in MOVES:
             _drain_step(record, cause, shares, desired, now, plan, drop_stand_ins)
             continue
         if cause is not None:
@@ -290,14 +299,16 @@ def _drain_step(
     plan: Plan,
     drop_stand_ins: Callable[[FailoverRecord], None],
 ) -> None:
-    if cause != "draining":
+    moving = record.cause == CAUSE_PLACEMENT
+    if cause != record.cause:
         drop_stand_ins(record)
+        what = "move off" if moving else "drain of"
         plan.records.append(
             _ended(
                 record,
                 now,
                 "failed_back",
-                f"the drain of cluster {record.cluster_id} was stopped: stand-ins removed",
+                f"the {what} cluster {record.cluster_id} was stopped: stand-ins removed",
             )
         )
         return
@@ -306,13 +317,18 @@ def _drain_step(
     hosts = [shares.get(c) for c in record.stand_ins]
     if all(h is not None and h.ready >= desired.get(h.cluster_id, 0) for h in hosts):
         plan.remove.append(record.deployment_id)
+        done = (
+            f"cluster {record.cluster_id} left the placement"
+            if moving
+            else f"cluster {record.cluster_id} drained"
+        )
         plan.records.append(
             _ended(
                 record,
                 now,
-                "drained",
-                f"cluster {record.cluster_id} drained: its replicas run on"
-                f" {_where(record.stand_ins)}; its deployment there was removed",
+                "moved" if moving else "drained",
+                f"{done}: its replicas run on {_where(record.stand_ins)}; its deployment"
+                " there was removed",
             )
         )
 
@@ -335,6 +351,14 @@ def _ended(record: FailoverRecord, now: float, state: str, message: str) -> Fail
 
 def _where(stand_ins: Mapping[str, int]) -> str:
     return ", ".join(f"{c} ({n})" for c, n in sorted(stand_ins.items())) or "nowhere"
+
+
+def leaving_message(cluster_id: str, stand_ins: Mapping[str, int]) -> str:
+    return (
+        f"cluster {cluster_id} left the workload's placement: its replicas are placed again on"
+        f" {_where(stand_ins)} first, and its deployment there keeps running until they do"
+        " (make-before-break)"
+    )
 
 
 def _lost_message(cluster_id: str, cause: str, stand_ins: Mapping[str, int]) -> str:

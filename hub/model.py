@@ -114,8 +114,8 @@ class FailoverPolicy:
     stabilization_s: int = 300
 
 
-FAILOVER_CAUSES = ("stale", "cordoned", "draining")
-FAILOVER_STATES = ("failed_over", "stays", "recovering", "failed_back", "drained")
+FAILOVER_CAUSES = ("stale", "cordoned", "draining", "placement")
+FAILOVER_STATES = ("failed_over", "stays", "recovering", "failed_back", "drained", "moved")
 
 
 @dataclass(frozen=True)

@@ -226,12 +226,13 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
     # places them again below for clusters still lost (docs/placement.md).
     current = failover.settle(tx, workload, current)
     involved = {d.cluster_id for d in current}
+    leaving: list[Deployment] = []
     if new_placement is not None:
         workload = replace(workload, placement=new_placement)
         eligible = _eligible(tx.conn, new_placement)
         placement.check_named_clusters(new_placement.preferences, eligible, PREFERENCES_FIELD)
         involved |= set(eligible)
-        current = _drop_ineligible(tx, current, eligible)
+        current, leaving = _drop_ineligible(tx, current, eligible)
     if new_serving is not None and new_serving.devices_per_replica != (
         workload.serving.devices_per_replica
     ):
@@ -253,7 +254,17 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
     workload = replace(workload, update_time=tx.now)
     workloads.update(tx.conn, workload)
     eligible = _eligible(tx.conn, workload.placement)
+    shares_before = {d.cluster_id: d.desired_replicas for d in current}
+    # Replicas of deployments leaving the placement are placed again on the eligible
+    # clusters here, like any new replica; the leaving ones keep running meanwhile.
     current = _rescale(tx, workload, current, eligible)
+    if leaving:
+        added = {
+            d.cluster_id: d.desired_replicas - shares_before.get(d.cluster_id, 0)
+            for d in current
+            if d.desired_replicas > shares_before.get(d.cluster_id, 0)
+        }
+        failover.leave(tx, workload, leaving, added)
     # At once, or in waves (a rollout kept on the workload): hub/service/rollouts.py.
     rollouts.apply_change(ctx, tx, before, workload, current)
     involved |= {d.cluster_id for d in current}
@@ -290,15 +301,21 @@ def _delete(ctx: ServiceContext, tx: Tx, ref: str) -> str:
 
 def _drop_ineligible(
     tx: Tx, current: list[Deployment], eligible: Sequence[str]
-) -> list[Deployment]:
-    keep = []
+) -> tuple[list[Deployment], list[Deployment]]:
+    """(the deployments on eligible clusters, those leaving make-before-break). A managed,
+    enabled deployment with replicas on a cluster that left the placement keeps running until
+    its replacements elsewhere do, as in a drain (hub/failover.py); any other is deleted now
+    (nothing of it runs, or Wingsmith does not manage it)."""
+    keep, leaving = [], []
     for d in current:
         if d.cluster_id in eligible:
             keep.append(d)
+        elif d.authority == "managed" and d.enabled and not d.adopted and d.desired_replicas:
+            leaving.append(d)
         else:
             deployments.delete(tx.conn, d, now=tx.now)
             tx.touched.add(d.cluster_id)
-    return keep
+    return keep, leaving
 
 
 def _rescale(
