@@ -23,7 +23,12 @@ rule (docs/placement.md "Failover and failback", "Cordon and drain"):
 - Drain (make-before-break): once every cluster holding stand-ins for a draining cluster's
   deployment runs all its desired replicas ready, that deployment is removed and its
   stand-ins become ordinary shares. A drain stopped (uncordon) removes the stand-ins at once:
-  the deployment never stopped running.
+  the deployment never stopped running. A placement change that drops a cluster moves its
+  deployment the same way (cause `placement`; hub/service/failover.py `leave` records the
+  replacements the update placed as its stand-ins); putting the cluster back stops it.
+- Words: a record reads `failed_over` only with stand-ins placed, else `stays` (nothing
+  failed over: its replicas stay where they are); `recovering` only once the cluster reports
+  its replicas ready, in a report made since the failover began when it was lost for silence.
 """
 
 from __future__ import annotations

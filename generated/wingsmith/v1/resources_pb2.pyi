@@ -1099,11 +1099,15 @@ class FailoverStatus(_message.Message):
     cluster_id: _builtins.str
     """The cluster whose replicas were placed elsewhere."""
     cause: _builtins.str
-    """"stale" (silent past the toleration), "cordoned" or "draining"."""
+    """"stale" (silent past the toleration), "cordoned", "draining", or "placement" (the
+    cluster left the workload's placement: its deployment moves make-before-break).
+    """
     state: _builtins.str
-    """"failed_over": stand-ins placed; "recovering": back and ready, failback at failback_time
-    unless interrupted; "failed_back": stand-ins removed at end_time; "drained": the drained
-    deployment removed once its stand-ins ran, the stand-ins kept.
+    """"failed_over": stand-ins placed; "stays": no other eligible cluster was open, so nothing
+    stands in and the replicas stay (the message says why); "recovering": back and its
+    replicas ready in a report made since it returned, failback at failback_time unless
+    interrupted; "failed_back": stand-ins removed at end_time; "drained" / "moved": the
+    drained (or moved) deployment removed once its stand-ins ran, the stand-ins kept.
     """
     replicas: _builtins.int
     """Replicas of the lost cluster's deployment that got stand-ins."""
