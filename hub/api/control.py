@@ -103,9 +103,38 @@ class ControlHandlers:
         (preempted, admitted into freed room), not which."""
         return dryrun.visible(preview, self.principal.reads)
 
+    def _rehearsed(self, method: str, request: Message, kind: type[MessageT]) -> MessageT:
+        """A validate_only call with no preview of its own (projects, clusters, discovered
+        decisions, tokens): the very handler, run as the caller in one transaction that is
+        rolled back (dryrun.whole); its answer, with what it would change, and with no
+        credential in it (nothing was made: a token or secret shown would be a lie)."""
+        real = type(request)()
+        real.CopyFrom(request)
+        real.validate_only = False  # type: ignore[attr-defined]
+
+        def call(ctx: ServiceContext) -> Message:
+            twin = ControlHandlers(ctx)
+            return twin.run_as(self.principal, getattr(twin, method), real)
+
+        answer, preview = dryrun.whole(self._ctx, call)
+        assert isinstance(answer, kind)
+        shown = convert.dry_run(self._shown(preview))
+        fields = answer.DESCRIPTOR.fields_by_name
+        if "dry_run" in fields:
+            answer.dry_run.CopyFrom(shown)  # type: ignore[attr-defined]
+        elif "cluster" in fields:
+            answer.cluster.dry_run.CopyFrom(shown)  # type: ignore[attr-defined]
+        for secret in ("token", "secret"):
+            field = fields.get(secret)
+            if field is not None and field.type == field.TYPE_STRING:
+                answer.ClearField(secret)
+        return answer
+
     # -- projects -----------------------------------------------------------------------------
 
     def CreateProject(self, request: cpb.CreateProjectRequest) -> pb.Project:
+        if request.validate_only:
+            return self._rehearsed("CreateProject", request, pb.Project)
         view = projects.create(
             self._ctx,
             name=request.project.name,
@@ -126,6 +155,8 @@ class ControlHandlers:
         )
 
     def UpdateProject(self, request: cpb.UpdateProjectRequest) -> pb.Project:
+        if request.validate_only:
+            return self._rehearsed("UpdateProject", request, pb.Project)
         paths = _mask_paths(request, request.update_mask, request.project, allowed=PROJECT_MUTABLE)
         name = request.name or request.project.name
         if request.project.name and request.project.name != name:
@@ -142,12 +173,16 @@ class ControlHandlers:
         return convert.project(view)
 
     def DeleteProject(self, request: cpb.DeleteProjectRequest) -> empty_pb2.Empty:
+        if request.validate_only:
+            return self._rehearsed("DeleteProject", request, empty_pb2.Empty)
         projects.delete(self._ctx, request.name)
         return empty_pb2.Empty()
 
     # -- clusters -----------------------------------------------------------------------------
 
     def CreateCluster(self, request: cpb.CreateClusterRequest) -> cpb.CreateClusterResponse:
+        if request.validate_only:
+            return self._rehearsed("CreateCluster", request, cpb.CreateClusterResponse)
         view, token = clusters.create(
             self._ctx, cluster_id=request.cluster.cluster_id, labels=dict(request.cluster.labels)
         )
@@ -165,12 +200,16 @@ class ControlHandlers:
         )
 
     def DeleteCluster(self, request: cpb.DeleteClusterRequest) -> empty_pb2.Empty:
+        if request.validate_only:
+            return self._rehearsed("DeleteCluster", request, empty_pb2.Empty)
         clusters.delete(self._ctx, request.cluster_id)
         return empty_pb2.Empty()
 
     def RotateClusterToken(
         self, request: cpb.RotateClusterTokenRequest
     ) -> cpb.RotateClusterTokenResponse:
+        if request.validate_only:
+            return self._rehearsed("RotateClusterToken", request, cpb.RotateClusterTokenResponse)
         view, token = clusters.rotate_token(
             self._ctx, request.cluster_id, revoke_certificates=request.revoke_certificates
         )
@@ -361,9 +400,13 @@ class ControlHandlers:
         return convert.discovered(adoption.get(self._ctx, request.ref))
 
     def TrackDiscovered(self, request: cpb.TrackDiscoveredRequest) -> pb.Discovered:
+        if request.validate_only:
+            return self._rehearsed("TrackDiscovered", request, pb.Discovered)
         return convert.discovered(adoption.track(self._ctx, request.ref))
 
     def IgnoreDiscovered(self, request: cpb.IgnoreDiscoveredRequest) -> pb.Discovered:
+        if request.validate_only:
+            return self._rehearsed("IgnoreDiscovered", request, pb.Discovered)
         return convert.discovered(adoption.ignore(self._ctx, request.ref))
 
     def PromoteDiscovered(self, request: cpb.PromoteDiscoveredRequest) -> pb.Workload:
@@ -426,6 +469,8 @@ class ControlHandlers:
     # -- tokens and audit ---------------------------------------------------------------------
 
     def CreateApiToken(self, request: cpb.CreateApiTokenRequest) -> cpb.CreateApiTokenResponse:
+        if request.validate_only:
+            return self._rehearsed("CreateApiToken", request, cpb.CreateApiTokenResponse)
         token, secret = access_service.create_token(
             self._ctx,
             name=request.token.name,
@@ -447,6 +492,8 @@ class ControlHandlers:
         )
 
     def RevokeApiToken(self, request: cpb.RevokeApiTokenRequest) -> pb.ApiToken:
+        if request.validate_only:
+            return self._rehearsed("RevokeApiToken", request, pb.ApiToken)
         return convert.api_token(access_service.revoke_token(self._ctx, request.name))
 
     def ListAuditRecords(

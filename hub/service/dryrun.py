@@ -17,6 +17,7 @@ before and after views are of one moment.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,6 +26,7 @@ from hub.model import REASON_PREEMPTED, Deployment
 from hub.service import views
 from hub.service.context import ServiceContext, Tx, silenced
 from hub.store import deployments, workloads
+from hub.store.port import Dialect, Listening, OnNotify, Store, Transaction
 
 R = TypeVar("R")
 
@@ -139,6 +141,75 @@ def rehearse(
         after = _views(quiet, tx, touched)
         tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
         before = _views(quiet, tx, touched)
+        changes = diff(before, after, subject="")
+        result = value, DryRun(workload=None, changes=tuple(changes), summary=summary(changes))
+    assert result is not None
+    return result
+
+
+class _Touched:
+    """The publisher of a whole dry call: it remembers which clusters' desired state the
+    call's transactions changed (for the before/after comparison) and tells no stream."""
+
+    def __init__(self) -> None:
+        self.clusters: set[str] = set()
+
+    def desired_changed(self, cluster_ids: Iterable[str]) -> None:
+        self.clusters.update(cluster_ids)
+
+    def settle(self, timeout_s: float) -> None:
+        return None
+
+    def identity_changed(self, cluster_id: str, token_hash: str | None) -> None:
+        return None
+
+
+class _Pinned:
+    """A store whose every transaction, write or read, is the dry run's one open transaction:
+    a call of several transactions reads its own writes, and nothing commits."""
+
+    shared = False  # notifications are sent at commit only; there is none
+
+    def __init__(self, inner: Store, conn: Transaction) -> None:
+        self._inner, self._conn = inner, conn
+        self.url, self.epoch = inner.url, inner.epoch
+        self.schema_version = inner.schema_version
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._inner.dialect
+
+    def write(self) -> contextlib.AbstractContextManager[Transaction]:
+        return contextlib.nullcontext(self._conn)
+
+    def read(self) -> contextlib.AbstractContextManager[Transaction]:
+        return contextlib.nullcontext(self._conn)
+
+    def listen(
+        self, channels: Sequence[str], on_notify: OnNotify, on_reconnect: Callable[[], None]
+    ) -> Listening:
+        raise NotImplementedError("a dry run listens to nothing")
+
+    def close(self) -> None:
+        return None
+
+
+def whole(ctx: ServiceContext, call: Callable[[ServiceContext], R]) -> tuple[R, DryRun]:
+    """Run a whole use case (its own transactions, reads and answer: a project's quota
+    change, a cluster's registration) in one transaction that is rolled back, and answer
+    what it answered and the deployments it would change. For the calls with no preview of
+    their own; the same guarantees as `preview` (nothing written, published or notified)."""
+    touched = _Touched()
+    quiet = dataclasses.replace(silenced(ctx), publisher=touched)
+    result: tuple[R, DryRun] | None = None
+    with _rolled_back(quiet) as tx:
+        pinned = dataclasses.replace(quiet, db=_Pinned(ctx.db, tx.conn))
+        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+        value = call(pinned)
+        cluster_ids = sorted(touched.clusters)
+        after = _views(quiet, tx, cluster_ids)
+        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        before = _views(quiet, tx, cluster_ids)
         changes = diff(before, after, subject="")
         result = value, DryRun(workload=None, changes=tuple(changes), summary=summary(changes))
     assert result is not None

@@ -431,6 +431,7 @@ class Project(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     PREEMPTIBLE_BY_OTHER_PROJECTS_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Unique, a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters."""
     preemptible_by_other_projects: _builtins.bool
@@ -450,6 +451,13 @@ class Project(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def dry_run(self) -> Global___DryRunResult:
+        """Output only: set only in the answer to a validate_only create or update (AIP-163), which
+        is this project as it would be; what the call would change (a raised quota admits what
+        waits).
+        """
+
     def __init__(
         self,
         *,
@@ -459,10 +467,11 @@ class Project(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         preemptible_by_other_projects: _builtins.bool = ...,
+        dry_run: Global___DryRunResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "preemptible_by_other_projects", b"preemptible_by_other_projects", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "name", b"name", "preemptible_by_other_projects", b"preemptible_by_other_projects", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
