@@ -19,7 +19,9 @@ The words:
    (not stale, not cordoned) all its own replicas ready, in a report made since it was lost.
 
 Used by tests/unit/hub/test_state_words.py (each word's own example) and by the invariants of
-the model-based test (invariant 5).
+the model-based test (invariant 5): from a store, `check(ServiceContext(db=store,
+settings=the_hub_settings))` (the settings say when a cluster is stale); between two steps,
+`preempted_stays_said` over each deployment's views before and after.
 """
 
 from __future__ import annotations
