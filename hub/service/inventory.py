@@ -20,7 +20,7 @@ def list_replicas(
     with snapshot(ctx) as conn:
         if where.deployment_id:
             where = dataclasses.replace(
-                where, deployment_id=_deployment_id(conn, where.deployment_id)
+                where, deployment_id=_deployment_id(conn, where.deployment_id, where.projects)
             )
         found = observations.list_replicas(conn, where=where, after=after, limit=limit)
         result = views.replica_views(ctx, conn, found)
@@ -47,15 +47,21 @@ def list_allocations(
         where = dataclasses.replace(
             where,
             replica_id=_replica_id(conn, where.replica_id) if where.replica_id else "",
-            deployment_id=_deployment_id(conn, where.deployment_id) if where.deployment_id else "",
+            deployment_id=(
+                _deployment_id(conn, where.deployment_id, where.projects)
+                if where.deployment_id
+                else ""
+            ),
         )
         found = observations.list_allocations(conn, where=where, after=after, limit=limit)
     return found, validate.next_token([a.replica_id for a in found], limit)
 
 
-def _deployment_id(conn: Connection, ref: str) -> str:
+def _deployment_id(conn: Connection, ref: str, projects: frozenset[str] | None = None) -> str:
+    """The deployment a filter names; NotFound when there is none, or when it is of a project
+    outside `projects` (a scoped token's: it reads as none, hub/access.py)."""
     found = deployments.get(conn, ref)
-    if found is None:
+    if found is None or (projects is not None and found.project not in projects):
         raise errors.NotFound("deployment", ref)
     return found.deployment_id
 

@@ -245,6 +245,8 @@ def test_a_project_scoped_token_reads_only_its_projects(
             f"/v1/deployments/{refs['b_deployment']}/applied",
             f"/v1/replicas/{b_replica}",
             f"/v1/deployments?workload_id={refs['b_workload']}",
+            f"/v1/replicas?deployment_id={refs['b_deployment']}",
+            f"/v1/allocations?deployment_id={refs['b_deployment']}",
         ):
             status, answer = read(path)
             assert status == 404, (path, answer)
