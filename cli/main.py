@@ -581,6 +581,7 @@ def _add_maintenance(sub: Subparsers, client: argparse.ArgumentParser) -> None:
             "kind", metavar="KIND", type=str.lower, choices=["cluster"], help="cluster"
         )
         parser.add_argument("ref", metavar="CLUSTER")
+        parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
         if verb == "drain":
             parser.set_defaults(node="", device_class="")
             continue
@@ -597,8 +598,14 @@ def _add_maintenance(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 def _maintain(verb: str) -> Callable[[argparse.Namespace], Action]:
     def prepare(args: argparse.Namespace) -> Action:
         cluster_id, node, device_class = str(args.ref), str(args.node), str(args.device_class)
+        dry_run = bool(args.dry_run)
         return lambda ctx: commands.maintain(
-            ctx, verb=verb, cluster_id=cluster_id, node=node, device_class=device_class
+            ctx,
+            verb=verb,
+            cluster_id=cluster_id,
+            node=node,
+            device_class=device_class,
+            dry_run=dry_run,
         )
 
     return prepare

@@ -22,6 +22,9 @@ def test_cordon_and_uncordon_print_the_cluster_with_its_scheduling(cli: Runner) 
     assert (answer["cordoned"], answer["cordoned_device_classes"]) == (True, ["A100-40GB"])
 
     cli.ok("uncordon", "cluster", "east", "--device-class", "A100-40GB")
+    dry = cli.ok("drain", "cluster", "east", "--dry-run")
+    assert dry.startswith("cluster/east drain (dry run): no change"), dry
+    assert cli.hub.client().get("/v1/clusters/east").get("draining", False) is False
     out = cli.ok("drain", "cluster", "east")
     assert out.splitlines()[1].split()[-1] == "draining"
     out = cli.ok("uncordon", "cluster", "east")
