@@ -14,7 +14,8 @@ The words:
    the part still waiting on capacity.
 4. `rollout_words`: a deployment's rollout reads `converged` only when it is not rolling and
    no replica runs another digest; an observed deployment whose replicas run another config
-   reads drift (`drifted`, and a `serving_digest` difference), not converged.
+   reads drift (`drifted`, and a `serving_digest` difference), not converged. `wave_words`:
+   the same for each cluster of a rollout in waves.
 5. `recovering_words`: a failback reads `recovering` only once the returning cluster reports
    (not stale, not cordoned) all its own replicas ready, in a report made since it was lost.
 
@@ -98,6 +99,26 @@ def rollout_words(view: views.DeploymentView) -> list[str]:
     return found
 
 
+def wave_words(view: views.WorkloadView) -> list[str]:
+    """A cluster of a rollout in waves reads converged only when its replicas all run the
+    target (an observed cluster still on the old config reads drifted)."""
+    if not view.workload.rollout.state:
+        return []
+    by_cluster = {v.deployment.cluster_id: v for v in view.deployments}
+    found = []
+    for wave in convert.workload(view).rollout_status.clusters:
+        there = by_cluster.get(wave.cluster_id)
+        if there is None or there.rollout is None:
+            continue
+        if wave.state == pb.ROLLOUT_STATE_CONVERGED and there.rollout.replicas_on_older:
+            found.append(
+                f"workload {view.workload.name}'s rollout reads cluster {wave.cluster_id}"
+                f" converged while {there.rollout.replicas_on_older} replica(s) run another"
+                " digest"
+            )
+    return found
+
+
 def recovering_words(view: views.WorkloadView) -> list[str]:
     found = []
     by_cluster = {v.deployment.cluster_id: v for v in view.deployments}
@@ -133,6 +154,7 @@ def check_views(
     for workload in workload_views:
         found += failover_words(workload)
         found += recovering_words(workload)
+        found += wave_words(workload)
         for deployment in workload.deployments:
             found += rollout_words(deployment)
     return found

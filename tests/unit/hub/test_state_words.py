@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -23,6 +23,7 @@ from hub.model import (
     ObservationBatch,
     Placement,
     ReplicaObservation,
+    RolloutPolicy,
     StatusReport,
 )
 from hub.service import authority, clusters, deployments, failover, sync, workloads
@@ -228,4 +229,31 @@ def test_failback_reads_recovering_only_once_the_returning_cluster_reports_ready
     (record,) = workloads.get(ctx, "chat").failovers
     assert record.state == "recovering", record.message
     assert words.recovering_words(workloads.get(ctx, "chat")) == []
+    assert words.check(ctx) == []
+
+
+def test_a_rollout_in_waves_reads_an_observed_cluster_as_drifted_not_converged(
+    ctx: ServiceContext,
+) -> None:
+    fleet(ctx)
+    workloads.create(
+        ctx,
+        replace(
+            spec("chat", replicas=2, where=("east", "west")),
+            rollout_policy=RolloutPolicy(max_clusters_in_flight=1, wave_deadline_seconds=60),
+        ),
+    )
+    report(ctx, "chat.east", ready=1)
+    report(ctx, "chat.west", ready=1)
+    authority.set_authority(ctx, "chat.west", authority="observed")
+    old = deployments.get(ctx, "chat.west").deployment.serving_digest
+
+    workloads.update(ctx, "chat", workloads.WorkloadChange(serving=serving("0.12.0")))
+    report(ctx, "chat.east", ready=1)  # east runs the new config
+    report(ctx, "chat.west", ready=1, digest=old)  # west, observed, runs what it ran
+
+    said = convert.workload(workloads.get(ctx, "chat")).rollout_status
+    waves = {w.cluster_id: w.state for w in said.clusters}
+    assert waves["east"] == pb.ROLLOUT_STATE_CONVERGED
+    assert waves["west"] == pb.ROLLOUT_STATE_DRIFTED
     assert words.check(ctx) == []
