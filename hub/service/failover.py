@@ -97,6 +97,12 @@ def settle(tx: Tx, workload: Workload, current: list[Deployment]) -> list[Deploy
     return result
 
 
+def moving(tx: Tx, workload: Workload) -> set[str]:
+    """The deployments of the workload moving off clusters that left its placement now."""
+    records = failovers.of_workloads(tx.conn, [workload.workload_id]).get(workload.workload_id, [])
+    return {r.deployment_id for r in records if r.active and r.cause == failover.CAUSE_PLACEMENT}
+
+
 def leave(
     tx: Tx, workload: Workload, leaving: Sequence[Deployment], added: Mapping[str, int]
 ) -> None:

@@ -222,6 +222,8 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
     adopted = [d for d in current if d.adopted]
     if adopted:
         _check_adopted_change(workload, adopted, new_serving, new_placement)
+    # Deployments already moving off a cluster that left the placement: they go on moving.
+    moving = failover.moving(tx, workload)
     # Stand-ins out first, so the shares add up to the workload's replicas; failover
     # places them again below for clusters still lost (docs/placement.md).
     current = failover.settle(tx, workload, current)
@@ -233,6 +235,12 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
         placement.check_named_clusters(new_placement.preferences, eligible, PREFERENCES_FIELD)
         involved |= set(eligible)
         current, leaving = _drop_ineligible(tx, current, eligible)
+    elif moving:
+        # Any other update during a move (a scale, a serving change): the move goes on,
+        # its replacements placed again with the new shape.
+        eligible = _eligible(tx.conn, workload.placement)
+        leaving = [d for d in current if d.deployment_id in moving and d.cluster_id not in eligible]
+        current = [d for d in current if d not in leaving]
     if new_serving is not None and new_serving.devices_per_replica != (
         workload.serving.devices_per_replica
     ):

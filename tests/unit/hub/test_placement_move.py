@@ -89,3 +89,22 @@ def test_a_move_with_a_scale_down_to_what_stays_removes_at_once(
     workloads.update(ctx, "chat", change)
 
     assert "east" not in shares(ctx), "nothing to make first: the dropped share goes at once"
+
+
+def test_a_scale_during_a_move_keeps_the_move_going(ctx: ServiceContext) -> None:
+    fleet(ctx, quota=64)
+    workloads.create(ctx, spec("chat", replicas=2, where=("east",)))
+    report(ctx, "chat.east", ready=2)
+    workloads.update(ctx, "chat", workloads.WorkloadChange(placement=Placement(("west",))))
+
+    workloads.update(ctx, "chat", workloads.WorkloadChange(replicas=1))
+
+    # East still runs its 2 until west runs the 1 the workload now wants; then it goes.
+    assert shares(ctx) == {"east": (2, 2), "west": (1, 1)}
+    active = [r for r in workloads.get(ctx, "chat").failovers if r.active]
+    assert [(r.cluster_id, r.cause, dict(r.stand_ins)) for r in active] == [
+        ("east", "placement", {"west": 1})
+    ]
+    report(ctx, "chat.west", ready=1)
+    failover.tick(ctx)
+    assert shares(ctx) == {"west": (1, 1)}
