@@ -201,7 +201,8 @@ def decide(
                     now,
                     "failed_back",
                     f"cluster {record.cluster_id} was back with its replicas ready for"
-                    f" {window}s: stand-ins removed",
+                    f" {window}s: "
+                    + ("stand-ins removed" if record.stand_ins else "the failover ended"),
                 )
             )
         elif record.recovered_since is None:
@@ -211,7 +212,8 @@ def decide(
                     state="recovering",
                     recovered_since=since,
                     message=f"cluster {record.cluster_id} is back and its replicas ready:"
-                    f" stand-ins go after {window}s unless it is lost again",
+                    + (" stand-ins go" if record.stand_ins else " the failover ends")
+                    + f" after {window}s unless it is lost again",
                 )
             )
 
@@ -313,7 +315,8 @@ def _drain_step(
                 record,
                 now,
                 "failed_back",
-                f"the {what} cluster {record.cluster_id} was stopped: stand-ins removed",
+                f"the {what} cluster {record.cluster_id} was stopped"
+                + (": stand-ins removed" if record.stand_ins else ""),
             )
         )
         return
