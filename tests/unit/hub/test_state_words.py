@@ -27,7 +27,7 @@ from hub.model import (
     StatusReport,
 )
 from hub.service import authority, clusters, deployments, failover, sync, workloads
-from hub.service.context import ServiceContext
+from hub.service.context import ServiceContext, Settings
 from hub.store.port import open_store
 from tests import words
 from tests.unit.hub.test_dry_run import RecordingPublisher, fleet, report_devices, serving, spec
@@ -256,4 +256,29 @@ def test_a_rollout_in_waves_reads_an_observed_cluster_as_drifted_not_converged(
     waves = {w.cluster_id: w.state for w in said.clusters}
     assert waves["east"] == pb.ROLLOUT_STATE_CONVERGED
     assert waves["west"] == pb.ROLLOUT_STATE_DRIFTED
+    assert words.check(ctx) == []
+
+
+def test_a_victim_readmitted_in_part_through_the_hub_still_reads_preempted(
+    store_url: str,
+) -> None:
+    ctx = ServiceContext(
+        db=open_store(store_url),
+        publisher=RecordingPublisher(),
+        settings=Settings(preemption=True),
+    )
+    fleet(ctx, east=8, west=0)  # room for two replicas of 4 GPUs on east
+    workloads.create(ctx, replace(spec("batch", replicas=2, where=("east",)), priority="low"))
+    workloads.create(ctx, replace(spec("chat", replicas=2, where=("east",)), priority="high"))
+    taken = deployments.get(ctx, "batch.east")
+    assert (taken.deployment.admitted_replicas, taken.admission_reason) == (0, REASON_PREEMPTED)
+
+    # The preemptor needs one replica less: room for one of the victim's two.
+    workloads.update(ctx, "chat", workloads.WorkloadChange(replicas=1))
+
+    back = deployments.get(ctx, "batch.east")
+    assert back.deployment.admitted_replicas == 1
+    assert back.admission_reason == REASON_PREEMPTED
+    assert back.admission_message.startswith("1 of 2 replicas admitted again; the other 1 waits")
+    assert words.preempted_stays_said(taken, back) == []
     assert words.check(ctx) == []
