@@ -284,15 +284,27 @@ def rotate_token(ctx: Context, *, cluster_id: str, revoke_certificates: bool) ->
     print(agent_token_notice(cluster_id, str(answer.get("token", ""))), file=ctx.out)
 
 
-def maintain(ctx: Context, *, verb: str, cluster_id: str, node: str, device_class: str) -> None:
+def maintain(
+    ctx: Context,
+    *,
+    verb: str,
+    cluster_id: str,
+    node: str,
+    device_class: str,
+    dry_run: bool = False,
+) -> None:
     """POST /v1/clusters/{id}:cordon|uncordon|drain, scoped to a node or device class where
-    given; prints the cluster."""
+    given; prints the cluster (`dry_run`: what the hub would do, nothing changed)."""
     body: JsonObject = {}
     if node:
         body["node"] = node
     if device_class:
         body["device_class"] = device_class
     path = f"{resource_path(kinds.CLUSTER, cluster_id)}:{verb}"
+    if dry_run:
+        answer = ctx.client.post(path, {**body, "validate_only": True})
+        show_dry_run(ctx, what=f"cluster/{cluster_id} {verb}", answer=answer)
+        return
     ctx.show(ctx.client.post(path, body), kind=kinds.CLUSTER)
 
 

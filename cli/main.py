@@ -581,6 +581,7 @@ def _add_maintenance(sub: Subparsers, client: argparse.ArgumentParser) -> None:
             "kind", metavar="KIND", type=str.lower, choices=["cluster"], help="cluster"
         )
         parser.add_argument("ref", metavar="CLUSTER")
+        parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
         if verb == "drain":
             parser.set_defaults(node="", device_class="")
             continue
@@ -597,8 +598,14 @@ def _add_maintenance(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 def _maintain(verb: str) -> Callable[[argparse.Namespace], Action]:
     def prepare(args: argparse.Namespace) -> Action:
         cluster_id, node, device_class = str(args.ref), str(args.node), str(args.device_class)
+        dry_run = bool(args.dry_run)
         return lambda ctx: commands.maintain(
-            ctx, verb=verb, cluster_id=cluster_id, node=node, device_class=device_class
+            ctx,
+            verb=verb,
+            cluster_id=cluster_id,
+            node=node,
+            device_class=device_class,
+            dry_run=dry_run,
         )
 
     return prepare
@@ -769,14 +776,18 @@ def _add_tokens(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     )
     create.add_argument("name", metavar="NAME", help="a DNS label, e.g. team-search-ci")
     create.add_argument(
-        "--role", required=True, choices=["viewer", "operator", "admin"], help="what it may do"
+        "--role",
+        required=True,
+        choices=["viewer", "operator", "fleet_viewer", "admin"],
+        help="what it may do (docs/security.md: viewer and operator read only their projects'"
+        " workloads; fleet_viewer reads the whole fleet)",
     )
     create.add_argument(
         "--project",
         action="append",
         default=[],
         metavar="NAME",
-        help="a project an operator may change (repeat for several)",
+        help="a project a viewer reads or an operator reads and changes (repeat for several)",
     )
     listing = _command(
         actions,

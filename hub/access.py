@@ -1,16 +1,21 @@
 """Who may do what: roles, principals and the one decision `authorize`. Pure.
 
-Three roles (docs/security.md):
-- viewer: reads everything, changes nothing;
-- operator of named projects: reads everything, and changes workloads of those projects, their
-  deployments (scale, enable, authority) and discovered entries bound to them, and promotes
-  discovered workloads into them. Quotas, projects, clusters, tokens and the audit log stay
-  the admin's: an operator who could raise its own quota would make quota meaningless;
+Four roles (docs/security.md "Roles and scoped tokens"):
+- viewer of named projects: reads those projects' workloads, deployments, replicas and
+  allocations (and the fleet's facts: clusters, projects, inventory); changes nothing;
+- operator of named projects: reads as a viewer of them, and changes workloads of those
+  projects, their deployments (scale, enable, authority) and discovered entries bound to them,
+  and promotes discovered workloads into them. Quotas, projects, clusters, tokens and the
+  audit log stay the admin's: an operator who could raise its own quota would make quota
+  meaningless;
+- fleet_viewer: reads the whole fleet, every project's workloads included; changes nothing;
 - admin: everything (the bootstrap admin token is one).
 
-Reads are not scoped by project: capacity, pending reasons and placement are fleet-wide facts
-an operator needs to understand its own workloads; the threat this guards against is one team
-changing another's workloads or quotas. (Per-project read isolation would be a later change.)
+Project-scoped tokens read only their own projects' workloads, deployments, replicas and
+allocations: one team's model names, configs and pods are not another team's to read.
+Capacity, clusters and projects stay fleet facts every caller reads: an operator needs them to
+understand why its own workloads wait. A viewer token stored before viewers named projects
+(none named) is a fleet_viewer: it reads the whole fleet, as it did (hub/store/tokens.py).
 
 The edges classify every RPC (hub/api/permissions.py: a `Rule`); the service resolves which
 projects a call touches (hub/service/access.py); this module only decides.
@@ -25,8 +30,11 @@ from hub import errors
 
 ROLE_VIEWER = "viewer"
 ROLE_OPERATOR = "operator"
+ROLE_FLEET_VIEWER = "fleet_viewer"
 ROLE_ADMIN = "admin"
-ROLES = (ROLE_VIEWER, ROLE_OPERATOR, ROLE_ADMIN)
+ROLES = (ROLE_VIEWER, ROLE_OPERATOR, ROLE_FLEET_VIEWER, ROLE_ADMIN)
+# Roles whose tokens name the projects they hold (and read).
+PROJECT_ROLES = (ROLE_VIEWER, ROLE_OPERATOR)
 
 # What a call needs.
 NEEDS_READ = "read"  # any authenticated principal
@@ -44,9 +52,19 @@ class Principal:
     projects: frozenset[str] = frozenset()
 
     def describe(self) -> str:
-        if self.role == ROLE_OPERATOR:
-            return f"{self.actor} (operator of {', '.join(sorted(self.projects))})"
+        if self.role in PROJECT_ROLES and self.projects:
+            return f"{self.actor} ({self.role} of {', '.join(sorted(self.projects))})"
         return f"{self.actor} ({self.role})"
+
+    @property
+    def readable(self) -> frozenset[str] | None:
+        """The projects whose workloads (deployments, replicas, allocations) it reads; None:
+        every project (admin, fleet_viewer)."""
+        return self.projects if self.role in PROJECT_ROLES else None
+
+    def reads(self, project: str) -> bool:
+        readable = self.readable
+        return readable is None or project in readable
 
 
 ADMIN = Principal(actor="admin", role=ROLE_ADMIN)

@@ -52,6 +52,7 @@ a preemption never costs the preemptor's workload a ready replica.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -476,17 +477,28 @@ def _kept_preempted(demand: Demand, decision: Decision, pass_: _Pass) -> Decisio
     message naming its preemptor (a later pass would only say "0 free"): whatever else it
     waits for in the pass that preempted it, and in later passes while it waits on capacity
     (a quota it now waits on, say, is then the news)."""
-    if (
-        demand.reason == REASON_PREEMPTED
-        and decision.waiting
-        and decision.admitted_replicas <= demand.admitted_replicas
-        and (
-            decision.reason == REASON_INSUFFICIENT_CAPACITY
-            or demand.deployment_id in pass_.preempted
-        )
+    if not (demand.reason == REASON_PREEMPTED and decision.waiting):
+        return decision
+    if decision.admitted_replicas <= demand.admitted_replicas and (
+        decision.reason == REASON_INSUFFICIENT_CAPACITY or demand.deployment_id in pass_.preempted
     ):
         return replace(decision, reason=REASON_PREEMPTED, message=demand.message)
+    if decision.reason == REASON_INSUFFICIENT_CAPACITY:
+        # Partly admitted again: the part still waiting is the preempted part, and says so
+        # (issue 20: it once read insufficient_capacity, as if never preempted).
+        admitted, desired = decision.admitted_replicas, demand.desired_replicas
+        waits = desired - admitted
+        return replace(
+            decision,
+            reason=REASON_PREEMPTED,
+            message=f"{admitted} of {desired} replicas admitted again; the other {waits}"
+            f" {'waits' if waits == 1 else 'wait'}: {_SHARE_SAID.sub('', demand.message)}",
+        )
     return decision
+
+
+# The share a partly readmitted victim's message starts with (said again, not nested).
+_SHARE_SAID = re.compile(r"^\d+ of \d+ replicas admitted again; the other \d+ waits?: ")
 
 
 def _spend_admitted(demand: Demand, decision: Decision, ledger: _Ledger) -> None:

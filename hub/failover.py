@@ -23,7 +23,12 @@ rule (docs/placement.md "Failover and failback", "Cordon and drain"):
 - Drain (make-before-break): once every cluster holding stand-ins for a draining cluster's
   deployment runs all its desired replicas ready, that deployment is removed and its
   stand-ins become ordinary shares. A drain stopped (uncordon) removes the stand-ins at once:
-  the deployment never stopped running.
+  the deployment never stopped running. A placement change that drops a cluster moves its
+  deployment the same way (cause `placement`; hub/service/failover.py `leave` records the
+  replacements the update placed as its stand-ins); putting the cluster back stops it.
+- Words: a record reads `failed_over` only with stand-ins placed, else `stays` (nothing
+  failed over: its replicas stay where they are); `recovering` only once the cluster reports
+  its replicas ready, in a report made since the failover began when it was lost for silence.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ class Share:
     ready: int
     # Managed, enabled and not adopted: only those are ever moved or removed.
     movable: bool = True
+    # When the cluster observed `ready` (seconds, its agent's clock); None: no report yet.
+    observed_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,13 @@ class Plan:
         return not (self.desired or self.records or self.remove)
 
 
+# A cluster that left the workload's placement (a placement change): its deployment goes
+# make-before-break, as in a drain.
+CAUSE_PLACEMENT = "placement"
+# Make-before-break moves: the lost deployment is removed once its stand-ins run.
+MOVES = ("draining", CAUSE_PLACEMENT)
+
+
 def lost_cause(site: Site | None, policy: FailoverPolicy | None) -> str | None:
     """Why this cluster is lost to a workload with this policy, or None."""
     if site is None:
@@ -103,6 +117,13 @@ def lost_cause(site: Site | None, policy: FailoverPolicy | None) -> str | None:
     if site.stale and site.silent_s >= policy.toleration_s:
         return "stale"
     return None
+
+
+def lost_state(stand_ins: Mapping[str, int]) -> str:
+    """The word for a lost cluster's record: `failed_over` only when stand-ins were placed;
+    `stays` when no other eligible cluster was open, so its replicas stay where they are (a
+    drain of a pinned workload, say): nothing failed over."""
+    return "failed_over" if any(stand_ins.values()) else "stays"
 
 
 def decide(
@@ -128,6 +149,8 @@ def decide(
     for record in active.values():
         share = shares.get(record.cluster_id)
         cause = lost_cause(sites.get(record.cluster_id), policy)
+        if record.cause == CAUSE_PLACEMENT:
+            cause = CAUSE_PLACEMENT if record.cluster_id not in state.eligible else None
         if share is None or share.deployment_id != record.deployment_id:
             drop_stand_ins(record)
             plan.records.append(
@@ -136,7 +159,7 @@ def decide(
                 )
             )
             continue
-        if record.cause == "draining":
+        if record.cause in MOVES:
             _drain_step(record, cause, shares, desired, now, plan, drop_stand_ins)
             continue
         if cause is not None:
@@ -145,7 +168,7 @@ def decide(
                     replace(
                         record,
                         cause=cause,
-                        state="failed_over",
+                        state=lost_state(record.stand_ins),
                         recovered_since=None,
                         message=_lost_message(record.cluster_id, cause, record.stand_ins),
                     )
@@ -153,16 +176,18 @@ def decide(
             continue
         site = sites.get(record.cluster_id, Site(record.cluster_id))
         base = share.desired - standing[record.cluster_id]
-        back = not site.stale and not site.closed and share.ready >= base
-        if not back:
-            if record.recovered_since is not None:
+        waits_for = _failback_waits_for(record, site, share, base)
+        if waits_for:
+            if record.recovered_since is not None or (
+                not site.stale and not site.closed and record.message != waits_for
+            ):
+                # Back, but not ready yet: not `recovering`, and the message says what for.
                 plan.records.append(
                     replace(
                         record,
-                        state="failed_over",
+                        state=lost_state(record.stand_ins),
                         recovered_since=None,
-                        message=f"cluster {record.cluster_id} is back but its replicas are not"
-                        " all ready: stand-ins stay",
+                        message=waits_for,
                     )
                 )
             continue
@@ -176,7 +201,8 @@ def decide(
                     now,
                     "failed_back",
                     f"cluster {record.cluster_id} was back with its replicas ready for"
-                    f" {window}s: stand-ins removed",
+                    f" {window}s: "
+                    + ("stand-ins removed" if record.stand_ins else "the failover ended"),
                 )
             )
         elif record.recovered_since is None:
@@ -186,7 +212,8 @@ def decide(
                     state="recovering",
                     recovered_since=since,
                     message=f"cluster {record.cluster_id} is back and its replicas ready:"
-                    f" stand-ins go after {window}s unless it is lost again",
+                    + (" stand-ins go" if record.stand_ins else " the failover ends")
+                    + f" after {window}s unless it is lost again",
                 )
             )
 
@@ -223,7 +250,7 @@ def decide(
                 start_time=now,
                 replicas=base,
                 stand_ins=stand_ins,
-                state="failed_over",
+                state=lost_state(stand_ins),
                 message=_lost_message(share.cluster_id, cause, stand_ins),
             )
         )
@@ -244,6 +271,32 @@ def decide(
     return plan
 
 
+def _failback_waits_for(record: FailoverRecord, site: Site, share: Share, base: int) -> str:
+    """What the failback of a cluster no longer lost still waits for, in words ("" once its
+    replicas are ready there). Readiness counts only from a report the cluster made after the
+    failover began when it was lost for silence: the report it left behind when it went quiet
+    says nothing about the pods it runs now (its agent's clock is taken to be within the
+    toleration of the hub's)."""
+    where = f"cluster {record.cluster_id}"
+    if site.stale:
+        return f"{where} is still silent: stand-ins stay"
+    if site.closed:
+        return f"{where} is cordoned: stand-ins stay"
+    if record.cause == "stale" and (
+        share.observed_s is None or share.observed_s <= record.start_time
+    ):
+        return (
+            f"{where} is back; waiting for its first report of the deployment since it returned"
+            " (are its replicas running?): stand-ins stay"
+        )
+    if share.ready < base:
+        return (
+            f"{where} is back; {share.ready} of {base} replicas ready there: stand-ins stay"
+            " until all are, then for the stabilization window"
+        )
+    return ""
+
+
 def _drain_step(
     record: FailoverRecord,
     cause: str | None,
@@ -253,14 +306,17 @@ def _drain_step(
     plan: Plan,
     drop_stand_ins: Callable[[FailoverRecord], None],
 ) -> None:
-    if cause != "draining":
+    moving = record.cause == CAUSE_PLACEMENT
+    if cause != record.cause:
         drop_stand_ins(record)
+        what = "move off" if moving else "drain of"
         plan.records.append(
             _ended(
                 record,
                 now,
                 "failed_back",
-                f"the drain of cluster {record.cluster_id} was stopped: stand-ins removed",
+                f"the {what} cluster {record.cluster_id} was stopped"
+                + (": stand-ins removed" if record.stand_ins else ""),
             )
         )
         return
@@ -269,13 +325,18 @@ def _drain_step(
     hosts = [shares.get(c) for c in record.stand_ins]
     if all(h is not None and h.ready >= desired.get(h.cluster_id, 0) for h in hosts):
         plan.remove.append(record.deployment_id)
+        done = (
+            f"cluster {record.cluster_id} left the placement"
+            if moving
+            else f"cluster {record.cluster_id} drained"
+        )
         plan.records.append(
             _ended(
                 record,
                 now,
-                "drained",
-                f"cluster {record.cluster_id} drained: its replicas run on"
-                f" {_where(record.stand_ins)}; its deployment there was removed",
+                "moved" if moving else "drained",
+                f"{done}: its replicas run on {_where(record.stand_ins)}; its deployment"
+                " there was removed",
             )
         )
 
@@ -300,6 +361,14 @@ def _where(stand_ins: Mapping[str, int]) -> str:
     return ", ".join(f"{c} ({n})" for c, n in sorted(stand_ins.items())) or "nowhere"
 
 
+def leaving_message(cluster_id: str, stand_ins: Mapping[str, int]) -> str:
+    return (
+        f"cluster {cluster_id} left the workload's placement: its replicas are placed again on"
+        f" {_where(stand_ins)} first, and its deployment there keeps running until they do"
+        " (make-before-break)"
+    )
+
+
 def _lost_message(cluster_id: str, cause: str, stand_ins: Mapping[str, int]) -> str:
     why = {
         "stale": f"cluster {cluster_id} was silent for longer than the failover toleration",
@@ -307,9 +376,17 @@ def _lost_message(cluster_id: str, cause: str, stand_ins: Mapping[str, int]) -> 
         "draining": f"cluster {cluster_id} is draining",
     }[cause]
     if not stand_ins:
+        if cause == "draining":
+            return (
+                f"{why}, but the workload has no other eligible cluster that is open (pinned"
+                f" by placement.clusters, or every other one cordoned or stale): its deployment"
+                f" stays on {cluster_id} and keeps running; widen the placement or uncordon"
+                " another eligible cluster to move it, or uncordon"
+                f" {cluster_id} to stop the drain"
+            )
         return (
-            f"{why}; no other eligible cluster is open: its replicas wait for it (nothing was"
-            " deleted there)"
+            f"{why}; no other eligible cluster is open: its replicas stay there and no stand-in"
+            " runs (nothing was deleted there)"
         )
     return (
         f"{why}: its replicas stand in on {_where(stand_ins)} (nothing was deleted on {cluster_id})"

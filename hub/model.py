@@ -114,8 +114,8 @@ class FailoverPolicy:
     stabilization_s: int = 300
 
 
-FAILOVER_CAUSES = ("stale", "cordoned", "draining")
-FAILOVER_STATES = ("failed_over", "recovering", "failed_back", "drained")
+FAILOVER_CAUSES = ("stale", "cordoned", "draining", "placement")
+FAILOVER_STATES = ("failed_over", "stays", "recovering", "failed_back", "drained", "moved")
 
 
 @dataclass(frozen=True)
@@ -252,6 +252,8 @@ ROLLOUT_PAUSED = "paused"
 ROLLOUT_CONVERGED = "converged"
 ROLLOUT_ABORTED = "aborted"
 ROLLOUT_STATES = ("", ROLLOUT_ROLLING, ROLLOUT_PAUSED, ROLLOUT_CONVERGED, ROLLOUT_ABORTED)
+# A deployment's rollout word when nothing rolls yet replicas run another digest (drift).
+ROLLOUT_DRIFTED = "drifted"
 # A wave not ready on the new digest within this long pauses the rollout (0 in the policy).
 DEFAULT_WAVE_DEADLINE_S = 600
 

@@ -30,6 +30,7 @@ from hub.model import DEFAULT_WAVE_DEADLINE_S, ROLLOUT_ROLLING, RolloutPolicy, W
 WAITING = "waiting"
 IN_FLIGHT = "rolling"
 DONE = "converged"
+DRIFTED = "drifted"
 
 REASON_WAVE_DEADLINE = "wave_deadline_exceeded"
 
@@ -48,11 +49,17 @@ class ClusterWave:
     # For the pause message: ready replicas on its digest, and the ones it should have.
     ready: int = 0
     admitted: int = 0
+    # Views only: nothing rolls there, yet its replicas run another config (an observed
+    # deployment given the change: Wingsmith does not write it). Not done, whatever its
+    # declaration says; the decision never waits for it (it cannot change it).
+    drifted: bool = False
 
     @property
     def state(self) -> str:
         if not self.settled:
             return IN_FLIGHT
+        if self.drifted:
+            return DRIFTED
         return DONE if self.on_target else WAITING
 
 

@@ -79,9 +79,63 @@ class ControlHandlers:
         if replica:
             inventory.get_replica(self._ctx, replica)  # a gone replica's id, too
 
+    def _readable(self) -> frozenset[str] | None:
+        """The projects whose workloads, deployments, replicas and allocations the caller
+        reads; None: every project (hub/access.py)."""
+        return self.principal.readable
+
+    def _reads(self, kind: str, ref: str, project: str) -> None:
+        """Another project's resource is NOT_FOUND to a scoped token, exactly as one that
+        does not exist: it learns nothing of other teams' workloads, not even their names."""
+        if not self.principal.reads(project):
+            raise errors.NotFound(kind, ref)
+
+    def _reads_filter(self, action: str, project: str) -> None:
+        """A list filtered by a project the caller may not read is refused, naming why."""
+        if project and not self.principal.reads(project):
+            raise errors.PermissionDenied(
+                f"{action} of project {project}: {self.principal.describe()} reads only its own"
+                " projects' workloads, deployments, replicas and allocations"
+            )
+
+    def _shown(self, preview: dryrun.DryRun) -> dryrun.DryRun:
+        """A dry run's answer as the caller may read it: a project-scoped token sees the
+        changes to its own projects' deployments, and only how many of others' would change
+        (preempted, admitted into freed room), not which."""
+        return dryrun.visible(preview, self.principal.reads)
+
+    def _rehearsed(self, method: str, request: Message, kind: type[MessageT]) -> MessageT:
+        """A validate_only call with no preview of its own (projects, clusters, discovered
+        decisions, tokens): the very handler, run as the caller in one transaction that is
+        rolled back (dryrun.whole); its answer, with what it would change, and with no
+        credential in it (nothing was made: a token or secret shown would be a lie)."""
+        real = type(request)()
+        real.CopyFrom(request)
+        real.validate_only = False  # type: ignore[attr-defined]
+
+        def call(ctx: ServiceContext) -> Message:
+            twin = ControlHandlers(ctx)
+            return twin.run_as(self.principal, getattr(twin, method), real)
+
+        answer, preview = dryrun.whole(self._ctx, call)
+        assert isinstance(answer, kind)
+        shown = convert.dry_run(self._shown(preview))
+        fields = answer.DESCRIPTOR.fields_by_name
+        if "dry_run" in fields:
+            answer.dry_run.CopyFrom(shown)  # type: ignore[attr-defined]
+        elif "cluster" in fields:
+            answer.cluster.dry_run.CopyFrom(shown)  # type: ignore[attr-defined]
+        for secret in ("token", "secret"):
+            field = fields.get(secret)
+            if field is not None and field.type == field.TYPE_STRING:
+                answer.ClearField(secret)
+        return answer
+
     # -- projects -----------------------------------------------------------------------------
 
     def CreateProject(self, request: cpb.CreateProjectRequest) -> pb.Project:
+        if request.validate_only:
+            return self._rehearsed("CreateProject", request, pb.Project)
         view = projects.create(
             self._ctx,
             name=request.project.name,
@@ -102,6 +156,8 @@ class ControlHandlers:
         )
 
     def UpdateProject(self, request: cpb.UpdateProjectRequest) -> pb.Project:
+        if request.validate_only:
+            return self._rehearsed("UpdateProject", request, pb.Project)
         paths = _mask_paths(request, request.update_mask, request.project, allowed=PROJECT_MUTABLE)
         name = request.name or request.project.name
         if request.project.name and request.project.name != name:
@@ -118,12 +174,16 @@ class ControlHandlers:
         return convert.project(view)
 
     def DeleteProject(self, request: cpb.DeleteProjectRequest) -> empty_pb2.Empty:
+        if request.validate_only:
+            return self._rehearsed("DeleteProject", request, empty_pb2.Empty)
         projects.delete(self._ctx, request.name)
         return empty_pb2.Empty()
 
     # -- clusters -----------------------------------------------------------------------------
 
     def CreateCluster(self, request: cpb.CreateClusterRequest) -> cpb.CreateClusterResponse:
+        if request.validate_only:
+            return self._rehearsed("CreateCluster", request, cpb.CreateClusterResponse)
         view, token = clusters.create(
             self._ctx, cluster_id=request.cluster.cluster_id, labels=dict(request.cluster.labels)
         )
@@ -141,30 +201,36 @@ class ControlHandlers:
         )
 
     def DeleteCluster(self, request: cpb.DeleteClusterRequest) -> empty_pb2.Empty:
+        if request.validate_only:
+            return self._rehearsed("DeleteCluster", request, empty_pb2.Empty)
         clusters.delete(self._ctx, request.cluster_id)
         return empty_pb2.Empty()
 
     def RotateClusterToken(
         self, request: cpb.RotateClusterTokenRequest
     ) -> cpb.RotateClusterTokenResponse:
+        if request.validate_only:
+            return self._rehearsed("RotateClusterToken", request, cpb.RotateClusterTokenResponse)
         view, token = clusters.rotate_token(
             self._ctx, request.cluster_id, revoke_certificates=request.revoke_certificates
         )
         return cpb.RotateClusterTokenResponse(cluster=convert.cluster(view), token=token)
 
     def CordonCluster(self, request: cpb.CordonClusterRequest) -> pb.Cluster:
-        view = clusters.cordon(
-            self._ctx, request.cluster_id, node=request.node, device_class=request.device_class
-        )
-        return convert.cluster(view)
+        how = {"node": request.node, "device_class": request.device_class}
+        if request.validate_only:
+            return _dry_cluster(*clusters.preview_cordon(self._ctx, request.cluster_id, **how))
+        return convert.cluster(clusters.cordon(self._ctx, request.cluster_id, **how))
 
     def UncordonCluster(self, request: cpb.UncordonClusterRequest) -> pb.Cluster:
-        view = clusters.uncordon(
-            self._ctx, request.cluster_id, node=request.node, device_class=request.device_class
-        )
-        return convert.cluster(view)
+        how = {"node": request.node, "device_class": request.device_class}
+        if request.validate_only:
+            return _dry_cluster(*clusters.preview_uncordon(self._ctx, request.cluster_id, **how))
+        return convert.cluster(clusters.uncordon(self._ctx, request.cluster_id, **how))
 
     def DrainCluster(self, request: cpb.DrainClusterRequest) -> pb.Cluster:
+        if request.validate_only:
+            return _dry_cluster(*clusters.preview_drain(self._ctx, request.cluster_id))
         return convert.cluster(clusters.drain(self._ctx, request.cluster_id))
 
     # -- workloads ----------------------------------------------------------------------------
@@ -172,19 +238,23 @@ class ControlHandlers:
     def CreateWorkload(self, request: cpb.CreateWorkloadRequest) -> pb.Workload:
         spec = convert.workload_spec(request.workload)
         if request.validate_only:
-            return convert.dry_run_workload(workloads.preview_create(self._ctx, spec))
+            return convert.dry_run_workload(self._shown(workloads.preview_create(self._ctx, spec)))
         return convert.workload(workloads.create(self._ctx, spec))
 
     def GetWorkload(self, request: cpb.GetWorkloadRequest) -> pb.Workload:
-        return convert.workload(workloads.get(self._ctx, request.ref))
+        view = workloads.get(self._ctx, request.ref)
+        self._reads("workload", request.ref, view.workload.project)
+        return convert.workload(view)
 
     def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> cpb.ListWorkloadsResponse:
         self._require(project=request.project)
+        self._reads_filter("ListWorkloads", request.project)
         found, token = workloads.list_page(
             self._ctx,
             project=request.project,
             page_size=request.page_size,
             page_token=request.page_token,
+            projects=self._readable(),
         )
         return cpb.ListWorkloadsResponse(
             workloads=[convert.workload(w) for w in found], next_page_token=token
@@ -225,25 +295,27 @@ class ControlHandlers:
         )
         if request.validate_only:
             return convert.dry_run_workload(
-                workloads.preview_update(self._ctx, request.ref, change)
+                self._shown(workloads.preview_update(self._ctx, request.ref, change))
             )
         return convert.workload(workloads.update(self._ctx, request.ref, change))
 
     def DeleteWorkload(self, request: cpb.DeleteWorkloadRequest) -> cpb.DeleteWorkloadResponse:
         if request.validate_only:
-            preview = workloads.preview_delete(self._ctx, request.ref)
+            preview = self._shown(workloads.preview_delete(self._ctx, request.ref))
             return cpb.DeleteWorkloadResponse(dry_run=convert.dry_run(preview))
         workloads.delete(self._ctx, request.ref)
         return cpb.DeleteWorkloadResponse()
 
     def ResumeWorkloadRollout(self, request: cpb.ResumeWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
-            return convert.dry_run_workload(rollouts.preview_resume(self._ctx, request.ref))
+            preview = self._shown(rollouts.preview_resume(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
         return convert.workload(rollouts.resume(self._ctx, request.ref))
 
     def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
-            return convert.dry_run_workload(rollouts.preview_abort(self._ctx, request.ref))
+            preview = self._shown(rollouts.preview_abort(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
         return convert.workload(rollouts.abort(self._ctx, request.ref))
 
     # -- deployments --------------------------------------------------------------------------
@@ -252,7 +324,11 @@ class ControlHandlers:
         self._require(cluster_id=request.cluster_id)
         found, token = deployments.list_page(
             self._ctx,
-            where=DeploymentFilter(workload_id=request.workload_id, cluster_id=request.cluster_id),
+            where=DeploymentFilter(
+                workload_id=request.workload_id,
+                cluster_id=request.cluster_id,
+                projects=self._readable(),
+            ),
             page_size=request.page_size,
             page_token=request.page_token,
         )
@@ -261,7 +337,9 @@ class ControlHandlers:
         )
 
     def GetDeployment(self, request: cpb.GetDeploymentRequest) -> pb.Deployment:
-        return convert.deployment(deployments.get(self._ctx, request.ref))
+        view = deployments.get(self._ctx, request.ref)
+        self._reads("deployment", request.ref, view.deployment.project)
+        return convert.deployment(view)
 
     def UpdateDeployment(self, request: cpb.UpdateDeploymentRequest) -> pb.Deployment:
         paths = _mask_paths(request, request.update_mask, request.deployment, allowed=("enabled",))
@@ -274,23 +352,34 @@ class ControlHandlers:
         if request.validate_only:
             view, preview = deployments.preview_set_enabled(self._ctx, request.ref, enabled=enabled)
             answer = convert.deployment(view)
-            answer.dry_run.CopyFrom(convert.dry_run(preview))
+            answer.dry_run.CopyFrom(convert.dry_run(self._shown(preview)))
             return answer
         return convert.deployment(deployments.set_enabled(self._ctx, request.ref, enabled=enabled))
 
     def SetDeploymentAuthority(self, request: cpb.SetDeploymentAuthorityRequest) -> pb.Deployment:
+        word = wire.enum_word(pb.Authority, request.authority)
+        accept = request.accept_differences
+        if request.validate_only:
+            view, preview = authority.preview_set_authority(
+                self._ctx, request.ref, authority=word, accept_differences=accept
+            )
+            answer = convert.deployment(view)
+            answer.dry_run.CopyFrom(convert.dry_run(self._shown(preview)))
+            return answer
         view = authority.set_authority(
-            self._ctx,
-            request.ref,
-            authority=wire.enum_word(pb.Authority, request.authority),
-            accept_differences=request.accept_differences,
+            self._ctx, request.ref, authority=word, accept_differences=accept
         )
         return convert.deployment(view)
 
     def ReviewDeployment(self, request: cpb.ReviewDeploymentRequest) -> cpb.DeploymentReview:
-        return convert.review(authority.review(self._ctx, request.ref))
+        review = authority.review(self._ctx, request.ref)
+        self._reads("deployment", request.ref, review.view.deployment.project)
+        return convert.review(review)
 
     def GetAppliedObject(self, request: cpb.GetAppliedObjectRequest) -> pb.AppliedObject:
+        if self._readable() is not None:
+            project = deployments.get(self._ctx, request.ref).deployment.project
+            self._reads("deployment", request.ref, project)
         return convert.applied_object(deployments.applied_object(self._ctx, request.ref))
 
     # -- discovered ---------------------------------------------------------------------------
@@ -312,9 +401,13 @@ class ControlHandlers:
         return convert.discovered(adoption.get(self._ctx, request.ref))
 
     def TrackDiscovered(self, request: cpb.TrackDiscoveredRequest) -> pb.Discovered:
+        if request.validate_only:
+            return self._rehearsed("TrackDiscovered", request, pb.Discovered)
         return convert.discovered(adoption.track(self._ctx, request.ref))
 
     def IgnoreDiscovered(self, request: cpb.IgnoreDiscoveredRequest) -> pb.Discovered:
+        if request.validate_only:
+            return self._rehearsed("IgnoreDiscovered", request, pb.Discovered)
         return convert.discovered(adoption.ignore(self._ctx, request.ref))
 
     def PromoteDiscovered(self, request: cpb.PromoteDiscoveredRequest) -> pb.Workload:
@@ -325,7 +418,7 @@ class ControlHandlers:
         }
         if request.validate_only:
             preview = adoption.preview_promote(self._ctx, request.ref, **how)
-            return convert.dry_run_workload(preview)
+            return convert.dry_run_workload(self._shown(preview))
         return convert.workload(adoption.promote(self._ctx, request.ref, **how))
 
     # -- observations -------------------------------------------------------------------------
@@ -334,7 +427,11 @@ class ControlHandlers:
         self._require(cluster_id=request.cluster_id)
         found, token = inventory.list_replicas(
             self._ctx,
-            where=ReplicaFilter(deployment_id=request.deployment_id, cluster_id=request.cluster_id),
+            where=ReplicaFilter(
+                deployment_id=request.deployment_id,
+                cluster_id=request.cluster_id,
+                projects=self._readable(),
+            ),
             page_size=request.page_size,
             page_token=request.page_token,
         )
@@ -343,12 +440,17 @@ class ControlHandlers:
         )
 
     def GetReplica(self, request: cpb.GetReplicaRequest) -> pb.Replica:
-        return convert.replica(inventory.get_replica(self._ctx, request.ref))
+        replica = inventory.get_replica(self._ctx, request.ref)
+        if self._readable() is not None:
+            project = deployments.project_of(self._ctx, replica.replica.deployment_id)
+            self._reads("replica", request.ref, project)
+        return convert.replica(replica)
 
     def ListAllocations(self, request: cpb.ListAllocationsRequest) -> cpb.ListAllocationsResponse:
         self._require(
             project=request.project, cluster_id=request.cluster_id, replica=request.replica_id
         )
+        self._reads_filter("ListAllocations", request.project)
         found, token = inventory.list_allocations(
             self._ctx,
             where=AllocationFilter(
@@ -356,6 +458,7 @@ class ControlHandlers:
                 deployment_id=request.deployment_id,
                 project=request.project,
                 cluster_id=request.cluster_id,
+                projects=self._readable(),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -367,6 +470,8 @@ class ControlHandlers:
     # -- tokens and audit ---------------------------------------------------------------------
 
     def CreateApiToken(self, request: cpb.CreateApiTokenRequest) -> cpb.CreateApiTokenResponse:
+        if request.validate_only:
+            return self._rehearsed("CreateApiToken", request, cpb.CreateApiTokenResponse)
         token, secret = access_service.create_token(
             self._ctx,
             name=request.token.name,
@@ -388,6 +493,8 @@ class ControlHandlers:
         )
 
     def RevokeApiToken(self, request: cpb.RevokeApiTokenRequest) -> pb.ApiToken:
+        if request.validate_only:
+            return self._rehearsed("RevokeApiToken", request, pb.ApiToken)
         return convert.api_token(access_service.revoke_token(self._ctx, request.name))
 
     def ListAuditRecords(
@@ -520,6 +627,12 @@ def run(
                     message=message,
                 ),
             )
+
+
+def _dry_cluster(view: views.ClusterView, preview: dryrun.DryRun) -> pb.Cluster:
+    answer = convert.cluster(view)
+    answer.dry_run.CopyFrom(convert.dry_run(preview))
+    return answer
 
 
 def _refuse_nul(request: Message) -> None:

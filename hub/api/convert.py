@@ -88,7 +88,9 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
         leader_term=c.leader_term,
         never_connected=view.never_connected,
         dgd_version=c.dgd_version,
-        cordoned=c.maintenance.cordoned,
+        # A drain cordons: a draining cluster reads cordoned (also one drained before drains
+        # recorded the cordon themselves).
+        cordoned=c.maintenance.cordoned or c.maintenance.draining,
         cordoned_device_classes=list(c.maintenance.device_classes),
         cordoned_nodes=list(c.maintenance.nodes),
         draining=c.maintenance.draining,
@@ -191,7 +193,7 @@ def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentSt
 
 def rollout(r: views.RolloutView) -> pb.RolloutStatus:
     return pb.RolloutStatus(
-        state=pb.ROLLOUT_STATE_ROLLING if r.rolling else pb.ROLLOUT_STATE_CONVERGED,
+        state=wire.enum_value(pb.RolloutState, r.state),
         generation=r.generation,
         serving_digest=r.serving_digest,
         ready_on_target=r.ready_on_target,
@@ -221,9 +223,7 @@ def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
         rollout_state=(
             pb.ROLLOUT_STATE_UNSPECIFIED
             if view.rollout is None
-            else pb.ROLLOUT_STATE_ROLLING
-            if view.rollout.rolling
-            else pb.ROLLOUT_STATE_CONVERGED
+            else wire.enum_value(pb.RolloutState, view.rollout.state)
         ),
         authority=wire.enum_value(pb.Authority, d.authority),
     )

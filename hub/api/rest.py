@@ -416,7 +416,12 @@ def _bind_query(document: dict[str, Any], *, route: _Route, query: MultiMapping[
 
 def _query_field(route: _Route, field_path: tuple[str, ...], *, key: str) -> FieldDescriptor:
     if route.body == "*":
+        dry = _dry_run_field(route)
+        if dry is not None and field_path == (dry.name,):
+            return dry
         problem = "query parameters are not accepted: the request body carries every field"
+        if dry is not None:
+            problem += f" (only {dry.name} may also be given here)"
         raise InvalidArgument(field=key, problem=problem)
     field = _resolve(route.request_type, field_path)
     if field is None:
@@ -493,10 +498,20 @@ def describe_routes(services: Sequence[ServiceDescriptor]) -> list[RouteDescript
     return found
 
 
+def _dry_run_field(route: _Route) -> FieldDescriptor | None:
+    """The request's AIP-163 switch: `?validate_only=true` asks any mutating route for a dry
+    run, also one whose body carries every other field (`POST /v1/clusters/east:drain`)."""
+    field: FieldDescriptor | None = route.request_type.fields_by_name.get("validate_only")
+    return field
+
+
 def _query_fields(
     route: _Route, desc: Descriptor, *, prefix: tuple[str, ...]
 ) -> Iterator[tuple[str, FieldDescriptor]]:
     if route.body == "*":
+        dry = _dry_run_field(route)
+        if dry is not None and not prefix:
+            yield dry.name, dry
         return
     for field in desc.fields:
         path = (*prefix, field.name)

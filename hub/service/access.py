@@ -52,9 +52,16 @@ def create_token(
         raise errors.InvalidArgument(
             "token.projects", "an operator token needs at least one project it may change"
         )
-    if role != access.ROLE_OPERATOR and names:
+    if role == access.ROLE_VIEWER and not names:
         raise errors.InvalidArgument(
-            "token.projects", f"only operator tokens name projects; a {role} token takes none"
+            "token.projects",
+            "a viewer token names the projects whose workloads it reads; for the whole fleet"
+            f" create a {access.ROLE_FLEET_VIEWER} token",
+        )
+    if role not in access.PROJECT_ROLES and names:
+        raise errors.InvalidArgument(
+            "token.projects",
+            f"only viewer and operator tokens name projects; a {role} token takes none",
         )
     if len(names) > MAX_TOKEN_PROJECTS:
         raise errors.InvalidArgument("token.projects", f"at most {MAX_TOKEN_PROJECTS} projects")

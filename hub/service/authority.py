@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 from hub import errors
 from hub.model import Deployment
-from hub.service import admit, views
-from hub.service.context import ServiceContext, snapshot, transaction
+from hub.service import admit, dryrun, views
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.deployments import resolve
 from hub.store import deployments
 from hub.store.db import Connection
@@ -42,21 +42,47 @@ def review(ctx: ServiceContext, ref: str) -> Review:
 def set_authority(
     ctx: ServiceContext, ref: str, *, authority: str, accept_differences: bool = False
 ) -> views.DeploymentView:
+    _check(authority)
+    with transaction(ctx) as tx:
+        changed = _set(ctx, tx, ref, authority=authority, accept_differences=accept_differences)
+    with snapshot(ctx) as conn:
+        return _view(ctx, conn, resolve(conn, changed.deployment_id))
+
+
+def preview_set_authority(
+    ctx: ServiceContext, ref: str, *, authority: str, accept_differences: bool = False
+) -> tuple[views.DeploymentView, dryrun.DryRun]:
+    """What `set_authority` would do (validate_only), writing nothing: the same refusals, the
+    deployment as it would be, and what would change (a promotion whose accepted differences
+    restart pods reads `restarted`)."""
+    _check(authority)
+
+    def call(c: ServiceContext, tx: Tx) -> views.DeploymentView:
+        changed = _set(c, tx, ref, authority=authority, accept_differences=accept_differences)
+        return _view(c, tx.conn, resolve(tx.conn, changed.deployment_id))
+
+    return dryrun.rehearse(ctx, call)
+
+
+def _check(authority: str) -> None:
     if authority not in ("managed", "observed"):
         raise errors.InvalidArgument("authority", "expected one of: managed, observed")
-    with transaction(ctx) as tx:
-        current = resolve(tx.conn, ref)
-        if current.authority == authority:
-            return _view(ctx, tx.conn, current)
-        if authority == "managed":
-            changed = _promote(ctx, tx.conn, current, accept_differences=accept_differences)
-        else:
-            changed = replace(current, authority="observed", rolling=False)
-        deployments.save(tx.conn, replace(changed, update_time=tx.now))
-        tx.touched.add(current.cluster_id)
-        admit.run(ctx, tx, cluster_ids=[current.cluster_id])
-    with snapshot(ctx) as conn:
-        return _view(ctx, conn, resolve(conn, current.deployment_id))
+
+
+def _set(
+    ctx: ServiceContext, tx: Tx, ref: str, *, authority: str, accept_differences: bool
+) -> Deployment:
+    current = resolve(tx.conn, ref)
+    if current.authority == authority:
+        return current
+    if authority == "managed":
+        changed = _promote(ctx, tx.conn, current, accept_differences=accept_differences)
+    else:
+        changed = replace(current, authority="observed", rolling=False)
+    deployments.save(tx.conn, replace(changed, update_time=tx.now))
+    tx.touched.add(current.cluster_id)
+    admit.run(ctx, tx, cluster_ids=[current.cluster_id])
+    return current
 
 
 def _promote(

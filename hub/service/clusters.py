@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 
 from hub import errors
 from hub.model import Cluster, Maintenance, evolve
-from hub.service import admit, failover, validate, views
-from hub.service.context import ServiceContext, snapshot, transaction
+from hub.service import admit, dryrun, failover, validate, views
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, clusters, deployments, observations
 from hub.store.db import Connection
 
@@ -98,29 +98,7 @@ def cordon(
     classes; nothing running moves (docs/placement.md, "Cordon and drain"). Idempotent."""
     _scope(node, device_class)
     with transaction(ctx) as tx:
-        cluster = _get(tx.conn, cluster_id)
-        marks = cluster.maintenance
-        if node:
-            reported = {n.node_id for n in observations.nodes_of(tx.conn, cluster_id)}
-            if node not in reported and node not in marks.nodes:
-                raise errors.InvalidArgument(
-                    "node",
-                    f"cluster {cluster_id} reports no node {node!r}"
-                    f" (see GET /v1/clusters/{cluster_id})",
-                )
-            marks = evolve(marks, nodes=tuple(sorted({*marks.nodes, node})))
-        elif device_class:
-            marks = evolve(
-                marks, device_classes=tuple(sorted({*marks.device_classes, device_class}))
-            )
-        else:
-            marks = evolve(marks, cordoned=True)
-        clusters.set_maintenance(tx.conn, cluster_id, marks)
-        # What waits there learns it is cordoned; nothing admitted is taken back. Workloads
-        # with placement.failover get stand-ins elsewhere.
-        admit.run(ctx, tx, cluster_ids=[cluster_id])
-        failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
-        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+        return _cordon(ctx, tx, cluster_id, node=node, device_class=device_class)
 
 
 def drain(ctx: ServiceContext, cluster_id: str) -> views.ClusterView:
@@ -128,11 +106,7 @@ def drain(ctx: ServiceContext, cluster_id: str) -> views.ClusterView:
     removed here once its stand-ins run (make-before-break, hub/failover.py). Observed and
     adopted deployments stay. Idempotent; `uncordon` stops it."""
     with transaction(ctx) as tx:
-        marks = _get(tx.conn, cluster_id).maintenance
-        clusters.set_maintenance(tx.conn, cluster_id, evolve(marks, draining=True))
-        admit.run(ctx, tx, cluster_ids=[cluster_id])
-        failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
-        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+        return _drain(ctx, tx, cluster_id)
 
 
 def uncordon(
@@ -142,20 +116,93 @@ def uncordon(
     cluster. What waits there is admitted if it fits. Idempotent."""
     _scope(node, device_class)
     with transaction(ctx) as tx:
-        marks = _get(tx.conn, cluster_id).maintenance
-        if node:
-            marks = evolve(marks, nodes=tuple(n for n in marks.nodes if n != node))
-        elif device_class:
-            marks = evolve(
-                marks, device_classes=tuple(c for c in marks.device_classes if c != device_class)
+        return _uncordon(ctx, tx, cluster_id, node=node, device_class=device_class)
+
+
+def preview_cordon(
+    ctx: ServiceContext, cluster_id: str, *, node: str = "", device_class: str = ""
+) -> tuple[views.ClusterView, dryrun.DryRun]:
+    """What `cordon` would do (validate_only), writing nothing: the cluster as it would be and
+    every deployment that would change (stand-ins of workloads with placement.failover)."""
+    _scope(node, device_class)
+    return dryrun.rehearse(
+        ctx,
+        lambda c, tx: _cordon(c, tx, cluster_id, node=node, device_class=device_class),
+        cluster_ids=[cluster_id],
+    )
+
+
+def preview_drain(ctx: ServiceContext, cluster_id: str) -> tuple[views.ClusterView, dryrun.DryRun]:
+    """What `drain` would do (validate_only): the stand-ins it places, and where they wait."""
+    return dryrun.rehearse(ctx, lambda c, tx: _drain(c, tx, cluster_id), cluster_ids=[cluster_id])
+
+
+def preview_uncordon(
+    ctx: ServiceContext, cluster_id: str, *, node: str = "", device_class: str = ""
+) -> tuple[views.ClusterView, dryrun.DryRun]:
+    """What `uncordon` would do (validate_only): what waits there and would be admitted, the
+    stand-ins of a stopped drain that would go."""
+    _scope(node, device_class)
+    return dryrun.rehearse(
+        ctx,
+        lambda c, tx: _uncordon(c, tx, cluster_id, node=node, device_class=device_class),
+        cluster_ids=[cluster_id],
+    )
+
+
+def _cordon(
+    ctx: ServiceContext, tx: Tx, cluster_id: str, *, node: str, device_class: str
+) -> views.ClusterView:
+    cluster = _get(tx.conn, cluster_id)
+    marks = cluster.maintenance
+    if node:
+        reported = {n.node_id for n in observations.nodes_of(tx.conn, cluster_id)}
+        if node not in reported and node not in marks.nodes:
+            raise errors.InvalidArgument(
+                "node",
+                f"cluster {cluster_id} reports no node {node!r}"
+                f" (see GET /v1/clusters/{cluster_id})",
             )
-        else:
-            marks = Maintenance()
-        clusters.set_maintenance(tx.conn, cluster_id, marks)
-        admit.run(ctx, tx, cluster_ids=[cluster_id])
-        # A stopped drain takes its stand-ins back at once; a failover's wait for failback.
-        failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
-        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+        marks = evolve(marks, nodes=tuple(sorted({*marks.nodes, node})))
+    elif device_class:
+        marks = evolve(marks, device_classes=tuple(sorted({*marks.device_classes, device_class})))
+    else:
+        marks = evolve(marks, cordoned=True)
+    clusters.set_maintenance(tx.conn, cluster_id, marks)
+    # What waits there learns it is cordoned; nothing admitted is taken back. Workloads
+    # with placement.failover get stand-ins elsewhere.
+    admit.run(ctx, tx, cluster_ids=[cluster_id])
+    failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
+    return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+
+
+def _drain(ctx: ServiceContext, tx: Tx, cluster_id: str) -> views.ClusterView:
+    marks = _get(tx.conn, cluster_id).maintenance
+    # A drain cordons (docs/placement.md): the cluster reads cordoned while it drains, and
+    # stays cordoned once drained until it is uncordoned.
+    clusters.set_maintenance(tx.conn, cluster_id, evolve(marks, cordoned=True, draining=True))
+    admit.run(ctx, tx, cluster_ids=[cluster_id])
+    failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
+    return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+
+
+def _uncordon(
+    ctx: ServiceContext, tx: Tx, cluster_id: str, *, node: str, device_class: str
+) -> views.ClusterView:
+    marks = _get(tx.conn, cluster_id).maintenance
+    if node:
+        marks = evolve(marks, nodes=tuple(n for n in marks.nodes if n != node))
+    elif device_class:
+        marks = evolve(
+            marks, device_classes=tuple(c for c in marks.device_classes if c != device_class)
+        )
+    else:
+        marks = Maintenance()
+    clusters.set_maintenance(tx.conn, cluster_id, marks)
+    admit.run(ctx, tx, cluster_ids=[cluster_id])
+    # A stopped drain takes its stand-ins back at once; a failover's wait for failback.
+    failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
+    return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
 
 
 def _scope(node: str, device_class: str) -> None:

@@ -32,6 +32,13 @@ def applied_object(ctx: ServiceContext, ref: str) -> AppliedObject:
     return applied
 
 
+def project_of(ctx: ServiceContext, deployment_id: str) -> str:
+    """The project of a deployment; "" when it is gone (a replica outliving it)."""
+    with snapshot(ctx) as conn:
+        found = deployments.get(conn, deployment_id)
+    return found.project if found is not None else ""
+
+
 def list_page(
     ctx: ServiceContext, *, where: DeploymentFilter, page_size: int, page_token: str
 ) -> tuple[list[views.DeploymentView], str]:
@@ -39,7 +46,10 @@ def list_page(
     with snapshot(ctx) as conn:
         if where.workload_id:
             workload = workloads.get(conn, where.workload_id)
-            if workload is None:
+            if workload is None or (
+                where.projects is not None and workload.project not in where.projects
+            ):
+                # Another project's workload reads as none to a scoped token (hub/access.py).
                 raise errors.NotFound("workload", where.workload_id)
             where = replace(where, workload_id=workload.workload_id)
         found = deployments.list_page(conn, where=where, after=after, limit=limit)

@@ -17,13 +17,18 @@ before and after views are of one moment.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hub.model import REASON_PREEMPTED, Deployment
 from hub.service import views
 from hub.service.context import ServiceContext, Tx, silenced
 from hub.store import deployments, workloads
+from hub.store.port import Dialect, Listening, OnNotify, Store, Transaction
+
+R = TypeVar("R")
 
 CREATED = "created"
 REMOVED = "removed"
@@ -117,6 +122,100 @@ def preview(
     return result
 
 
+def rehearse(
+    ctx: ServiceContext,
+    call: Callable[[ServiceContext, Tx], R],
+    *,
+    cluster_ids: Iterable[str] = (),
+) -> tuple[R, DryRun]:
+    """Run `call` (a use case's transaction body, which answers what the real call answers:
+    a cluster as it would be, for one) and roll it back; answer that and what the call would
+    have changed on the clusters it touched and on `cluster_ids`. For the calls that act on
+    a cluster or a deployment rather than a workload (cordon, uncordon, drain, authority)."""
+    quiet = silenced(ctx)
+    result: tuple[R, DryRun] | None = None
+    with _rolled_back(quiet) as tx:
+        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+        value = call(quiet, tx)
+        touched = sorted(tx.touched | set(cluster_ids))
+        after = _views(quiet, tx, touched)
+        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        before = _views(quiet, tx, touched)
+        changes = diff(before, after, subject="")
+        result = value, DryRun(workload=None, changes=tuple(changes), summary=summary(changes))
+    assert result is not None
+    return result
+
+
+class _Touched:
+    """The publisher of a whole dry call: it remembers which clusters' desired state the
+    call's transactions changed (for the before/after comparison) and tells no stream."""
+
+    def __init__(self) -> None:
+        self.clusters: set[str] = set()
+
+    def desired_changed(self, cluster_ids: Iterable[str]) -> None:
+        self.clusters.update(cluster_ids)
+
+    def settle(self, timeout_s: float) -> None:
+        return None
+
+    def identity_changed(self, cluster_id: str, token_hash: str | None) -> None:
+        return None
+
+
+class _Pinned:
+    """A store whose every transaction, write or read, is the dry run's one open transaction:
+    a call of several transactions reads its own writes, and nothing commits."""
+
+    shared = False  # notifications are sent at commit only; there is none
+
+    def __init__(self, inner: Store, conn: Transaction) -> None:
+        self._inner, self._conn = inner, conn
+        self.url, self.epoch = inner.url, inner.epoch
+        self.schema_version = inner.schema_version
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._inner.dialect
+
+    def write(self) -> contextlib.AbstractContextManager[Transaction]:
+        return contextlib.nullcontext(self._conn)
+
+    def read(self) -> contextlib.AbstractContextManager[Transaction]:
+        return contextlib.nullcontext(self._conn)
+
+    def listen(
+        self, channels: Sequence[str], on_notify: OnNotify, on_reconnect: Callable[[], None]
+    ) -> Listening:
+        raise NotImplementedError("a dry run listens to nothing")
+
+    def close(self) -> None:
+        return None
+
+
+def whole(ctx: ServiceContext, call: Callable[[ServiceContext], R]) -> tuple[R, DryRun]:
+    """Run a whole use case (its own transactions, reads and answer: a project's quota
+    change, a cluster's registration) in one transaction that is rolled back, and answer
+    what it answered and the deployments it would change. For the calls with no preview of
+    their own; the same guarantees as `preview` (nothing written, published or notified)."""
+    touched = _Touched()
+    quiet = dataclasses.replace(silenced(ctx), publisher=touched)
+    result: tuple[R, DryRun] | None = None
+    with _rolled_back(quiet) as tx:
+        pinned = dataclasses.replace(quiet, db=_Pinned(ctx.db, tx.conn))
+        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
+        value = call(pinned)
+        cluster_ids = sorted(touched.clusters)
+        after = _views(quiet, tx, cluster_ids)
+        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        before = _views(quiet, tx, cluster_ids)
+        changes = diff(before, after, subject="")
+        result = value, DryRun(workload=None, changes=tuple(changes), summary=summary(changes))
+    assert result is not None
+    return result
+
+
 def _views(ctx: ServiceContext, tx: Tx, cluster_ids: Sequence[str]) -> list[views.DeploymentView]:
     return views.deployment_views(ctx, tx.conn, deployments.on_clusters(tx.conn, cluster_ids))
 
@@ -196,6 +295,25 @@ def _effects(
 
 def _waits(d: Deployment) -> bool:
     return d.enabled and d.admitted_replicas < d.desired_replicas
+
+
+def visible(preview: DryRun, reads: Callable[[str], bool]) -> DryRun:
+    """The answer for a caller who reads only some projects (`reads(project)`): the changes
+    it may read, and a count of the others in the summary."""
+    shown = tuple(c for c in preview.changes if reads(c.current.deployment.project))
+    hidden = len(preview.changes) - len(shown)
+    if not hidden:
+        return preview
+    workload = preview.workload
+    if workload is not None and not reads(workload.workload.project):
+        workload = None
+    said = summary(shown) if shown else NO_CHANGE
+    noun = "deployment" if hidden == 1 else "deployments"
+    return DryRun(
+        workload=workload,
+        changes=shown,
+        summary=f"{said}; and {hidden} {noun} of other projects",
+    )
 
 
 def summary(changes: Sequence[Change]) -> str:

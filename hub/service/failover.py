@@ -97,6 +97,50 @@ def settle(tx: Tx, workload: Workload, current: list[Deployment]) -> list[Deploy
     return result
 
 
+def moving(tx: Tx, workload: Workload) -> set[str]:
+    """The deployments of the workload moving off clusters that left its placement now."""
+    records = failovers.of_workloads(tx.conn, [workload.workload_id]).get(workload.workload_id, [])
+    return {r.deployment_id for r in records if r.active and r.cause == failover.CAUSE_PLACEMENT}
+
+
+def leave(
+    tx: Tx, workload: Workload, leaving: Sequence[Deployment], added: Mapping[str, int]
+) -> None:
+    """Deployments on clusters that left the workload's placement go make-before-break, as in
+    a drain: the replicas `added` on the eligible clusters (a workload update placed them)
+    are their replacements, recorded as their stand-ins (charged to the quota once), and each
+    leaving deployment is removed once every cluster holding its replacements runs all its
+    replicas ready (hub/failover.py). One that got no replacement (the update also scaled
+    down) goes at once."""
+    left = dict(added)
+    for d in sorted(leaving, key=lambda d: d.cluster_id):
+        need, stand_ins = d.desired_replicas, {}
+        for cluster_id in sorted(left):
+            take = min(need, left[cluster_id])
+            if take:
+                stand_ins[cluster_id] = take
+                left[cluster_id] -= take
+                need -= take
+        if not stand_ins:
+            deployments.delete(tx.conn, d, now=tx.now)
+            tx.touched.add(d.cluster_id)
+            continue
+        failovers.save(
+            tx.conn,
+            FailoverRecord(
+                workload_id=workload.workload_id,
+                cluster_id=d.cluster_id,
+                deployment_id=d.deployment_id,
+                cause=failover.CAUSE_PLACEMENT,
+                start_time=tx.now,
+                replicas=d.desired_replicas,
+                stand_ins=stand_ins,
+                state="failed_over",
+                message=failover.leaving_message(d.cluster_id, stand_ins),
+            ),
+        )
+
+
 def _apply(tx: Tx, planned: _Planned) -> set[str]:
     workload, plan = planned.workload, planned.plan
     by_cluster = {d.cluster_id: d for d in planned.current}
@@ -256,6 +300,7 @@ def _share(
         desired=d.desired_replicas,
         ready=ready,
         movable=d.authority == "managed" and d.enabled and not d.adopted,
+        observed_s=None if report is None else report.observe_ns / 1e9,
     )
 
 

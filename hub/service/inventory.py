@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hub import errors
 from hub.model import Allocation
 from hub.service import validate, views
@@ -17,9 +19,8 @@ def list_replicas(
     limit, after = validate.page(page_size, page_token)
     with snapshot(ctx) as conn:
         if where.deployment_id:
-            where = ReplicaFilter(
-                deployment_id=_deployment_id(conn, where.deployment_id),
-                cluster_id=where.cluster_id,
+            where = dataclasses.replace(
+                where, deployment_id=_deployment_id(conn, where.deployment_id, where.projects)
             )
         found = observations.list_replicas(conn, where=where, after=after, limit=limit)
         result = views.replica_views(ctx, conn, found)
@@ -43,19 +44,24 @@ def list_allocations(
 ) -> tuple[list[Allocation], str]:
     limit, after = validate.page(page_size, page_token)
     with snapshot(ctx) as conn:
-        where = AllocationFilter(
+        where = dataclasses.replace(
+            where,
             replica_id=_replica_id(conn, where.replica_id) if where.replica_id else "",
-            deployment_id=_deployment_id(conn, where.deployment_id) if where.deployment_id else "",
-            project=where.project,
-            cluster_id=where.cluster_id,
+            deployment_id=(
+                _deployment_id(conn, where.deployment_id, where.projects)
+                if where.deployment_id
+                else ""
+            ),
         )
         found = observations.list_allocations(conn, where=where, after=after, limit=limit)
     return found, validate.next_token([a.replica_id for a in found], limit)
 
 
-def _deployment_id(conn: Connection, ref: str) -> str:
+def _deployment_id(conn: Connection, ref: str, projects: frozenset[str] | None = None) -> str:
+    """The deployment a filter names; NotFound when there is none, or when it is of a project
+    outside `projects` (a scoped token's: it reads as none, hub/access.py)."""
     found = deployments.get(conn, ref)
-    if found is None:
+    if found is None or (projects is not None and found.project not in projects):
         raise errors.NotFound("deployment", ref)
     return found.deployment_id
 

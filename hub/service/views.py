@@ -12,6 +12,7 @@ make up (docs/rollouts.md).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,9 @@ from hub.model import (
     PHASE_ADMITTED,
     REASON_CLUSTER_READ_ONLY,
     REASON_REJECTED,
+    ROLLOUT_CONVERGED,
+    ROLLOUT_DRIFTED,
+    ROLLOUT_ROLLING,
     AppliedObject,
     Capacity,
     Cluster,
@@ -56,6 +60,15 @@ class RolloutView:
     ready_on_target: int
     replicas_on_older: int
     surge_replicas: int
+
+    @property
+    def state(self) -> str:
+        """`rolling` while a rollout runs; `converged` only when no replica runs another
+        digest; else `drifted` (an observed deployment given a new config: nothing rolls,
+        the cluster differs, and its drift says how)."""
+        if self.rolling:
+            return ROLLOUT_ROLLING
+        return ROLLOUT_DRIFTED if self.replicas_on_older else ROLLOUT_CONVERGED
 
 
 @dataclass(frozen=True)
@@ -405,10 +418,22 @@ def workload_view(
         phase=phases.workload_phase((d.phase for d in deployments), replicas=workload.replicas),
         ready_replicas=ready,
         degraded=any(d.status is not None for d in deployments) and ready < workload.replicas,
-        waves=rollout.waves_of(workload, [d.deployment for d in deployments])
-        if workload.rollout.state
-        else (),
+        waves=_waves(workload, deployments) if workload.rollout.state else (),
     )
+
+
+def _waves(
+    workload: Workload, deployments: Sequence[DeploymentView]
+) -> tuple[rollout.ClusterWave, ...]:
+    """Each cluster's place in the workload's rollout, as the API says it: a cluster whose
+    replicas run another config while nothing rolls there reads drifted, not converged."""
+    drifted = {
+        d.deployment.cluster_id
+        for d in deployments
+        if d.rollout is not None and d.rollout.state == ROLLOUT_DRIFTED
+    }
+    waves = rollout.waves_of(workload, [d.deployment for d in deployments])
+    return tuple(dataclasses.replace(w, drifted=w.cluster_id in drifted) for w in waves)
 
 
 def cluster_view(ctx: ServiceContext, conn: Connection, cluster: Cluster) -> ClusterView:

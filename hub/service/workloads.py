@@ -145,11 +145,19 @@ def spec(ctx: ServiceContext, ref: str) -> Workload:
 
 
 def list_page(
-    ctx: ServiceContext, *, project: str, page_size: int, page_token: str
+    ctx: ServiceContext,
+    *,
+    project: str,
+    page_size: int,
+    page_token: str,
+    projects: frozenset[str] | None = None,
 ) -> tuple[list[views.WorkloadView], str]:
+    """A page of workloads (of `project`; only of `projects` when given: a scoped token's)."""
     limit, after = validate.page(page_size, page_token)
     with snapshot(ctx) as conn:
-        found = workloads.list_page(conn, after=after, limit=limit, project=project)
+        found = workloads.list_page(
+            conn, after=after, limit=limit, project=project, projects=projects
+        )
         grouped: dict[str, list[Deployment]] = {}
         for d in deployments.of_workloads(conn, [w.workload_id for w in found]):
             grouped.setdefault(d.workload_id, []).append(d)
@@ -214,16 +222,25 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
     adopted = [d for d in current if d.adopted]
     if adopted:
         _check_adopted_change(workload, adopted, new_serving, new_placement)
+    # Deployments already moving off a cluster that left the placement: they go on moving.
+    moving = failover.moving(tx, workload)
     # Stand-ins out first, so the shares add up to the workload's replicas; failover
     # places them again below for clusters still lost (docs/placement.md).
     current = failover.settle(tx, workload, current)
     involved = {d.cluster_id for d in current}
+    leaving: list[Deployment] = []
     if new_placement is not None:
         workload = replace(workload, placement=new_placement)
         eligible = _eligible(tx.conn, new_placement)
         placement.check_named_clusters(new_placement.preferences, eligible, PREFERENCES_FIELD)
         involved |= set(eligible)
-        current = _drop_ineligible(tx, current, eligible)
+        current, leaving = _drop_ineligible(tx, current, eligible)
+    elif moving:
+        # Any other update during a move (a scale, a serving change): the move goes on,
+        # its replacements placed again with the new shape.
+        eligible = _eligible(tx.conn, workload.placement)
+        leaving = [d for d in current if d.deployment_id in moving and d.cluster_id not in eligible]
+        current = [d for d in current if d not in leaving]
     if new_serving is not None and new_serving.devices_per_replica != (
         workload.serving.devices_per_replica
     ):
@@ -245,7 +262,17 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
     workload = replace(workload, update_time=tx.now)
     workloads.update(tx.conn, workload)
     eligible = _eligible(tx.conn, workload.placement)
+    shares_before = {d.cluster_id: d.desired_replicas for d in current}
+    # Replicas of deployments leaving the placement are placed again on the eligible
+    # clusters here, like any new replica; the leaving ones keep running meanwhile.
     current = _rescale(tx, workload, current, eligible)
+    if leaving:
+        added = {
+            d.cluster_id: d.desired_replicas - shares_before.get(d.cluster_id, 0)
+            for d in current
+            if d.desired_replicas > shares_before.get(d.cluster_id, 0)
+        }
+        failover.leave(tx, workload, leaving, added)
     # At once, or in waves (a rollout kept on the workload): hub/service/rollouts.py.
     rollouts.apply_change(ctx, tx, before, workload, current)
     involved |= {d.cluster_id for d in current}
@@ -282,15 +309,21 @@ def _delete(ctx: ServiceContext, tx: Tx, ref: str) -> str:
 
 def _drop_ineligible(
     tx: Tx, current: list[Deployment], eligible: Sequence[str]
-) -> list[Deployment]:
-    keep = []
+) -> tuple[list[Deployment], list[Deployment]]:
+    """(the deployments on eligible clusters, those leaving make-before-break). A managed,
+    enabled deployment with replicas on a cluster that left the placement keeps running until
+    its replacements elsewhere do, as in a drain (hub/failover.py); any other is deleted now
+    (nothing of it runs, or Wingsmith does not manage it)."""
+    keep, leaving = [], []
     for d in current:
         if d.cluster_id in eligible:
             keep.append(d)
+        elif d.authority == "managed" and d.enabled and not d.adopted and d.desired_replicas:
+            leaving.append(d)
         else:
             deployments.delete(tx.conn, d, now=tx.now)
             tx.touched.add(d.cluster_id)
-    return keep
+    return keep, leaving
 
 
 def _rescale(

@@ -20,7 +20,7 @@ from typing import Any
 
 from hub import serving
 from hub.model import Deployment
-from hub.store import clusters, codec
+from hub.store import clusters, codec, port
 from hub.store.port import Row, Transaction
 
 # The fields a statement reads (keys, filters, the waiting clause, the accounting sums, the
@@ -78,6 +78,8 @@ class DeploymentFilter:
     workload_id: str = ""
     cluster_id: str = ""
     project: str = ""
+    # Only these projects' (a scoped token's); None: every project.
+    projects: frozenset[str] | None = None
 
 
 def save(conn: Transaction, deployment: Deployment) -> int:
@@ -139,6 +141,10 @@ def list_page(
         if value:
             clauses.append(f"{column} = ?")
             params.append(value)
+    if where.projects is not None:
+        clause, values = port.among("d.project", where.projects)
+        clauses.append(clause)
+        params += values
     rows = conn.execute(
         _select(" AND ".join(clauses)) + " ORDER BY d.deployment_id LIMIT ?", [*params, limit]
     ).fetchall()

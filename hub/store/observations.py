@@ -28,7 +28,7 @@ from hub.model import (
     ReplicaObservation,
     StatusReport,
 )
-from hub.store import codec
+from hub.store import codec, port
 from hub.store.port import Transaction
 
 
@@ -636,6 +636,8 @@ class ReplicaFilter:
     deployment_id: str = ""
     cluster_id: str = ""
     replica_id: str = ""
+    # Only replicas of these projects' deployments (a scoped token's); None: every one.
+    projects: frozenset[str] | None = None
 
 
 def list_replicas(
@@ -650,6 +652,10 @@ def list_replicas(
         if value:
             clauses.append(f"{column} = ?")
             params.append(value)
+    if where.projects is not None:
+        clause, values = port.among("project", where.projects)
+        clauses.append(f"r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})")
+        params += values
     rows = conn.execute(
         f"SELECT r.* FROM replicas r WHERE {' AND '.join(clauses)} ORDER BY r.replica_id LIMIT ?",
         [*params, limit],
@@ -685,6 +691,9 @@ class AllocationFilter:
     deployment_id: str = ""
     project: str = ""
     cluster_id: str = ""
+    # Only allocations of these projects' replicas (a scoped token's; a pod of no deployment
+    # belongs to none); None: every one.
+    projects: frozenset[str] | None = None
 
 
 def list_allocations(
@@ -701,6 +710,10 @@ def list_allocations(
         if value:
             clauses.append(f"{column} = ?")
             params.append(value)
+    if where.projects is not None:
+        clause, values = port.among("d.project", where.projects)
+        clauses.append(clause)
+        params += values
     rows = conn.execute(
         "SELECT a.cluster_id, a.node_id, a.namespace, a.pod_name, a.device_id,"
         " r.replica_id, r.deployment_id, d.project FROM allocations a"

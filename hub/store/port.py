@@ -198,6 +198,15 @@ def marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
+def among(column: str, values: Iterable[str]) -> tuple[str, list[str]]:
+    """A WHERE clause keeping rows whose `column` is one of `values` (a scoped token's projects:
+    at most a few dozen, one statement), and its parameters; none given keeps no row."""
+    items = sorted(set(values))
+    if not items:
+        return "1 = 0", []
+    return f"{column} IN ({marks(items)})", items
+
+
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 

@@ -1,5 +1,10 @@
 """Scoped API tokens (table api_tokens). Only the SHA-256 of a secret is stored: secrets are
-32 random bytes, so a fast hash suffices and its unique index finds the token at once."""
+32 random bytes, so a fast hash suffices and its unique index finds the token at once.
+
+A `fleet_viewer` is stored as a `viewer` naming no project: the table's CHECK on the role
+(migration 0011) predates the role, and a viewer of no project was, and is, exactly the token
+that reads the whole fleet; a viewer of projects reads only theirs (hub/access.py).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,10 @@ from hub import errors
 from hub.model import ApiToken
 from hub.store import codec
 from hub.store.port import IntegrityError, Row, Transaction
+
+# hub/access.py's role words (the store sits below it).
+_VIEWER = "viewer"
+_FLEET_VIEWER = "fleet_viewer"
 
 
 def insert(conn: Transaction, token: ApiToken, *, secret_hash: str) -> None:
@@ -16,7 +25,7 @@ def insert(conn: Transaction, token: ApiToken, *, secret_hash: str) -> None:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (
                 token.name,
-                token.role,
+                _VIEWER if token.role == _FLEET_VIEWER else token.role,
                 codec.dumps(list(token.projects)),
                 secret_hash,
                 token.create_time,
@@ -58,10 +67,12 @@ def revoke(conn: Transaction, name: str, *, now: float) -> None:
 
 
 def _token(row: Row) -> ApiToken:
+    projects = tuple(codec.loads(row["projects"]))
+    role = row["role"]
     return ApiToken(
         name=row["name"],
-        role=row["role"],
-        projects=tuple(codec.loads(row["projects"])),
+        role=_FLEET_VIEWER if role == _VIEWER and not projects else role,
+        projects=projects,
         create_time=row["create_time"],
         created_by=row["created_by"],
         revoke_time=row["revoke_time"],

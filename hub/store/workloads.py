@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hub import errors, serving
@@ -15,7 +15,7 @@ from hub.model import (
     Workload,
     WorkloadRollout,
 )
-from hub.store import codec
+from hub.store import codec, port
 from hub.store.port import IntegrityError, Row, Transaction
 
 
@@ -88,12 +88,24 @@ def get(conn: Transaction, ref: str) -> Workload | None:
     return _workload(row) if row else None
 
 
-def list_page(conn: Transaction, *, after: str, limit: int, project: str = "") -> list[Workload]:
+def list_page(
+    conn: Transaction,
+    *,
+    after: str,
+    limit: int,
+    project: str = "",
+    projects: Iterable[str] | None = None,
+) -> list[Workload]:
+    """A page by name; of one `project`, and only of `projects` when given (a scoped token's)."""
     query = "SELECT * FROM workloads WHERE name > ?"
     params: list[object] = [after]
     if project:
         query += " AND project = ?"
         params.append(project)
+    if projects is not None:
+        clause, values = port.among("project", projects)
+        query += f" AND {clause}"
+        params += values
     rows = conn.execute(query + " ORDER BY name LIMIT ?", [*params, limit]).fetchall()
     return [_workload(r) for r in rows]
 

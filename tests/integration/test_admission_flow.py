@@ -170,12 +170,24 @@ def test_changing_placement_moves_replicas_and_keeps_remaining_shares(
         with_devices(hub, cluster_id)
     hub.create_project("search", H100_80GB=64)
     hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
-    wait_until(lambda: hub.get("/v1/workloads/chat")["phase"] == "running")
+    wait_until(lambda: hub.get("/v1/workloads/chat")["ready_replicas"] == 2, what="running")
     moved = hub.patch("/v1/workloads/chat", {"placement": {"clusters": ["west"]}})
-    assert [(d["cluster_id"], d["desired_replicas"]) for d in moved["deployments"]] == [("west", 2)]
+    # Make-before-break (issue 20): east keeps running while west's replacements start.
+    assert [(d["cluster_id"], d["desired_replicas"]) for d in moved["deployments"]] == [
+        ("east", 2),
+        ("west", 2),
+    ]
+    ready_seen: list[int] = []
+
+    def gone_from_east() -> bool:
+        ready_seen.append(hub.get("/v1/workloads/chat")["ready_replicas"])
+        return hub.rest("GET", "/v1/deployments/chat.east", check=False)[0] == 404
+
+    wait_until(gone_from_east, what="east removed once west runs")
+    assert min(ready_seen) >= 2, f"ready replicas fell during the move: {ready_seen}"
+    (move,) = hub.get("/v1/workloads/chat")["failovers"]
+    assert (move["cause"], move["state"]) == ("placement", "moved")
     wait_until(lambda: hub.get("/v1/workloads/chat")["phase"] == "running", what="moved")
-    status, _ = hub.rest("GET", "/v1/deployments/chat.east", check=False)
-    assert status == 404
     wait_until(lambda: not hub.get("/v1/allocations?cluster_id=east")["allocations"])
 
 

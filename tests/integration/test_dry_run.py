@@ -138,7 +138,7 @@ def test_validate_only_over_grpc_is_authorized_as_the_real_call_and_not_audited(
 ) -> None:
     running = fleet(hub, agents)
     hub.post("/v1/workloads", workload("chat", replicas=1))
-    viewer = hub.post("/v1/tokens", {"name": "viewer", "role": "viewer"})["secret"]
+    viewer = hub.post("/v1/tokens", {"name": "viewer", "role": "fleet_viewer"})["secret"]
     # Settled first: a replica still starting would change the state under the comparison.
     wait_until(lambda: hub.get("/v1/workloads/chat")["ready_replicas"] == 1, what="chat ready")
     before = state(hub, running)
@@ -191,3 +191,57 @@ def test_a_previewed_promotion_of_a_discovered_dgd_writes_nothing_and_predicts_i
 
     real = hub.post("/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"})
     assert decided(real["deployments"]) == decided(preview["deployments"])
+
+
+def test_cordon_drain_uncordon_and_authority_take_validate_only_over_rest_and_grpc(
+    hub: Hub, agents: Callable[..., SimAgent]
+) -> None:
+    # Issue 20: a drain once refused validate_only with 400; every mutating call takes it.
+    running = fleet(hub, agents)
+    hub.post("/v1/workloads", workload("chat", replicas=1, clusters=("east", "west")))
+    wait_until(lambda: hub.get("/v1/workloads/chat")["ready_replicas"] == 1, what="chat ready")
+    home = next(d for d in hub.get("/v1/deployments")["deployments"])
+    before = state(hub, running)
+
+    status, drained = hub.rest(
+        "POST", f"/v1/clusters/{home['cluster_id']}:drain?validate_only=true", {}
+    )
+    assert status == 200, drained
+    assert (drained["cordoned"], drained["draining"]) == (True, True)
+    stand_ins = {c["cluster_id"]: c["effects"] for c in drained["dry_run"]["changes"]}
+    assert list(stand_ins.values()) == [["created", "admitted"]], drained["dry_run"]
+    cordoned = hub.post(f"/v1/clusters/{home['cluster_id']}:cordon", {"validate_only": True})
+    assert cordoned["cordoned"] is True and cordoned["dry_run"]["summary"] == "no change"
+    demoted = hub.post(
+        f"/v1/deployments/{home['name']}/authority",
+        {"authority": "observed", "validate_only": True},
+    )
+    assert demoted["authority"] == "observed" and "dry_run" in demoted
+    with grpc.insecure_channel(hub.grpc_target) as channel:
+        stub = control_pb2_grpc.ControlServiceStub(channel)
+        admin = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+        answer = stub.DrainCluster(
+            control_pb2.DrainClusterRequest(cluster_id=home["cluster_id"], validate_only=True),
+            metadata=admin,
+        )
+        assert answer.draining and answer.cordoned
+        assert [list(c.effects) for c in answer.dry_run.changes] == [["created", "admitted"]]
+        answer = stub.UncordonCluster(
+            control_pb2.UncordonClusterRequest(cluster_id=home["cluster_id"], validate_only=True),
+            metadata=admin,
+        )
+        assert answer.dry_run.summary == "no change"
+    assert state(hub, running) == before, "a dry run writes, publishes and audits nothing"
+
+    # The real drain does what its dry run said: the same stand-ins, the same marks.
+    real = hub.post(f"/v1/clusters/{home['cluster_id']}:drain", {})
+    assert (real["cordoned"], real["draining"]) == (True, True)
+    placed = {
+        d["cluster_id"]: (d["desired_replicas"], d["admitted_replicas"])
+        for d in hub.get("/v1/deployments")["deployments"]
+        if d["cluster_id"] != home["cluster_id"]
+    }
+    (change,) = drained["dry_run"]["changes"]
+    assert placed == {
+        change["cluster_id"]: (change["desired_replicas"], change["admitted_replicas"])
+    }

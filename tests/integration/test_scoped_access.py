@@ -11,6 +11,7 @@ mutating call, allowed or refused, must leave an audit record naming who, what a
 from __future__ import annotations
 
 import http.client
+import json
 import subprocess
 import sys
 import time
@@ -134,14 +135,16 @@ def test_an_operator_is_refused_everything_outside_its_projects(
     _, hub = env
     refs = fleet(hub, agents, tmp_path)
     operator = make_token(hub, "team-a", "operator", "a")
-    make_token(hub, "viewer", "viewer")
+    make_token(hub, "viewer", "fleet_viewer")
     before_b = hub.get(f"/v1/workloads/{refs['b_workload']}")
     before_project_a = hub.get("/v1/projects/a")["quotas"]
 
     for method, (verb, path, body) in calls(refs).items():
         status, answer = hub.rest(verb, path, body, token=operator, check=False)
         if method in READS:
-            assert status != 403, f"{method}: an operator reads the fleet ({answer})"
+            # Reads: the fleet's facts, and of workloads only its own project's (project b's
+            # resources read as none: test_a_project_scoped_token_reads_only_its_projects).
+            assert status != 403, f"{method}: an operator reads ({answer})"
             continue
         assert status == 403, f"{method} {verb} {path}: expected 403, got {status} {answer}"
         message = answer["error"]["message"]
@@ -171,19 +174,19 @@ def test_an_operator_is_refused_everything_outside_its_projects(
     )
 
 
-def test_a_viewer_reads_and_changes_nothing_over_rest_and_grpc(
+def test_a_fleet_viewer_reads_everything_and_changes_nothing_over_rest_and_grpc(
     env: tuple[LoopThread, Hub], agents: Callable[..., SimAgent], tmp_path: Path
 ) -> None:
     _, hub = env
     refs = fleet(hub, agents, tmp_path)
-    viewer = make_token(hub, "viewer", "viewer")
+    viewer = make_token(hub, "viewer", "fleet_viewer")
     for method, (verb, path, body) in calls(refs).items():
         status, answer = hub.rest(verb, path, body, token=viewer, check=False)
         if method in READS:
             assert status != 403, f"{method}: a viewer reads ({answer})"
         else:
             assert status == 403, f"{method}: expected 403, got {status} {answer}"
-            assert "token/viewer (viewer)" in answer["error"]["message"]
+            assert "token/viewer (fleet_viewer)" in answer["error"]["message"]
 
     with grpc.insecure_channel(hub.grpc_target) as channel:
         stub = control_pb2_grpc.ControlServiceStub(channel)
@@ -196,6 +199,78 @@ def test_a_viewer_reads_and_changes_nothing_over_rest_and_grpc(
             )
         assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert hub.get(f"/v1/workloads/{refs['a_workload']}")["name"] == "aw"
+
+
+def test_a_project_scoped_token_reads_only_its_projects(
+    env: tuple[LoopThread, Hub], agents: Callable[..., SimAgent], tmp_path: Path
+) -> None:
+    """Issue 20: a viewer or operator of project a reads a's workloads, deployments, replicas
+    and allocations, and none of b's (NOT_FOUND, as if they did not exist; a list filtered by
+    b is refused); clusters and projects stay fleet facts. A fleet_viewer reads everything."""
+    _, hub = env
+    refs = fleet(hub, agents, tmp_path)
+    wait_until(lambda: len(hub.get("/v1/replicas")["replicas"]) >= 2, what="both replicas")
+    wait_until(lambda: len(hub.get("/v1/allocations")["allocations"]) >= 2, what="allocations")
+    every = {
+        "workloads": hub.get("/v1/workloads")["workloads"],
+        "deployments": hub.get("/v1/deployments")["deployments"],
+        "replicas": hub.get("/v1/replicas")["replicas"],
+        "allocations": hub.get("/v1/allocations")["allocations"],
+    }
+    a_deployments = {refs["a_deployment"]}
+    for token in (
+        make_token(hub, "team-a-view", "viewer", "a"),
+        make_token(hub, "team-a", "operator", "a"),
+    ):
+
+        def read(path: str, token: str = token) -> tuple[int, dict[str, Any]]:
+            return hub.rest("GET", path, token=token, check=False)
+
+        assert [w["name"] for w in read("/v1/workloads")[1]["workloads"]] == ["aw"]
+        assert {d["deployment_id"] for d in read("/v1/deployments")[1]["deployments"]} == (
+            a_deployments
+        )
+        replicas = read("/v1/replicas")[1]["replicas"]
+        assert replicas and {r["deployment_id"] for r in replicas} == a_deployments
+        allocations = read("/v1/allocations")[1]["allocations"]
+        assert allocations and {a["project"] for a in allocations} == {"a"}
+        b_replica = next(
+            r["replica_id"] for r in every["replicas"] if r["deployment_id"] == refs["b_deployment"]
+        )
+        for path in (
+            f"/v1/workloads/{refs['b_workload']}",
+            "/v1/workloads/bw",
+            f"/v1/deployments/{refs['b_deployment']}",
+            f"/v1/deployments/{refs['b_deployment']}/review",
+            f"/v1/deployments/{refs['b_deployment']}/applied",
+            f"/v1/replicas/{b_replica}",
+            f"/v1/deployments?workload_id={refs['b_workload']}",
+            f"/v1/replicas?deployment_id={refs['b_deployment']}",
+            f"/v1/allocations?deployment_id={refs['b_deployment']}",
+        ):
+            status, answer = read(path)
+            assert status == 404, (path, answer)
+            assert "bw" not in json.dumps(answer) or "bw" in path
+        for path in ("/v1/workloads?project=b", "/v1/allocations?project=b"):
+            status, answer = read(path)
+            assert status == 403 and "reads only its own projects" in answer["error"]["message"]
+        # Its own, and the fleet's facts, it reads.
+        assert read(f"/v1/workloads/{refs['a_workload']}")[0] == 200
+        assert read("/v1/clusters/east")[0] == 200
+        assert {p["name"] for p in read("/v1/projects")[1]["projects"]} == {"a", "b"}
+
+    fleet_viewer = make_token(hub, "sre", "fleet_viewer")
+    for kind, listed in every.items():
+        assert hub.rest("GET", f"/v1/{kind}", token=fleet_viewer)[1][kind] == listed, kind
+    assert hub.rest("GET", f"/v1/workloads/{refs['b_workload']}", token=fleet_viewer)[0] == 200
+    with grpc.insecure_channel(hub.grpc_target) as channel:
+        stub = control_pb2_grpc.ControlServiceStub(channel)
+        scoped = (("authorization", f"Bearer {make_token(hub, 'grpc-a', 'viewer', 'a')}"),)
+        listed = stub.ListWorkloads(control_pb2.ListWorkloadsRequest(), metadata=scoped)
+        assert [w.name for w in listed.workloads] == ["aw"]
+        with pytest.raises(grpc.RpcError) as hidden:
+            stub.GetWorkload(control_pb2.GetWorkloadRequest(ref="bw"), metadata=scoped)
+        assert hidden.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_tokens_are_shown_once_stored_hashed_and_revoked_at_once(
@@ -227,7 +302,8 @@ def test_tokens_are_shown_once_stored_hashed_and_revoked_at_once(
 
     for body, field in (
         ({"name": "x", "role": "operator"}, "token.projects"),
-        ({"name": "x", "role": "viewer", "projects": ["a"]}, "token.projects"),
+        ({"name": "x", "role": "fleet_viewer", "projects": ["a"]}, "token.projects"),
+        ({"name": "x", "role": "viewer"}, "token.projects"),
         ({"name": "x", "role": "root"}, "token.role"),
         ({"name": "Bad Name", "role": "viewer"}, "token.name"),
     ):
@@ -237,7 +313,7 @@ def test_tokens_are_shown_once_stored_hashed_and_revoked_at_once(
         "POST", "/v1/tokens", {"name": "x", "role": "operator", "projects": ["nope"]}, check=False
     )
     assert status == 404
-    status, _ = hub.rest("POST", "/v1/tokens", {"name": "ci", "role": "viewer"}, check=False)
+    status, _ = hub.rest("POST", "/v1/tokens", {"name": "ci", "role": "fleet_viewer"}, check=False)
     assert status == 409, "a revoked token's name stays taken (its audit records name it)"
 
 
@@ -249,7 +325,7 @@ def test_a_scoped_token_is_looked_up_once_per_call_and_revocation_holds_on_a_kep
     alive never lends one request's proof to the next: a revoked token is refused at once."""
     _, hub = env
     hub.create_project("a", H100_80GB=4)
-    secret = make_token(hub, "ci", "viewer")
+    secret = make_token(hub, "ci", "viewer", "a")
     lookups: list[str] = []
     lookup = access_service.principal_for_secret
 
@@ -458,7 +534,7 @@ def test_the_dashboard_takes_scoped_tokens_and_their_limits(
 
     _, hub = env
     refs = fleet(hub, agents, tmp_path)
-    viewer = make_token(hub, "wall-screen", "viewer")
+    viewer = make_token(hub, "wall-screen", "viewer", "a")
     client = Client(hub)
     login = client.request("POST", "/ui/login", {"token": viewer, "next": "/ui/fleet"})
     assert login.status == 303 and viewer not in str(login.set_cookies)
@@ -466,7 +542,7 @@ def test_the_dashboard_takes_scoped_tokens_and_their_limits(
 
     path = f"/ui/discovered/{refs['discovered']}/track"
     refused = client.request("POST", path, {"csrf": client.csrf("/ui/discovered")})
-    assert refused.status == 403 and "token/wall-screen (viewer)" in refused.body
+    assert refused.status == 403 and "token/wall-screen (viewer of a)" in refused.body
     assert hub.get(f"/v1/discovered/{refs['discovered']}")["state"] == "new"
     (record,) = audit_records(hub, "actor=token/wall-screen")
     assert record["edge"] == "dashboard" and record["action"] == "TrackDiscovered"

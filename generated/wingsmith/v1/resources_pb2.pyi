@@ -222,7 +222,9 @@ class _RolloutStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RolloutS
     DESCRIPTOR: _descriptor.EnumDescriptor
     ROLLOUT_STATE_UNSPECIFIED: _RolloutState.ValueType  # 0
     ROLLOUT_STATE_CONVERGED: _RolloutState.ValueType  # 1
-    """Every replica runs the deployment's current serving digest."""
+    """Every replica runs the deployment's current serving digest (a deployment's: none rolling
+    and none on another digest).
+    """
     ROLLOUT_STATE_ROLLING: _RolloutState.ValueType  # 2
     """Replicas of an older generation are still up, or the new one is not ready yet."""
     ROLLOUT_STATE_PAUSED: _RolloutState.ValueType  # 10
@@ -231,12 +233,19 @@ class _RolloutStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RolloutS
     """A rollout in waves was aborted: the clusters it changed went back to the previous config."""
     ROLLOUT_STATE_WAITING: _RolloutState.ValueType  # 12
     """A cluster waiting for its wave: it keeps the previous serving config meanwhile."""
+    ROLLOUT_STATE_DRIFTED: _RolloutState.ValueType  # 13
+    """A deployment's: nothing rolls out, yet replicas run another serving config than the
+    declared one (its drift names it). An observed deployment given a new config reads this:
+    Wingsmith does not write what it observes, so it never converges by itself.
+    """
 
 class RolloutState(_RolloutState, metaclass=_RolloutStateEnumTypeWrapper): ...
 
 ROLLOUT_STATE_UNSPECIFIED: RolloutState.ValueType  # 0
 ROLLOUT_STATE_CONVERGED: RolloutState.ValueType  # 1
-"""Every replica runs the deployment's current serving digest."""
+"""Every replica runs the deployment's current serving digest (a deployment's: none rolling
+and none on another digest).
+"""
 ROLLOUT_STATE_ROLLING: RolloutState.ValueType  # 2
 """Replicas of an older generation are still up, or the new one is not ready yet."""
 ROLLOUT_STATE_PAUSED: RolloutState.ValueType  # 10
@@ -245,6 +254,11 @@ ROLLOUT_STATE_ABORTED: RolloutState.ValueType  # 11
 """A rollout in waves was aborted: the clusters it changed went back to the previous config."""
 ROLLOUT_STATE_WAITING: RolloutState.ValueType  # 12
 """A cluster waiting for its wave: it keeps the previous serving config meanwhile."""
+ROLLOUT_STATE_DRIFTED: RolloutState.ValueType  # 13
+"""A deployment's: nothing rolls out, yet replicas run another serving config than the
+declared one (its drift names it). An observed deployment given a new config reads this:
+Wingsmith does not write what it observes, so it never converges by itself.
+"""
 Global___RolloutState: _TypeAlias = RolloutState  # noqa: Y015
 
 class _DiscoveredState:
@@ -328,26 +342,38 @@ class _ApiRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ApiRole.Value
     DESCRIPTOR: _descriptor.EnumDescriptor
     API_ROLE_UNSPECIFIED: _ApiRole.ValueType  # 0
     API_ROLE_VIEWER: _ApiRole.ValueType  # 1
-    """Reads everything; changes nothing."""
+    """Reads its projects' workloads, deployments, replicas and allocations (and the fleet's
+    clusters, projects and inventory); changes nothing. A viewer stored without projects
+    (before viewers named any) reads the whole fleet.
+    """
     API_ROLE_OPERATOR: _ApiRole.ValueType  # 2
-    """Reads everything; changes workloads (and their deployments and discovered decisions) of
-    its projects only. Quotas, projects, clusters and tokens stay the admin's.
+    """Reads as a viewer of its projects; changes workloads (and their deployments and
+    discovered decisions) of its projects only. Quotas, projects, clusters and tokens stay
+    the admin's.
     """
     API_ROLE_ADMIN: _ApiRole.ValueType  # 3
     """Everything, like the admin token."""
+    API_ROLE_FLEET_VIEWER: _ApiRole.ValueType  # 4
+    """Reads the whole fleet, every project's workloads included; changes nothing."""
 
 class ApiRole(_ApiRole, metaclass=_ApiRoleEnumTypeWrapper):
     """What a scoped API token may do (docs/security.md)."""
 
 API_ROLE_UNSPECIFIED: ApiRole.ValueType  # 0
 API_ROLE_VIEWER: ApiRole.ValueType  # 1
-"""Reads everything; changes nothing."""
+"""Reads its projects' workloads, deployments, replicas and allocations (and the fleet's
+clusters, projects and inventory); changes nothing. A viewer stored without projects
+(before viewers named any) reads the whole fleet.
+"""
 API_ROLE_OPERATOR: ApiRole.ValueType  # 2
-"""Reads everything; changes workloads (and their deployments and discovered decisions) of
-its projects only. Quotas, projects, clusters and tokens stay the admin's.
+"""Reads as a viewer of its projects; changes workloads (and their deployments and
+discovered decisions) of its projects only. Quotas, projects, clusters and tokens stay
+the admin's.
 """
 API_ROLE_ADMIN: ApiRole.ValueType  # 3
 """Everything, like the admin token."""
+API_ROLE_FLEET_VIEWER: ApiRole.ValueType  # 4
+"""Reads the whole fleet, every project's workloads included; changes nothing."""
 Global___ApiRole: _TypeAlias = ApiRole  # noqa: Y015
 
 @_typing.final
@@ -405,6 +431,7 @@ class Project(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     PREEMPTIBLE_BY_OTHER_PROJECTS_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Unique, a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters."""
     preemptible_by_other_projects: _builtins.bool
@@ -424,6 +451,13 @@ class Project(_message.Message):
     def create_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def dry_run(self) -> Global___DryRunResult:
+        """Output only: set only in the answer to a validate_only create or update (AIP-163), which
+        is this project as it would be; what the call would change (a raised quota admits what
+        waits).
+        """
+
     def __init__(
         self,
         *,
@@ -433,10 +467,11 @@ class Project(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         preemptible_by_other_projects: _builtins.bool = ...,
+        dry_run: Global___DryRunResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "name", b"name", "preemptible_by_other_projects", b"preemptible_by_other_projects", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "name", b"name", "preemptible_by_other_projects", b"preemptible_by_other_projects", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -540,6 +575,7 @@ class Cluster(_message.Message):
     CORDONED_DEVICE_CLASSES_FIELD_NUMBER: _builtins.int
     CORDONED_NODES_FIELD_NUMBER: _builtins.int
     DRAINING_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
     cluster_id: _builtins.str
     """Unique, a DNS-1123 label."""
     connected: _builtins.bool
@@ -599,6 +635,12 @@ class Cluster(_message.Message):
     def cordoned_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Cordoned nodes: their free devices count as no capacity for new admissions."""
 
+    @_builtins.property
+    def dry_run(self) -> Global___DryRunResult:
+        """Output only: set only in the answer to a validate_only cordon, uncordon or drain
+        (AIP-163), which is this cluster as it would be; what the call would change.
+        """
+
     def __init__(
         self,
         *,
@@ -622,10 +664,11 @@ class Cluster(_message.Message):
         cordoned_device_classes: _abc.Iterable[_builtins.str] | None = ...,
         cordoned_nodes: _abc.Iterable[_builtins.str] | None = ...,
         draining: _builtins.bool = ...,
+        dry_run: Global___DryRunResult | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "last_seen", b"last_seen"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "last_seen", b"last_seen"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "cordoned", b"cordoned", "cordoned_device_classes", b"cordoned_device_classes", "cordoned_nodes", b"cordoned_nodes", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "dgd_version", b"dgd_version", "draining", b"draining", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_version", b"agent_version", "agents", b"agents", "applied_revision", b"applied_revision", "cluster_id", b"cluster_id", "connected", b"connected", "cordoned", b"cordoned", "cordoned_device_classes", b"cordoned_device_classes", "cordoned_nodes", b"cordoned_nodes", "create_time", b"create_time", "desired_revision", b"desired_revision", "devices", b"devices", "dgd_version", b"dgd_version", "draining", b"draining", "dry_run", b"dry_run", "labels", b"labels", "last_seen", b"last_seen", "leader_term", b"leader_term", "never_connected", b"never_connected", "nodes", b"nodes", "read_only", b"read_only", "stale", b"stale"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1065,11 +1108,15 @@ class FailoverStatus(_message.Message):
     cluster_id: _builtins.str
     """The cluster whose replicas were placed elsewhere."""
     cause: _builtins.str
-    """"stale" (silent past the toleration), "cordoned" or "draining"."""
+    """"stale" (silent past the toleration), "cordoned", "draining", or "placement" (the
+    cluster left the workload's placement: its deployment moves make-before-break).
+    """
     state: _builtins.str
-    """"failed_over": stand-ins placed; "recovering": back and ready, failback at failback_time
-    unless interrupted; "failed_back": stand-ins removed at end_time; "drained": the drained
-    deployment removed once its stand-ins ran, the stand-ins kept.
+    """"failed_over": stand-ins placed; "stays": no other eligible cluster was open, so nothing
+    stands in and the replicas stay (the message says why); "recovering": back and its
+    replicas ready in a report made since it returned, failback at failback_time unless
+    interrupted; "failed_back": stand-ins removed at end_time; "drained" / "moved": the
+    drained (or moved) deployment removed once its stand-ins ran, the stand-ins kept.
     """
     replicas: _builtins.int
     """Replicas of the lost cluster's deployment that got stand-ins."""
@@ -2319,7 +2366,9 @@ class ApiToken(_message.Message):
     """Output only: who created it ("admin", "token/<name>")."""
     @_builtins.property
     def projects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The projects an operator may change (required for operator, empty otherwise)."""
+        """The projects a viewer reads, or an operator reads and changes (required for both, empty
+        otherwise).
+        """
 
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:

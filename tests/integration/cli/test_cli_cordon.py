@@ -22,6 +22,9 @@ def test_cordon_and_uncordon_print_the_cluster_with_its_scheduling(cli: Runner) 
     assert (answer["cordoned"], answer["cordoned_device_classes"]) == (True, ["A100-40GB"])
 
     cli.ok("uncordon", "cluster", "east", "--device-class", "A100-40GB")
+    dry = cli.ok("drain", "cluster", "east", "--dry-run")
+    assert dry.startswith("cluster/east drain (dry run): no change"), dry
+    assert cli.hub.client().get("/v1/clusters/east").get("draining", False) is False
     out = cli.ok("drain", "cluster", "east")
     assert out.splitlines()[1].split()[-1] == "draining"
     out = cli.ok("uncordon", "cluster", "east")
@@ -63,6 +66,6 @@ def test_describe_a_workload_shows_its_failovers(cli: Runner) -> None:
     at = lines.index("Failovers:")
     assert lines[at + 1].split()[:3] == ["CLUSTER", "CAUSE", "STATE"]
     row = lines[at + 2].split()
-    assert row[:3] == ["east", "cordoned", "failed_over"]
+    assert row[:3] == ["east", "cordoned", "stays"]
     # Pinned to east: nowhere else to go, and it says so; nothing deleted there.
     assert "no other eligible cluster is open" in lines[at + 2]

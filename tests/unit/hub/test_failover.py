@@ -55,8 +55,12 @@ def record(
     )
 
 
-def share(cluster: str, desired: int, ready: int = -1, *, movable: bool = True) -> Share:
-    return Share(f"dep_{cluster}", cluster, desired, desired if ready < 0 else ready, movable)
+def share(
+    cluster: str, desired: int, ready: int = -1, *, movable: bool = True, observed_s: float = 1.0
+) -> Share:
+    """`observed_s`: when the cluster reported `ready` (after the records' start, 0.0)."""
+    ready = desired if ready < 0 else ready
+    return Share(f"dep_{cluster}", cluster, desired, ready, movable, observed_s)
 
 
 UP = {c: Site(c) for c in ("east", "west", "north")}
@@ -124,7 +128,7 @@ def with_sites(**changes: Site) -> dict[str, Site]:
             ),
             1000.0,
             {},
-            ["failed_over", "failed_over"],  # recorded, with nowhere to go
+            ["stays", "stays"],  # recorded, with nowhere to go: nothing failed over
             [],
         ),
         (
@@ -146,12 +150,12 @@ def with_sites(**changes: Site) -> dict[str, Site]:
             [],
         ),
         (
-            "back but not all ready: stand-ins stay, no window",
+            "back but not all ready: stand-ins stay, no window; the record says what it waits for",
             state([share("east", 2, 1), share("west", 4)], records=[record()]),
             UP,
             1000.0,
             {},
-            [],
+            ["failed_over"],
             [],
         ),
         (
