@@ -297,7 +297,10 @@ class Observer:
             if len(self._rendered_flags) > 4 * 1024:
                 self._rendered_flags.clear()  # bounded: entries of old generations go
             try:
-                services = render_dgd(spec, namespace="rendered")["spec"]["services"]
+                # Only the flags are read: any runtime version renders the same ones.
+                services = render_dgd(spec, namespace="rendered", operator_version="0.0.0")["spec"][
+                    "services"
+                ]
             except RenderError:
                 self._rendered_flags[key] = None
             else:

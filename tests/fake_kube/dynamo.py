@@ -359,11 +359,44 @@ def _main(component: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _semver_tag(image: str) -> bool:
-    last = image.split("@")[0].rsplit("/", 1)[-1]
+    return bool(parse_image_version(image))
+
+
+def parse_image_version(image: str) -> tuple[int, int, int] | None:
+    """Dynamo's runtimeversion.ParseImageVersion: the tag (after the last ":" of the last path
+    segment, before any "@digest") as a strict Semantic Versioning 2.0.0 version, an optional
+    leading v/V allowed; None when it is not one. Written as a parser, not the agent's regex."""
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
     if ":" not in last:
-        return False
-    parts = last.rsplit(":", 1)[1].lstrip("v").split("-")[0].split(".")
-    return len(parts) == 3 and all(p.isdigit() for p in parts)
+        return None
+    tag = last.rsplit(":", 1)[1]
+    if tag[:1] in ("v", "V"):
+        tag = tag[1:]
+    core, plus, build = tag.partition("+")
+    if plus and not _identifiers(build, numeric_rule=False):
+        return None
+    core, dash, pre = core.partition("-")
+    if dash and not _identifiers(pre, numeric_rule=True):
+        return None
+    numbers = core.split(".")
+    if len(numbers) != 3 or not all(_numeric(n) for n in numbers):
+        return None
+    major, minor, patch = (int(n) for n in numbers)
+    return major, minor, patch
+
+
+def _numeric(text: str) -> bool:
+    return text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0"))
+
+
+def _identifiers(text: str, *, numeric_rule: bool) -> bool:
+    allowed = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-")
+    for part in text.split("."):
+        if not part or not set(part) <= allowed:
+            return False
+        if numeric_rule and part.isdigit() and not _numeric(part):
+            return False
+    return True
 
 
 def resource_list(version: str, *, adapters: bool) -> dict[str, Any]:

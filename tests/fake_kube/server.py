@@ -712,9 +712,11 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _denied(self, error: dynamo.Denied) -> None:
+        # Dynamo's webhooks deny with a field error: the API server answers 422 Invalid
+        # (shared/reference/dynamo-crds/README.md), not 403.
         self._status(
-            403,
-            "Forbidden",
+            422,
+            "Invalid",
             f'admission webhook "{dynamo.WEBHOOK}" denied the request: {error}',
         )
 

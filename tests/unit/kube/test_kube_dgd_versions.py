@@ -75,11 +75,17 @@ def test_a_rendered_dgd_in_v1beta1_has_a_sorted_components_list_with_a_main_cont
     assert "runtimeVersionOverride" not in decode  # the image tag is a version
 
 
-def test_an_image_without_a_version_tag_gets_a_runtime_version_override() -> None:
-    spec = make_deployment(serving=make_serving(image="registry.local/vllm:latest"))
-    beta = dgd_versions.to_served(rendered(spec, namespace="default"), "v1beta1")
+def test_an_image_without_a_version_tag_gets_the_runtime_version_the_workload_names() -> None:
+    spec = make_deployment(
+        serving=make_serving(image="registry.local/vllm:latest", runtime_version="1.4.2")
+    )
+    alpha = rendered(spec, namespace="default", operator_version="1.5.0")
+    beta = dgd_versions.to_served(alpha, "v1beta1")
+    # On both versions' writes: Dynamo 1.5's webhook asks it of v1alpha1 objects too.
+    for service in alpha["spec"]["services"].values():
+        assert service["runtimeVersionOverride"] == "1.4.2"
     for component in beta["spec"]["components"]:
-        assert component["runtimeVersionOverride"] == dgd_versions.DYNAMO_RELEASE
+        assert component["runtimeVersionOverride"] == "1.4.2"
 
 
 def test_v1beta1_read_into_the_internal_form_and_written_back_is_unchanged() -> None:
