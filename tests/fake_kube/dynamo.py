@@ -53,15 +53,59 @@ class Denied(Exception):
     """The operator's validating webhook refused the write."""
 
 
+# Dynamo's defaulting webhook, on create (shared/reference/dynamo-crds/README.md): the operator's
+# version and the workload provider, which later updates may not remove or change. The README
+# names no key for the provider; this one is the emulator's.
+ORIGIN_VERSION = "nvidia.com/dynamo-operator-origin-version"
+PROVIDER = "nvidia.com/dynamo-workload-provider"
+DEFAULT_PROVIDER = "kubernetes"
+
+
+def mutate(old: Mapping[str, Any] | None, new: dict[str, Any], *, operator_version: str) -> None:
+    """The defaulting webhook: on create, the two annotations, and `replicas: 1` on every
+    component (service) that has none. In place; `new` in either version."""
+    if old is not None:
+        return
+    annotations = new.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[ORIGIN_VERSION] = operator_version
+    annotations.setdefault(PROVIDER, DEFAULT_PROVIDER)
+    spec = new.get("spec") or {}
+    entries = spec.get("components") or list((spec.get("services") or {}).values())
+    for entry in entries:
+        if isinstance(entry, dict):
+            entry.setdefault("replicas", 1)
+
+
+def check_provider(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
+    """The provider annotation, once set, cannot be removed or changed."""
+    if old is None:
+        return
+    before = ((old.get("metadata") or {}).get("annotations") or {}).get(PROVIDER)
+    after = ((new.get("metadata") or {}).get("annotations") or {}).get(PROVIDER)
+    if before is not None and after != before:
+        raise Denied(
+            f"metadata.annotations[{PROVIDER}]: Invalid value: {after!r}: the workload provider"
+            f" is immutable (was {before!r})"
+        )
+
+
 @dataclass(frozen=True)
 class DynamoCrd:
     served: tuple[str, ...] = (ALPHA,)
     # The scaling adapter CRD (DGDSA) is served too, in the same versions; by default with
     # v1beta1 (the emulator's "Dynamo before 1.3" has the DGD CRD alone).
     adapters: bool = False
+    # A real Dynamo release ("1.5", "1.3"; tests/fake_kube/crd_schema.py): its own CRD files
+    # decide the versions served, the storage version, pruning, defaults and validation, and
+    # the operator's webhooks run (mutating on create, validating). "": the hand-made CRD.
+    release: str = ""
+    # What the defaulting webhook stamps as the operator's version (ORIGIN_VERSION).
+    operator_version: str = ""
 
     @property
     def storage(self) -> str:
+        if self.release == "1.3":
+            return ALPHA  # Dynamo 1.3: v1alpha1 stored, v1beta1 served beside it
         return BETA if BETA in self.served else ALPHA
 
     def deprecated(self, version: str) -> bool:
@@ -297,8 +341,11 @@ def _service(component: Mapping[str, Any]) -> dict[str, Any]:
 # -- the validating webhook (on v1beta1 objects) ------------------------------------------------
 
 
-def validate(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
-    """Raises Denied, with the webhook's words, for a write the operator refuses."""
+def validate(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], *, runtime_versions: bool = True
+) -> None:
+    """Raises Denied, with the webhook's words, for a write the operator refuses.
+    `runtime_versions`: the image-tag rule (Dynamo 1.4 on; 1.3 has no runtimeVersionOverride)."""
     components = _components(new)
     names = [c.get("name", "") for c in components.values()]
     if len({n.lower() for n in names}) != len(names):
@@ -311,7 +358,11 @@ def validate(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
             raise Denied(
                 f"spec.components[{name}].podTemplate.spec.containers[main].image: Required value"
             )
-        if not _semver_tag(main["image"]) and not component.get("runtimeVersionOverride"):
+        if (
+            runtime_versions
+            and not _semver_tag(main["image"])
+            and not component.get("runtimeVersionOverride")
+        ):
             raise Denied(
                 f"spec.components[{name}].runtimeVersionOverride: Required value: image"
                 f" {main['image']!r} has no semantic-version tag"

@@ -25,6 +25,7 @@ TLS and a required bearer token let the in-cluster configuration path run agains
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import re
 import select
@@ -40,7 +41,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from tests.fake_kube import dynamo, selectors, ssa
+from tests.fake_kube import crd_schema, dynamo, selectors, ssa
+from tests.fake_kube import dynamo as dynamo_module
 from tests.fake_kube.store import (
     DGDS,
     DGDS_V1BETA1,
@@ -139,12 +141,32 @@ class KubeEmulator:
         lifetime_s: float = 120.0,
         dynamo: tuple[str, ...] | list[str] = (dynamo.ALPHA,),
         dynamo_adapters: bool | None = None,
+        dynamo_release: str = "",
+        operator_version: str = "",
+        other_operators: bool = False,
     ) -> None:
         """`dynamo`: the DynamoGraphDeployment versions served (tests/fake_kube/dynamo.py);
         the default is a Dynamo before 1.3, serving v1alpha1 only. `dynamo_adapters`: serve
-        the scaling adapter CRD too (default: where v1beta1 is served)."""
-        self.dynamo = _dynamo_crd(dynamo, dynamo_adapters)
+        the scaling adapter CRD too (default: where v1beta1 is served). `dynamo_release`
+        ("1.5" or "1.3"): a real Dynamo release instead, its own CRD files the rules
+        (tests/fake_kube/crd_schema.py: versions, storage, pruning, defaults, validation, list
+        types) and its operator's webhooks; `operator_version` what they stamp (default: the
+        release's .0). `other_operators`: the GPU Operator also serves nvidia.com/v1alpha1
+        (ClusterPolicy, NVIDIADriver), with no DGD in it when Dynamo does not serve that
+        version."""
         self.store = Store()
+        self.other_operators = other_operators
+        if dynamo_release:
+            crd = crd_schema.load(dynamo_release)
+            self.dynamo = dynamo_module.DynamoCrd(
+                crd.served,
+                adapters=True,
+                release=dynamo_release,
+                operator_version=operator_version or f"{dynamo_release}.0",
+            )
+            self._serve_schemas()
+        else:
+            self.dynamo = _dynamo_crd(dynamo, dynamo_adapters)
         self.bookmark_interval_s = bookmark_interval_s
         self.gone_as_status = gone_as_status
         self.max_watch_s = max_watch_s
@@ -247,6 +269,19 @@ class KubeEmulator:
                     self.store.migrate(old_kind, self.dgd_kind, crd.convert(obj, crd.storage))
         # Open DGD watches end (410): clients list again, in whatever version they then use.
         self.expire_watches()
+
+    def _serve_schemas(self) -> None:
+        """The storage version's schemas, for server-side apply's list types (store.schemas)."""
+        storage = self.dynamo.storage
+        self.store.schemas[DGDS.plural] = self.schema(DGDS.plural, storage) or {}
+        self.store.schemas[DGDSAS.plural] = self.schema(DGDSAS.plural, storage) or {}
+
+    def schema(self, plural: str, version: str) -> Mapping[str, Any] | None:
+        """The real CRD's schema of one version (None: the hand-made CRD has none)."""
+        if not self.dynamo.release:
+            return None
+        file = crd_schema.DGD_FILE if plural == DGDS.plural else crd_schema.DGDSA_FILE
+        return crd_schema.load(self.dynamo.release, file).schemas.get(version)
 
     @property
     def dgdsa_kind(self) -> Kind:
@@ -495,6 +530,7 @@ class _Handler(BaseHTTPRequestHandler):
                         self.emulator._warned.append(request)
                 # Stored in one version, served in the one asked for (conversion).
                 self._view = kind.version
+                self._plural = kind.plural
                 dgd = kind.plural == DGDS.plural
                 kind = self.emulator.dgd_kind if dgd else self.emulator.dgdsa_kind
         if kind is None:
@@ -504,6 +540,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(request, kind, namespace, name)
 
     _view: str | None = None
+    _plural = ""
     _warning = ""
 
     def _discovery(self, version: str | None) -> None:
@@ -557,18 +594,63 @@ class _Handler(BaseHTTPRequestHandler):
             return dict(obj)
         return self.emulator.dynamo.convert(obj, self._view)
 
-    def _into_storage(self, body: Any) -> Any:
+    def _into_storage(self, body: Any, *, applied: bool = False) -> Any:
+        """The request's object in the storage version. With a real CRD, as the API server
+        decodes it: pruned by the request version's schema (and defaulted, unless it is an
+        applied configuration: defaults go on the merged object, owned by nobody), converted,
+        and pruned again by the storage version's."""
         if self._view is None or not isinstance(body, dict):
             return body
         body.setdefault("apiVersion", f"{dynamo.GROUP}/{self._view}")
         if dynamo.version_of(body) != self._view:
             return None
-        return self.emulator.dynamo.convert(body, self.emulator.dynamo.storage)
+        crd = self.emulator.dynamo
+        schema = self.emulator.schema(self._plural, self._view)
+        if schema is not None:
+            body = crd_schema.prune(body, schema)
+            if not applied:
+                body = crd_schema.default(body, schema)
+        stored = crd.convert(body, crd.storage)
+        storage_schema = self.emulator.schema(self._plural, crd.storage)
+        return crd_schema.prune(stored, storage_schema) if storage_schema else stored
 
-    def _validator(self) -> Callable[[dict[str, Any] | None, dict[str, Any]], None] | None:
-        if self._view is None or self.emulator.dynamo.storage != dynamo.BETA:
+    def _validator(
+        self,
+    ) -> Callable[[dict[str, Any] | None, dict[str, Any]], dict[str, Any] | None] | None:
+        if self._view is None:
             return None
-        return dynamo.validate
+        crd, view, plural = self.emulator.dynamo, self._view, self._plural
+        if not crd.release:
+            if crd.storage != dynamo.BETA:
+                return None
+            return _no_change(dynamo.validate)
+        storage_schema = self.emulator.schema(plural, crd.storage) or {}
+        view_schema = self.emulator.schema(plural, view) or {}
+        dgd = plural == DGDS.plural
+
+        def admit(live: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+            """What the API server does to a write after merging it: schema defaults, the
+            operator's mutating webhook, the schema's validation (in the version asked
+            for), the operator's validating webhook."""
+            new = crd_schema.default(new, storage_schema)
+            if dgd:
+                dynamo.mutate(live, new, operator_version=crd.operator_version)
+                dynamo.check_provider(live, new)
+            causes = crd_schema.validate(crd.convert(new, view), view_schema)
+            if causes:
+                name = str((new.get("metadata") or {}).get("name", ""))
+                kind = dynamo.ADAPTER_KIND if not dgd else "DynamoGraphDeployment"
+                raise crd_schema.Invalid(kind, name, causes)
+            if dgd:
+                beta = crd.convert(new, dynamo.BETA)
+                dynamo.validate(
+                    crd.convert(live, dynamo.BETA) if live else None,
+                    beta,
+                    runtime_versions=crd.release != "1.3",
+                )
+            return new
+
+        return admit
 
     def _serve(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
         if request.method == "GET" and request.watch:
@@ -614,6 +696,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(409, "AlreadyExists", f'{kind.plural} "{e}" already exists')
         except dynamo.Denied as e:
             return self._denied(e)
+        except crd_schema.Invalid as e:
+            return self._invalid(e)
         self._after_write(kind, created)
         return self._json(201, self._out(created))
 
@@ -632,6 +716,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except dynamo.Denied as e:
             return self._denied(e)
+        except crd_schema.Invalid as e:
+            return self._invalid(e)
         except KeyError:
             return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
         except VersionConflict:
@@ -671,7 +757,7 @@ class _Handler(BaseHTTPRequestHandler):
         meta = body.get("metadata", {}) if isinstance(body, dict) else {}
         if meta.get("name") != name:
             return self._status(400, "BadRequest", "metadata.name does not match the URL")
-        body = self._into_storage(body)
+        body = self._into_storage(body, applied=True)
         if body is None:
             return self._status(400, "BadRequest", "apiVersion does not match the URL")
         try:
@@ -690,6 +776,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._modified(kind, name)
         except dynamo.Denied as e:
             return self._denied(e)
+        except crd_schema.Invalid as e:
+            return self._invalid(e)
         self._after_write(kind, obj)
         self._json(201 if created else 200, self._out(obj))
 
@@ -709,6 +797,27 @@ class _Handler(BaseHTTPRequestHandler):
             "Conflict",
             f'Operation cannot be fulfilled on {kind.plural} "{name}": the object has been'
             " modified; please apply your changes to the latest version and try again",
+        )
+
+    def _invalid(self, error: crd_schema.Invalid) -> None:
+        """422 Invalid with one cause per field, as the API server reports a schema violation."""
+        causes = [
+            {"reason": "FieldValueInvalid", "message": message, "field": path}
+            for path, message in error.causes
+        ]
+        self._json(
+            422,
+            _status(
+                422,
+                "Invalid",
+                str(error),
+                details={
+                    "name": error.name,
+                    "group": dynamo.GROUP,
+                    "kind": error.kind,
+                    "causes": causes,
+                },
+            ),
         )
 
     def _denied(self, error: dynamo.Denied) -> None:
@@ -860,6 +969,15 @@ def _dynamo_crd(
     if adapters is None:
         adapters = dynamo.BETA in versions
     return dynamo.DynamoCrd(tuple(versions), adapters=adapters)
+
+
+def _no_change(
+    check: Callable[[dict[str, Any] | None, dict[str, Any]], None],
+) -> Callable[[dict[str, Any] | None, dict[str, Any]], dict[str, Any] | None]:
+    def admit(live: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        check(copy.deepcopy(live) if live else None, copy.deepcopy(new))
+
+    return admit
 
 
 def _authorized(header: str, token: str) -> bool:

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.fake_kube import crd_schema
+
 Path = tuple[str, ...]
 MISSING = object()
 
@@ -37,9 +39,23 @@ UNOWNED: frozenset[Path] = frozenset(
 )
 
 
-# Lists merged per element, by key (`x-kubernetes-list-type: map`): Dynamo v1beta1's
-# spec.components, keyed by name. Every other list is atomic.
+# Without a CRD schema (the hand-made CRD, core kinds): lists merged per element, by key
+# (`x-kubernetes-list-type: map`), are Dynamo v1beta1's spec.components, keyed by name; every
+# other list is atomic. With one (crd_schema.py), every list goes by its declared type.
 MAP_LISTS: dict[Path, str] = {("spec", "components"): "name"}
+_HAND_MADE: Mapping[str, Any] = {
+    "properties": {
+        "spec": {
+            "properties": {
+                "components": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                }
+            }
+        }
+    }
+}
 
 
 @dataclass
@@ -114,10 +130,20 @@ def apply(
     *,
     manager: str,
     force: bool,
+    schema: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The object after `manager` applies `applied`; updates `owners` in place."""
+    """The object after `manager` applies `applied`; updates `owners` in place. `schema`: the
+    object's CRD schema, whose list types decide how lists merge (None: MAP_LISTS)."""
+    schema = schema or _HAND_MADE
     return _unkeyed(
-        _apply(_keyed(live), _keyed(applied) or {}, owners, manager=manager, force=force)
+        _apply(
+            _keyed(live, schema),
+            _keyed(applied, schema) or {},
+            owners,
+            manager=manager,
+            force=force,
+        ),
+        schema,
     )
 
 
@@ -152,9 +178,11 @@ def update(
     *,
     manager: str,
     subresource: str = "",
+    schema: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A plain write of the whole object by `manager`: it owns what it changed."""
-    live, new = _keyed(live), _keyed(new) or {}
+    schema = schema or _HAND_MADE
+    live, new = _keyed(live, schema), _keyed(new, schema) or {}
     old_leaves, new_leaves = leaves(live or {}), leaves(new)
     changed = {p for p, v in new_leaves.items() if old_leaves.get(p, MISSING) != v}
     gone = set(old_leaves) - set(new_leaves)
@@ -166,7 +194,7 @@ def update(
     if changed:
         entry.subresource = subresource
     _drop_empty(owners)
-    return _unkeyed(copy.deepcopy(dict(new)))
+    return _unkeyed(copy.deepcopy(dict(new)), schema)
 
 
 def managed_fields(owners: Mapping[str, Manager], *, api_version: str) -> list[dict[str, Any]]:
@@ -214,38 +242,53 @@ def _fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     for path in paths:
         node = tree
         for key in path:
-            node = node.setdefault(key if key.startswith("k:") else f"f:{key}", {})
+            node = node.setdefault(key if key.startswith(("k:", "v:")) else f"f:{key}", {})
     return tree
 
 
-def _keyed(obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """`obj` with each list of MAP_LISTS as a map from its element keys (`k:{"name":"x"}`) to
-    elements, so that ownership and merging go per element and field, as for a CRD list
-    marked `x-kubernetes-list-type: map`."""
+def _keyed(obj: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`obj` with each list the schema declares `x-kubernetes-list-type: map` as a map from its
+    elements' keys (`k:{"name":"x"}`) to elements, and each `set` list as a map from its values
+    (`v:"x"`), so that ownership and merging go per element and field, as the API server's
+    structured merge does. Atomic lists stay lists: one leaf."""
     if obj is None:
         return None
-    out = copy.deepcopy(dict(obj))
-    for path, key in MAP_LISTS.items():
-        parent = get(out, path[:-1])
-        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), list):
-            parent[path[-1]] = {
-                _element_key(key, item): item
-                for item in parent[path[-1]]
-                if isinstance(item, Mapping)
-            }
+    out = _key_walk(copy.deepcopy(dict(obj)), schema)
+    assert isinstance(out, dict)
     return out
 
 
-def _unkeyed(obj: dict[str, Any]) -> dict[str, Any]:
-    for path in MAP_LISTS:
-        parent = get(obj, path[:-1])
-        if isinstance(parent, dict) and isinstance(parent.get(path[-1]), dict):
-            parent[path[-1]] = list(parent[path[-1]].values())
-    return obj
+def _key_walk(value: Any, node: Mapping[str, Any] | None) -> Any:
+    if isinstance(value, dict):
+        return {k: _key_walk(v, crd_schema.child(node, k)) for k, v in value.items()}
+    if isinstance(value, list) and node is not None:
+        kind, keys = crd_schema.list_type(node)
+        items = node.get("items") if isinstance(node.get("items"), Mapping) else None
+        if kind == "map" and all(isinstance(i, Mapping) for i in value):
+            return {_element_key(keys, i): _key_walk(dict(i), items) for i in value}
+        if kind == "set":
+            return {"v:" + json.dumps(i, sort_keys=True, separators=(",", ":")): i for i in value}
+    return value
 
 
-def _element_key(key: str, item: Mapping[str, Any]) -> str:
-    return "k:" + json.dumps({key: item.get(key)}, separators=(",", ":"))
+def _unkeyed(obj: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    out = _unkey_walk(obj, schema)
+    assert isinstance(out, dict)
+    return out
+
+
+def _unkey_walk(value: Any, node: Mapping[str, Any] | None) -> Any:
+    if not isinstance(value, dict):
+        return value
+    if node is not None and (node.get("type") == "array" or "items" in node):
+        items = node.get("items") if isinstance(node.get("items"), Mapping) else None
+        return [_unkey_walk(v, items) for v in value.values()]
+    return {k: _unkey_walk(v, crd_schema.child(node, k)) for k, v in value.items()}
+
+
+def _element_key(keys: Iterable[str], item: Mapping[str, Any]) -> str:
+    found = {k: item[k] for k in keys if k in item}
+    return "k:" + json.dumps(found, sort_keys=True, separators=(",", ":"))
 
 
 def _drop_empty(owners: dict[str, Manager]) -> None:
