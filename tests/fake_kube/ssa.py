@@ -72,12 +72,19 @@ class Conflict(Exception):
         self.conflicts = conflicts
 
 
+# The path of a list-map element itself (under its `k:{...}` key), as managedFields' "." entry:
+# whoever owns it owns the element's existence, not only its fields (structured-merge-diff).
+ELEMENT = "."
+
+
 def leaves(obj: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
     out: dict[Path, Any] = {}
     for key, value in obj.items():
         path = (*prefix, str(key))
         if path in UNOWNED:
             continue
+        if str(key).startswith("k:") and isinstance(value, Mapping):
+            out[(*path, ELEMENT)] = True
         if isinstance(value, Mapping) and value:
             out.update(leaves(value, path))
         else:
@@ -87,14 +94,20 @@ def leaves(obj: Mapping[str, Any], prefix: Path = ()) -> dict[Path, Any]:
 
 def get(obj: Any, path: Path) -> Any:
     for key in path:
+        if key == ELEMENT:
+            return True if isinstance(obj, Mapping) else MISSING
         if not isinstance(obj, Mapping) or key not in obj:
             return MISSING
         obj = obj[key]
     return obj
 
 
-def remove(obj: dict[str, Any], path: Path) -> None:
-    """Delete a leaf and the maps it leaves empty."""
+def remove(obj: dict[str, Any], path: Path, *, keep: frozenset[Path] = frozenset()) -> None:
+    """Delete a leaf (an element, for an ELEMENT path) and the maps it leaves empty, except
+    those in `keep` (fields on the way to another manager's: structured-merge-diff keeps a
+    struct field someone else owns something under, even when it ends up empty)."""
+    if path and path[-1] == ELEMENT:
+        path = path[:-1]
     parents = [obj]
     for key in path[:-1]:
         child = parents[-1].get(key)
@@ -103,8 +116,21 @@ def remove(obj: dict[str, Any], path: Path) -> None:
         parents.append(child)
     parents[-1].pop(path[-1], None)
     for depth in range(len(path) - 1, 0, -1):
-        if not parents[depth]:
-            parents[depth - 1].pop(path[depth - 1], None)
+        if parents[depth] or path[:depth] in keep:
+            break
+        parents[depth - 1].pop(path[depth - 1], None)
+
+
+def _struct_prefixes(paths: Iterable[Path]) -> frozenset[Path]:
+    """The map fields on the way to `paths`: not lists (followed by an element key) and not
+    elements (an element goes whole, whoever owns fields inside it)."""
+    out = set()
+    for path in paths:
+        for i in range(1, len(path)):
+            if path[i].startswith(("k:", "v:")) or path[i - 1].startswith(("k:", "v:")):
+                continue
+            out.add(path[:i])
+    return frozenset(out)
 
 
 def merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,17 +184,46 @@ def _apply(
     mine = leaves(applied)
     before = owners.get(manager, Manager("Apply")).fields
     candidate = merge(live or {}, applied)
-    for path in before - set(mine):
-        if not any(path in m.fields for name, m in owners.items() if name != manager):
-            remove(candidate, path)
+    # What this manager applied before and no longer does goes, unless another manager owns
+    # it; a list-map element it owned goes whole, whoever owns fields inside it, unless
+    # another manager owns the element itself (as structured-merge-diff prunes).
+    dropped = before - set(mine)
+    others = {p for name, m in owners.items() if name != manager for p in m.fields}
+    keep = _struct_prefixes(others | set(mine))
+    for path in sorted(dropped, key=lambda p: (p[-1] != ELEMENT, len(p))):
+        if path not in others:
+            remove(candidate, path, keep=keep)
     conflicts = _conflicts(live or {}, candidate, owners, manager=manager, touched=mine)
     if conflicts and not force:
         raise Conflict(conflicts)
     for name, path in conflicts:
         owners[name].fields.discard(path)
+    # Fields that are gone are nobody's any more.
+    gone = set(leaves(live or {})) - set(leaves(candidate))
+    for name, owner in owners.items():
+        if name != manager:
+            owner.fields -= gone
     owners[manager] = Manager("Apply", set(mine))
+    _drop_vanished(owners, candidate)
     _drop_empty(owners)
     return candidate
+
+
+def _nodes(obj: Mapping[str, Any], prefix: Path = ()) -> Iterable[Path]:
+    """The paths of the maps and lists inside `obj` (not list elements: leaves() marks those)."""
+    for key, value in obj.items():
+        path = (*prefix, str(key))
+        if path in UNOWNED or not isinstance(value, Mapping) or not value:
+            continue
+        if not str(key).startswith(("k:", "v:")):
+            yield path
+        yield from _nodes(value, path)
+
+
+def _drop_vanished(owners: dict[str, Manager], obj: Mapping[str, Any]) -> None:
+    """A map, list or element that is gone is nobody's any more."""
+    for owner in owners.values():
+        owner.fields = {p for p in owner.fields if p[-1] != ELEMENT or get(obj, p) is not MISSING}
 
 
 def update(
@@ -186,6 +241,9 @@ def update(
     old_leaves, new_leaves = leaves(live or {}), leaves(new)
     changed = {p for p, v in new_leaves.items() if old_leaves.get(p, MISSING) != v}
     gone = set(old_leaves) - set(new_leaves)
+    # A map or list the update adds is the updater's itself too ("." under it), as
+    # structured-merge-diff records what an update adds.
+    changed |= {(*p, ELEMENT) for p in _nodes(new) if get(live or {}, p) is MISSING}
     for name, owner in owners.items():
         if name != manager:
             owner.fields -= changed | gone
@@ -193,6 +251,7 @@ def update(
     entry.fields = (entry.fields - gone) | changed
     if changed:
         entry.subresource = subresource
+    _drop_vanished(owners, new)
     _drop_empty(owners)
     return _unkeyed(copy.deepcopy(dict(new)), schema)
 
@@ -242,8 +301,18 @@ def _fields_v1(paths: Iterable[Path]) -> dict[str, Any]:
     for path in paths:
         node = tree
         for key in path:
-            node = node.setdefault(key if key.startswith(("k:", "v:")) else f"f:{key}", {})
-    return tree
+            named = key if key.startswith(("k:", "v:")) or key == ELEMENT else f"f:{key}"
+            node = node.setdefault(named, {})
+    return _collapse(tree)
+
+
+def _collapse(tree: dict[str, Any]) -> dict[str, Any]:
+    """FieldsV1 writes a field owned itself and nothing under it as `{}`, not `{".": {}}`."""
+    out = {}
+    for key, child in tree.items():
+        inner = _collapse(child)
+        out[key] = {} if inner == {ELEMENT: {}} else inner
+    return out
 
 
 def _keyed(obj: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -282,7 +351,11 @@ def _unkey_walk(value: Any, node: Mapping[str, Any] | None) -> Any:
         return value
     if node is not None and (node.get("type") == "array" or "items" in node):
         items = node.get("items") if isinstance(node.get("items"), Mapping) else None
-        return [_unkey_walk(v, items) for v in value.values()]
+        # An element keeps its key fields while it exists (someone else's fields in it).
+        return [
+            _unkey_walk({**json.loads(k[2:]), **v} if k.startswith("k:") else v, items)
+            for k, v in value.items()
+        ]
     return {k: _unkey_walk(v, crd_schema.child(node, k)) for k, v in value.items()}
 
 
