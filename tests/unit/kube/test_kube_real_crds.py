@@ -214,3 +214,27 @@ def _keys(tree: Any) -> set[str]:
     if not isinstance(tree, dict):
         return set()
     return set(tree) | {k for v in tree.values() for k in _keys(v)}
+
+
+def test_the_agent_says_who_else_set_fields_of_its_dgd(
+    start_emulator: StartEmulator, connect: Connect
+) -> None:
+    """The decision on such drift: the agent does not fight the user's change (a forced apply
+    would take the variable; the next unforced one would remove it, and the user's tool would
+    put it back), and it does not hide it: the deployment's status message names the other
+    field managers until their fields are gone."""
+    from agent.observe import _status
+
+    emulator = start_emulator(dynamo_release="1.5")
+    cluster = connect(emulator)
+    spec = make_deployment(replicas=1)
+    cluster.apply_dgd(rendered(spec, namespace=NAMESPACE))
+    [mine] = eventually(lambda: cluster.list_dgds(), what="our DGD")
+    assert mine.foreign_managers == ()
+    emulator.store.edit(emulator.dgd_kind, NAMESPACE, "qwen-chat", add_env, manager="kubectl-edit")
+    [edited] = eventually(
+        lambda: [d for d in cluster.list_dgds() if d.foreign_managers], what="the edit"
+    )
+    assert edited.foreign_managers == ("kubectl-edit",)
+    message = _status(spec, edited, []).message
+    assert "drift" in message and "kubectl-edit" in message
