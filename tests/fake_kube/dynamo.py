@@ -450,6 +450,26 @@ def _identifiers(text: str, *, numeric_rule: bool) -> bool:
     return True
 
 
+# What NVIDIA's GPU Operator serves in nvidia.com/v1alpha1: a group version shared with Dynamo.
+GPU_OPERATOR_RESOURCES = [
+    {
+        "name": "clusterpolicies",
+        "singularName": "clusterpolicy",
+        "namespaced": False,
+        "kind": "ClusterPolicy",
+        "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+    },
+    {
+        "name": "nvidiadrivers",
+        "singularName": "nvidiadriver",
+        "namespaced": False,
+        "kind": "NVIDIADriver",
+        "shortNames": ["nvd"],
+        "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+    },
+]
+
+
 def resource_list(version: str, *, adapters: bool) -> dict[str, Any]:
     """The discovery document of one served version (GET /apis/nvidia.com/<version>)."""
     resources = [

@@ -156,6 +156,10 @@ class KubeEmulator:
         version."""
         self.store = Store()
         self.other_operators = other_operators
+        # (plural, namespace, selector, resourceVersion) -> the items of a paginated list.
+        self._snapshots: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+        # Called after each list page that has a next one (a test compacts the store there).
+        self.after_page: Callable[[], None] | None = None
         if dynamo_release:
             crd = crd_schema.load(dynamo_release)
             self.dynamo = dynamo_module.DynamoCrd(
@@ -545,8 +549,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _discovery(self, version: str | None) -> None:
         crd = self.emulator.dynamo
+        other = self.emulator.other_operators
         if version is None:
-            versions = [{"groupVersion": f"{dynamo.GROUP}/{v}", "version": v} for v in crd.served]
+            served = list(crd.served)
+            if other and dynamo.ALPHA not in served:
+                served.append(dynamo.ALPHA)
+            versions = [{"groupVersion": f"{dynamo.GROUP}/{v}", "version": v} for v in served]
             preferred = {"groupVersion": f"{dynamo.GROUP}/{crd.storage}", "version": crd.storage}
             return self._json(
                 200,
@@ -558,9 +566,16 @@ class _Handler(BaseHTTPRequestHandler):
                     "preferredVersion": preferred,
                 },
             )
-        if version not in crd.served:
+        gpu_operator = other and version == dynamo.ALPHA
+        if version not in crd.served and not gpu_operator:
             return self._status(404, "NotFound", f"the server could not find {self.path}")
-        self._json(200, dynamo.resource_list(version, adapters=crd.adapters))
+        listed = dynamo.resource_list(version, adapters=crd.adapters)
+        if version not in crd.served:
+            listed["resources"] = []
+        if gpu_operator:
+            # NVIDIA's GPU Operator serves nvidia.com/v1alpha1 too (its own kinds).
+            listed["resources"] = [*listed["resources"], *dynamo.GPU_OPERATOR_RESOURCES]
+        self._json(200, listed)
 
     def _scale(self, request: Request, match: re.Match[str]) -> None:
         """GET and PATCH (JSON merge patch) of a scaling adapter's /scale subresource."""
@@ -726,14 +741,41 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json(200, self._out(replaced))
 
     def _list(self, request: Request, kind: Kind, namespace: str) -> None:
-        match = selectors.parse(request.query.get("labelSelector", ""))
-        items, rv = self.emulator.store.list(kind, namespace, match)
-        start = int(request.query.get("continue") or 0)
+        """One page of a list. Every page of one list is the same snapshot, at the first
+        page's resourceVersion (the continue token names it); once the store is compacted past
+        it, the token has expired: 410 Expired, and the client must list again from the start,
+        as the real API server (etcd compaction) answers."""
+        selector = request.query.get("labelSelector", "")
+        emulator = self.emulator
+        token = request.query.get("continue") or ""
+        if token:
+            try:
+                rv, start = (int(part) for part in token.split(":", 1))
+            except ValueError:
+                return self._status(400, "BadRequest", f"invalid continue token {token!r}")
+            snapshot = emulator._snapshots.get((kind.plural, namespace, selector, rv))
+            if snapshot is None or rv < emulator.store.floor:
+                return self._status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list"
+                    " result. You can start a new list without the continue parameter.",
+                )
+            items = snapshot
+        else:
+            items, rv = emulator.store.list(kind, namespace, selectors.parse(selector))
+            start = 0
         limit = int(request.query.get("limit") or 0) or len(items)
         page = items[start : start + limit]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if start + limit < len(items):
-            meta["continue"] = str(start + limit)
+            meta["continue"] = f"{rv}:{start + limit}"
+            with emulator._log_lock:
+                emulator._snapshots[(kind.plural, namespace, selector, rv)] = items
+                while len(emulator._snapshots) > 64:
+                    emulator._snapshots.pop(next(iter(emulator._snapshots)))
+        if emulator.after_page is not None and "continue" in meta:
+            emulator.after_page()
         self._json(
             200,
             {
