@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -151,7 +152,8 @@ def build() -> Path:
     for link, target in links.items():
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.is_symlink():
-            link.symlink_to(target)
+            with contextlib.suppress(FileExistsError):  # another test process made it
+                link.symlink_to(target)
     package = gopath / "src/wingsmith/smd_oracle"
     package.mkdir(parents=True, exist_ok=True)
     (package / "main.go").write_bytes(source)
@@ -163,15 +165,17 @@ def build() -> Path:
         "GOPROXY": "off",
         "GOCACHE": str(home / "gocache"),
     }
-    partial = binary.with_suffix(".partial")
-    subprocess.run(
+    partial = binary.with_name(f"{binary.name}.{os.getpid()}.partial")
+    built = subprocess.run(
         ["go", "build", "-o", str(partial), "."],
         cwd=package,
         env=env,
-        check=True,
         capture_output=True,
+        text=True,
         timeout=600,
     )
+    if built.returncode != 0:
+        raise RuntimeError(f"building {SOURCE} failed ({INSTALL}):\n{built.stderr}")
     partial.replace(binary)
     return binary
 
