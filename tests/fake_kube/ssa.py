@@ -121,6 +121,19 @@ def remove(obj: dict[str, Any], path: Path, *, keep: frozenset[Path] = frozenset
         parents[depth - 1].pop(path[depth - 1], None)
 
 
+def _widest(path: Path, keep: frozenset[Path]) -> Path:
+    """What goes when `path` is dropped: its widest enclosing field (inside its element) that
+    no manager owns anything under, with everything in it, owned or not; structured-merge-diff
+    removes the named fields on the way to a dropped field as members of the dropped set."""
+    if path[-1] == ELEMENT:
+        return path
+    start = max((i for i, key in enumerate(path) if key.startswith(("k:", "v:"))), default=-1)
+    for end in range(start + 2, len(path) + 1):
+        if path[:end] not in keep:
+            return path[:end]
+    return path
+
+
 def _struct_prefixes(paths: Iterable[Path]) -> frozenset[Path]:
     """The map fields on the way to `paths`: not lists (followed by an element key) and not
     elements (an element goes whole, whoever owns fields inside it)."""
@@ -144,9 +157,17 @@ def merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def related(a: Path, b: Path) -> bool:
-    """One path is the other or lies under it."""
+    """One path is the other or lies under it (a map or list owned itself: its path; an
+    element's own marker stays apart from its fields, as in the library's field sets)."""
+    a, b = _node_path(a), _node_path(b)
     n = min(len(a), len(b))
     return a[:n] == b[:n]
+
+
+def _node_path(path: Path) -> Path:
+    if len(path) >= 2 and path[-1] == ELEMENT and not path[-2].startswith(("k:", "v:")):
+        return path[:-1]
+    return path
 
 
 def apply(
@@ -190,21 +211,30 @@ def _apply(
     dropped = before - set(mine)
     others = {p for name, m in owners.items() if name != manager for p in m.fields}
     keep = _struct_prefixes(others | set(mine))
+    roots = []
     for path in sorted(dropped, key=lambda p: (p[-1] != ELEMENT, len(p))):
         if path not in others:
-            remove(candidate, path, keep=keep)
+            root = _widest(path, keep)
+            remove(candidate, root, keep=keep)
+            roots.append(root[:-1] if root[-1] == ELEMENT else root)
     conflicts = _conflicts(live or {}, candidate, owners, manager=manager, touched=mine)
     if conflicts and not force:
         raise Conflict(conflicts)
     for name, path in conflicts:
         owners[name].fields.discard(path)
-    # Fields that are gone are nobody's any more.
+    # Fields that are gone are nobody's any more: what was removed, with everything under it.
+    # (A list emptied on the way is not removed: the library leaves it null, which the API
+    # server prunes, and whoever owned the list itself still does.)
     gone = set(leaves(live or {})) - set(leaves(candidate))
     for name, owner in owners.items():
         if name != manager:
-            owner.fields -= gone
+            owner.fields = {
+                p
+                for p in owner.fields - gone
+                if get(live or {}, p) is MISSING
+                or not any(p[: len(root)] == root for root in roots)
+            }
     owners[manager] = Manager("Apply", set(mine))
-    _drop_vanished(owners, candidate)
     _drop_empty(owners)
     return candidate
 
@@ -218,12 +248,6 @@ def _nodes(obj: Mapping[str, Any], prefix: Path = ()) -> Iterable[Path]:
         if not str(key).startswith(("k:", "v:")):
             yield path
         yield from _nodes(value, path)
-
-
-def _drop_vanished(owners: dict[str, Manager], obj: Mapping[str, Any]) -> None:
-    """A map, list or element that is gone is nobody's any more."""
-    for owner in owners.values():
-        owner.fields = {p for p in owner.fields if p[-1] != ELEMENT or get(obj, p) is not MISSING}
 
 
 def update(
@@ -244,6 +268,7 @@ def update(
     # A map or list the update adds is the updater's itself too ("." under it), as
     # structured-merge-diff records what an update adds.
     changed |= {(*p, ELEMENT) for p in _nodes(new) if get(live or {}, p) is MISSING}
+    gone |= {(*p, ELEMENT) for p in _nodes(live or {}) if get(new, p) is MISSING}
     for name, owner in owners.items():
         if name != manager:
             owner.fields -= changed | gone
@@ -251,7 +276,6 @@ def update(
     entry.fields = (entry.fields - gone) | changed
     if changed:
         entry.subresource = subresource
-    _drop_vanished(owners, new)
     _drop_empty(owners)
     return _unkeyed(copy.deepcopy(dict(new)), schema)
 
@@ -356,7 +380,15 @@ def _unkey_walk(value: Any, node: Mapping[str, Any] | None) -> Any:
             _unkey_walk({**json.loads(k[2:]), **v} if k.startswith("k:") else v, items)
             for k, v in value.items()
         ]
-    return {k: _unkey_walk(v, crd_schema.child(node, k)) for k, v in value.items()}
+    out = {}
+    for key, item in value.items():
+        child = crd_schema.child(node, key)
+        if item == {} and child is not None and child.get("type") == "array":
+            # A list-map or set whose last element went: the merge leaves a null, which the
+            # API server's pruning drops (the schema does not allow it), so the field goes.
+            continue
+        out[key] = _unkey_walk(item, child)
+    return out
 
 
 def _element_key(keys: Iterable[str], item: Mapping[str, Any]) -> str:

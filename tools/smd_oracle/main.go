@@ -102,7 +102,9 @@ func main() {
 				reply.Conflicts = conflicts(updater, live, object, managers, key)
 			} else if err == nil {
 				if next != nil {
-					live = next
+					// The API server stores the merge's result after pruning it by the CRD's
+					// schema, which drops a null no field allows (a list the merge emptied).
+					live, err = root.FromUnstructured(withoutNulls(next.AsValue().Unstructured()))
 				}
 				managers = nextManagers
 			}
@@ -179,6 +181,26 @@ func name(key string) string {
 		}
 	}
 	return key
+}
+
+func withoutNulls(v interface{}) interface{} {
+	switch t := v.(type) {
+	case map[string]interface{}:
+		out := map[string]interface{}{}
+		for k, x := range t {
+			if x != nil {
+				out[k] = withoutNulls(x)
+			}
+		}
+		return out
+	case []interface{}:
+		out := make([]interface{}, 0, len(t))
+		for _, x := range t {
+			out = append(out, withoutNulls(x))
+		}
+		return out
+	}
+	return v
 }
 
 // JSON numbers that are whole as int64, as the API server decodes them.

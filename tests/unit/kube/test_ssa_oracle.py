@@ -33,7 +33,7 @@ pytestmark = [
 APPLIERS = ("wingsmith-hangar", "helm")
 EDITOR = "kubectl-edit"
 SEQUENCES = 40
-STEPS = 25
+STEPS = 40
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +89,10 @@ def component(rng: random.Random, name: str) -> dict[str, Any]:
         if rng.random() < 0.3:
             spec["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
         out["podTemplate"] = {"spec": spec}
+    if rng.random() < 0.3:
+        # A set (x-kubernetes-list-type: set): merged and owned per value.
+        clients = rng.sample(["sidecar", "prefetch", "metrics"], rng.randint(1, 3))
+        out["experimental"] = {"gpuMemoryService": {"extraClientContainers": clients}}
     if rng.random() < 0.3:
         out["podTemplate"] = {
             **out.get("podTemplate", {}),
