@@ -43,6 +43,8 @@ class Serving:
     decode_workers: int = 1
     router_mode: str = ""
     image: str = ""
+    # Dynamo's runtime version inside `image` when its tag is not one (runtimeVersionOverride).
+    runtime_version: str = ""
 
     @property
     def devices_per_worker(self) -> int:

@@ -297,7 +297,10 @@ class Observer:
             if len(self._rendered_flags) > 4 * 1024:
                 self._rendered_flags.clear()  # bounded: entries of old generations go
             try:
-                services = render_dgd(spec, namespace="rendered")["spec"]["services"]
+                # Only the flags are read: any runtime version renders the same ones.
+                services = render_dgd(spec, namespace="rendered", operator_version="0.0.0")["spec"][
+                    "services"
+                ]
             except RenderError:
                 self._rendered_flags[key] = None
             else:
@@ -483,6 +486,14 @@ def _not_yet(dgd: port.Dgd, status: Mapping[str, Any]) -> list[str]:
 def _status(spec: DeploymentSpec, dgd: port.Dgd, workers: Sequence[port.Pod]) -> StatusObservation:
     generation = str(dgd.annotations.get(ANNOTATION_GENERATION, "0"))
     state, reason, message = rollout_state(dgd)
+    if dgd.foreign_managers and not spec.adopted:
+        # Someone changed our DGD where server-side apply merges without a conflict (an env
+        # var added with kubectl edit): kept, never reverted, but said (docs/kubernetes.md).
+        drift = (
+            f"drift: spec fields of this DGD are also set by {', '.join(dgd.foreign_managers)}"
+            " (kept as they are; remove them there, or adopt the change into the workload)"
+        )
+        message = f"{message}; {drift}" if message else drift
     return StatusObservation(
         phase=state,
         reason=reason,

@@ -162,7 +162,13 @@ def plan(
     `adapters`: the cluster's scaling adapters: a component that opted into one keeps its live
     replicas in what is applied (the operator's webhook refuses any other), and its replicas
     change through the adapter, unless an autoscaler drives it (then not at all)."""
-    target = _Target(namespace=namespace, images=images, nodes=nodes, overrides=class_overrides)
+    target = _Target(
+        namespace=namespace,
+        images=images,
+        nodes=nodes,
+        overrides=class_overrides,
+        operator_version=dgd_versions.operator_version(d.annotations for d in live),
+    )
     applies, failures = [], []
     recreates: list[Delete] = []
     scales: list[Scale] = []
@@ -198,6 +204,7 @@ def plan(
             current is not None
             and current.annotations.get(ANNOTATION_SPEC_HASH)
             == (manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH])
+            and not _renamed(spec, current, manifest)
         ):
             continue
         if dgd_version == port.DGD_VERSION_NONE:
@@ -205,7 +212,9 @@ def plan(
                 Failure(spec.deployment_id, spec.generation, dgd_versions.no_version_message([]))
             )
             continue
-        reason = _recreate_reason(spec, current, manifest, dgd_version=dgd_version)
+        reason = _renamed(spec, current, manifest) or _recreate_reason(
+            spec, current, manifest, dgd_version=dgd_version
+        )
         if reason and current is not None:
             recreates.append(
                 Delete(current.namespace, current.name, spec.deployment_id, recreate=reason)
@@ -249,6 +258,21 @@ def _idle_adopted(spec: DeploymentSpec, current: port.Dgd) -> dict[str, Any] | N
     ):
         return None
     return manifest
+
+
+def _renamed(spec: DeploymentSpec, current: port.Dgd | None, manifest: Mapping[str, Any]) -> str:
+    """Why our own DGD must be made again under another name ("" if it keeps its name): one
+    made before names were fitted to Dynamo's label limits (agent/render/names.py) has pods
+    the operator cannot label. Adopted DGDs are never renamed (they render `adopted`)."""
+    if current is None or spec.adopted:
+        return ""
+    name = manifest["metadata"]["name"]
+    if current.name == name:
+        return ""
+    return (
+        f"its name {current.name} is too long for the labels Dynamo's operator derives from it"
+        f" (at most 63 characters); it is made again as {name}"
+    )
 
 
 def _recreate_reason(
@@ -347,6 +371,8 @@ class _Target:
     images: Mapping[str, str] | None
     nodes: Sequence[port.Node]
     overrides: Mapping[str, str]
+    # Dynamo's operator version as its webhook stamped it on the live DGDs ("" none seen).
+    operator_version: str = ""
 
 
 def _manifest(
@@ -360,26 +386,27 @@ def _manifest(
                 " gone from the cluster"
             )
         return adopted(spec, current)
-    squatter = next(
-        (d for d in live if (d.namespace, d.name) == (namespace, spec.workload_name)), None
-    )
-    if squatter is not None and squatter.labels.get(port.LABEL_DEPLOYMENT_ID) != (
-        spec.deployment_id
-    ):
-        raise _Refused(
-            f"DynamoGraphDeployment {namespace}/{spec.workload_name} exists and is not this"
-            " deployment's: adopt it (discovered) or rename the workload"
-        )
     try:
-        return rendered(
+        manifest = rendered(
             spec,
             namespace=namespace,
             images=target.images,
             nodes=target.nodes,
             class_overrides=target.overrides,
+            operator_version=target.operator_version,
         )
     except RenderError as e:
         raise _Refused(str(e)) from e
+    name = manifest["metadata"]["name"]
+    squatter = next((d for d in live if (d.namespace, d.name) == (namespace, name)), None)
+    if squatter is not None and squatter.labels.get(port.LABEL_DEPLOYMENT_ID) != (
+        spec.deployment_id
+    ):
+        raise _Refused(
+            f"DynamoGraphDeployment {namespace}/{name} exists and is not this"
+            " deployment's: adopt it (discovered) or rename the workload"
+        )
+    return manifest
 
 
 def rendered(
@@ -389,11 +416,17 @@ def rendered(
     images: Mapping[str, str] | None = None,
     nodes: Sequence[port.Node] = (),
     class_overrides: Mapping[str, str] = NO_OVERRIDES,
+    operator_version: str = "",
 ) -> dict[str, Any]:
     """The manifest to apply: the renderer's output plus our bookkeeping annotations (on the
     DGD's metadata only, never on pod templates, so they cannot trigger a rollout)."""
     manifest = render_dgd(
-        spec, namespace=namespace, images=images, nodes=nodes, class_overrides=class_overrides
+        spec,
+        namespace=namespace,
+        images=images,
+        nodes=nodes,
+        class_overrides=class_overrides,
+        operator_version=operator_version,
     )
     return _annotated(spec, manifest)
 

@@ -83,6 +83,8 @@ class Serving:
     decode_workers: int = 1
     router_mode: str = ""
     image: str = ""
+    # The Dynamo runtime version inside `image` when its tag is not a version (hub/serving.py).
+    runtime_version: str = ""
 
     @property
     def devices_per_replica(self) -> int:

@@ -31,6 +31,18 @@ _QUANTIZATION = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,31}\Z")
 _KV_DTYPE = re.compile(r"^[a-z0-9][a-z0-9_]{0,15}\Z")
 _VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z")
 _IMAGE = re.compile(r"^[a-z0-9][a-z0-9._/:@-]{0,254}\Z")
+# Dynamo reads its runtime version off an image tag only when the tag is a strict Semantic
+# Versioning 2.0.0 version (a leading v/V allowed): the operator's ParseImageVersion. The agent
+# has the same rule (agent/cluster/dgd_versions.py); tests hold both to the same cases.
+_NUM = r"(?:0|[1-9][0-9]*)"
+_PRE_ID = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+_BUILD_ID = r"[0-9A-Za-z-]+"
+_SEMVER_TAG = re.compile(
+    rf"^[vV]?{_NUM}\.{_NUM}\.{_NUM}"
+    rf"(?:-{_PRE_ID}(?:\.{_PRE_ID})*)?(?:\+{_BUILD_ID}(?:\.{_BUILD_ID})*)?\Z"
+)
+# The CRD's pattern for runtimeVersionOverride.
+_RUNTIME_VERSION = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\Z")
 
 
 def normalize(serving: Serving, *, field: str = "serving") -> Serving:
@@ -63,6 +75,7 @@ def normalize(serving: Serving, *, field: str = "serving") -> Serving:
         _check_pattern(serving.quantization, _QUANTIZATION, f"{field}.quantization", "e.g. fp8")
     if serving.image:
         _check_pattern(serving.image, _IMAGE, f"{field}.image", "a container image reference")
+    _check_runtime_version(serving, field)
     kv = _normalize_kv(serving.kv_cache, f"{field}.kv_cache")
     args = _normalize_args(serving.engine_args, f"{field}.engine_args")
     prefill, decode = 1, 1
@@ -162,9 +175,14 @@ def decode(text: str) -> Serving:
 
 
 def to_document(serving: Serving) -> dict[str, Any]:
-    """The config as a JSON-able dict (the stored form)."""
+    """The config as a JSON-able dict (the stored form). A field added after the first schema
+    is left out at its default, so a stored config's text stays what it was (from_document
+    gives the default back)."""
     document = dataclasses.asdict(serving)
     document["engine_args"] = list(serving.engine_args)
+    for f in dataclasses.fields(serving):
+        if f.name not in PINNED_FIELDS[Serving] and getattr(serving, f.name) == _default_of(f):
+            del document[f.name]
     return document
 
 
@@ -172,6 +190,32 @@ def from_document(document: dict[str, Any]) -> Serving:
     kv = KvCache(**document.pop("kv_cache", {}))
     args = tuple(document.pop("engine_args", ()))
     return Serving(kv_cache=kv, engine_args=args, **document)
+
+
+def image_versioned(image: str) -> bool:
+    """Whether Dynamo can read the runtime version off the image's tag."""
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    return ":" in last and bool(_SEMVER_TAG.match(last.rsplit(":", 1)[1]))
+
+
+def _check_runtime_version(serving: Serving, field: str) -> None:
+    """A workload's own image whose tag Dynamo cannot read must say its runtime version: the
+    hub refuses it here rather than the cluster's webhook later (docs/rendering.md)."""
+    if serving.runtime_version:
+        _check_pattern(
+            serving.runtime_version,
+            _RUNTIME_VERSION,
+            f"{field}.runtime_version",
+            "MAJOR.MINOR.PATCH, e.g. 1.5.0 (Dynamo's runtimeVersionOverride form)",
+        )
+        return
+    if serving.image and not image_versioned(serving.image):
+        raise errors.InvalidArgument(
+            f"{field}.runtime_version",
+            f"required: the tag of image {serving.image!r} is not a semantic version Dynamo"
+            " can read (e.g. 1.5.0 or v1.5.0-rc.1), so say which Dynamo runtime version the"
+            " image holds, e.g. 1.5.0; or tag the image with its version",
+        )
 
 
 def _parallel(value: int, field: str) -> int:

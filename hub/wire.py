@@ -132,6 +132,7 @@ def serving_to_proto(serving: Serving) -> pb.ServingConfig:
         mode=enum_value(pb.ServingMode, serving.mode),
         router_mode=enum_value(pb.RouterMode, serving.router_mode),
         image=serving.image,
+        runtime_version=serving.runtime_version,
     )
     kv = serving.kv_cache
     if kv != KvCache():
@@ -176,6 +177,7 @@ def serving_from_proto(message: pb.ServingConfig) -> Serving:
         decode_workers=message.disaggregation.decode_workers,
         router_mode=enum_word(pb.RouterMode, message.router_mode),
         image=message.image,
+        runtime_version=message.runtime_version,
     )
 
 

@@ -36,14 +36,28 @@ V1ALPHA1 = "v1alpha1"
 V1BETA1 = "v1beta1"
 # Newest first: the order `choose` prefers.
 KNOWN_VERSIONS = (V1BETA1, V1ALPHA1)
-# The Dynamo release whose runtime images the agent uses by default; also what a v1beta1
-# component says it runs (`runtimeVersionOverride`) when its image tag is not a version.
+# The Dynamo release whose runtime images the agent uses by default (a tag, never an override:
+# the runtime version written for an unversioned image comes from the workload or the cluster).
 DYNAMO_RELEASE = "1.3.1"
+# What Dynamo's webhook stamps on every DGD it admits: the operator's own version.
+ORIGIN_VERSION_ANNOTATION = "nvidia.com/dynamo-operator-origin-version"
 # The operator's conversion keeps what one version cannot hold under these annotation keys.
 PRIVATE_ANNOTATION_PREFIX = "nvidia.com/dgd-"
 MAIN = "main"
 
-_SEMVER_TAG = re.compile(r"^v?\d+\.\d+\.\d+([-+.][0-9A-Za-z.+-]*)?\Z")
+# Semantic Versioning 2.0.0, exactly (Dynamo's runtimeversion.ParseImageVersion; a leading v/V
+# is allowed): no leading zeros in numbers or numeric pre-release identifiers, no empty
+# identifiers, one "+" at most. `1.3.1.post1`, `01.3.1`, `1.3.1-rc.01`, `1.3.1+a+b`, `1.3.1-`
+# are not versions.
+_NUM = r"(?:0|[1-9][0-9]*)"
+_PRE_ID = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+_BUILD_ID = r"[0-9A-Za-z-]+"
+_SEMVER_TAG = re.compile(
+    rf"^[vV]?({_NUM})\.({_NUM})\.({_NUM})"
+    rf"(?:-{_PRE_ID}(?:\.{_PRE_ID})*)?(?:\+{_BUILD_ID}(?:\.{_BUILD_ID})*)?\Z"
+)
+# What the CRD's `runtimeVersionOverride` pattern accepts: MAJOR.MINOR.PATCH, each 0..9999.
+RUNTIME_VERSION = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\Z")
 _ROLES = frozenset({"prefill", "decode"})
 # v1alpha1 service fields v1beta1 has no place for (the operator parks them in an annotation).
 _ALPHA_ONLY = frozenset({"labels", "annotations", "dynamoNamespace", "autoscaling", "ingress"})
@@ -81,9 +95,7 @@ def no_version_message(served: Iterable[str]) -> str:
 # -- internal -> served -------------------------------------------------------------------------
 
 
-def to_served(
-    manifest: Mapping[str, Any], version: str, *, runtime_version: str = DYNAMO_RELEASE
-) -> dict[str, Any]:
+def to_served(manifest: Mapping[str, Any], version: str) -> dict[str, Any]:
     """The internal-form manifest as `version` spells it (a fresh dict)."""
     if version == V1ALPHA1:
         out = copy.deepcopy(dict(manifest))
@@ -95,19 +107,19 @@ def to_served(
     out["apiVersion"] = api_version(V1BETA1)
     out.setdefault("kind", DGD_KIND)
     if "spec" in manifest:
-        out["spec"] = _spec_to_beta(manifest["spec"], runtime_version=runtime_version)
+        out["spec"] = _spec_to_beta(manifest["spec"])
     if "status" in manifest:
         out["status"] = _status_to_beta(manifest["status"])
     return out
 
 
-def _spec_to_beta(spec: Mapping[str, Any], *, runtime_version: str) -> dict[str, Any]:
+def _spec_to_beta(spec: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in spec.items():
         if key == "services":
             services = value if isinstance(value, Mapping) else {}
             out["components"] = [
-                _component(name, services[name], runtime_version=runtime_version)
+                _component(name, services[name])
                 for name in sorted(services)
                 if isinstance(services[name], Mapping)
             ]
@@ -120,7 +132,7 @@ def _spec_to_beta(spec: Mapping[str, Any], *, runtime_version: str) -> dict[str,
     return out
 
 
-def _component(name: str, service: Mapping[str, Any], *, runtime_version: str) -> dict[str, Any]:
+def _component(name: str, service: Mapping[str, Any]) -> dict[str, Any]:
     component: dict[str, Any] = {"name": name}
     kind = str(service.get("componentType", "") or "")
     sub = str(service.get("subComponentType", "") or "")
@@ -157,9 +169,6 @@ def _component(name: str, service: Mapping[str, Any], *, runtime_version: str) -
                 component["scalingAdapter"] = {}
         else:
             component[key] = copy.deepcopy(value)
-    if "runtimeVersionOverride" not in component and not _versioned(main.get("image", "")):
-        # Dynamo's admission needs a runtime version it cannot read off such an image's tag.
-        component["runtimeVersionOverride"] = runtime_version
     return component
 
 
@@ -205,11 +214,37 @@ def _main_to_beta(service: Mapping[str, Any], container: dict[str, Any]) -> dict
     return main
 
 
-def _versioned(image: str) -> bool:
-    """Whether the image's tag is a semantic version (Dynamo reads its runtime version there)."""
+def image_tag(image: str) -> str:
+    """The tag of an image reference ("" when it has none: a bare name or a digest only)."""
     name = image.rsplit("@", 1)[0]
-    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else ""
-    return bool(_SEMVER_TAG.match(tag))
+    last = name.rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else ""
+
+
+def image_version(image: str) -> str:
+    """The image tag's semantic version as MAJOR.MINOR.PATCH, "" when the tag is not a strict
+    semantic version (then Dynamo needs `runtimeVersionOverride`)."""
+    found = _SEMVER_TAG.match(image_tag(image))
+    return ".".join(found.groups()) if found else ""
+
+
+def versioned(image: str) -> bool:
+    """Whether Dynamo can read the runtime version off the image's tag."""
+    return bool(image_version(image))
+
+
+def operator_version(dgds: Iterable[Mapping[str, str]]) -> str:
+    """The newest operator version stamped on the DGDs' annotations (MAJOR.MINOR.PATCH; "" when
+    none carries a readable one): Dynamo's defaulting webhook writes its own version there on
+    every create, so the newest one is at least the running operator's minor line."""
+    stamped = (str(a.get(ORIGIN_VERSION_ANNOTATION, "")) for a in dgds)
+    canonical = (image_version(":" + version) for version in stamped)
+    found = [
+        tuple(int(part) for part in version.split("."))
+        for version in canonical
+        if RUNTIME_VERSION.match(version)
+    ]
+    return ".".join(str(part) for part in max(found)) if found else ""
 
 
 def _status_to_beta(status: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 One `KindCache` per kind (DGDs, pods, nodes), holding the port's values (already mapped, so
 a read costs a list copy), all sharing one `Revision`: it moves only when a cached value
 really changes. Watch events that touch nothing we map (a pod's resourceVersion, a node's
-heartbeat, managedFields) leave it still, and the observer skips its work.
+heartbeat, managedFields beyond who else owns a DGD's spec) leave it still, and the observer
+skips its work.
 
 Thread-safe: watcher threads write, the agent's worker threads read. Listeners run after
 each change on the writing thread, outside every lock; they must be quick and thread-safe

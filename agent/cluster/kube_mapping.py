@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.cluster import dgd_versions
-from agent.cluster.port import GPU_RESOURCE, Dgd, Node, Pod, ScalingAdapter
+from agent.cluster.port import GPU_RESOURCE, MANAGED_BY, Dgd, Node, Pod, ScalingAdapter
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
@@ -40,7 +40,35 @@ def dgd(obj: Mapping[str, Any]) -> Dgd:
         generation=_int(meta.get("generation"), default=1),
         annotations=_strings(meta.get("annotations")),
         resource_version=str(meta.get("resourceVersion") or ""),
+        foreign_managers=foreign_managers(meta.get("managedFields")),
     )
+
+
+def foreign_managers(entries: Any) -> tuple[str, ...]:
+    """The managers, other than this agent, owning a spec field other than a `replicas` (the
+    operator's and autoscalers' field), outside subresources (status, scale)."""
+    found = set()
+    for entry in _list(entries):
+        if not isinstance(entry, Mapping) or entry.get("subresource"):
+            continue
+        manager = str(entry.get("manager") or "")
+        if manager == MANAGED_BY:
+            continue
+        spec = _map(_map(entry.get("fieldsV1")).get("f:spec"))
+        if _owns_beyond_replicas(spec):
+            found.add(manager)
+    return tuple(sorted(found))
+
+
+def _owns_beyond_replicas(tree: Mapping[str, Any]) -> bool:
+    """Whether a FieldsV1 tree has a leaf other than `f:replicas` (and element markers)."""
+    for key, child in tree.items():
+        if isinstance(child, Mapping) and child:
+            if _owns_beyond_replicas(child):
+                return True
+        elif key not in ("f:replicas", "."):
+            return True
+    return False
 
 
 def scaling_adapter(obj: Mapping[str, Any], *, own_manager: str) -> ScalingAdapter:

@@ -84,6 +84,10 @@ class Dgd:
     # metadata.resourceVersion where the backend has one ("" in the simulated cluster): an
     # apply that takes fields over is made conditional on it (ClusterPort.apply_dgd).
     resource_version: str = ""
+    # Field managers other than this agent that own spec fields besides replicas (managedFields:
+    # a `kubectl edit` of an env var merges into our DGD without a conflict; docs/kubernetes.md,
+    # "Drift"); sorted, empty where the backend has no field ownership.
+    foreign_managers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

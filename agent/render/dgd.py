@@ -19,9 +19,9 @@ from typing import Any
 from agent.cluster import dgd_versions, port
 from agent.devices.classes import NO_OVERRIDES
 from agent.model import DeploymentSpec, Serving
-from agent.render import placement, sglang, trtllm, validation, vllm
+from agent.render import names, placement, sglang, trtllm, validation, vllm
 from agent.render.engine import Engine, MainContainer, Role
-from agent.render.errors import RenderError, UnsupportedEngine
+from agent.render.errors import InvalidField, RenderError, UnsupportedEngine
 
 __all__ = ["DEFAULT_DYNAMO_TAG", "RenderError", "render_dgd", "render_dgd_as"]
 
@@ -31,6 +31,9 @@ FRONTEND = "Frontend"
 # (serving.image) nor the agent's configuration (`images`) names one.
 DEFAULT_DYNAMO_TAG = dgd_versions.DYNAMO_RELEASE
 DEFAULT_REGISTRY = "nvcr.io/nvidia/ai-dynamo"
+# On the DGD: the runtimeVersionOverride written and where it came from ("1.5.0 (the cluster's
+# Dynamo operator)"), so a person reading the DGD sees that it was not a guess.
+ANNOTATION_RUNTIME_VERSION = "wingsmith.dev/runtime-version"
 
 _ENGINES: Mapping[str, Engine] = {
     engine.framework: engine for engine in (vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE)
@@ -46,13 +49,17 @@ def render_dgd(
     images: Mapping[str, str] | None = None,
     nodes: Iterable[port.Node] = (),
     class_overrides: Mapping[str, str] = NO_OVERRIDES,
+    operator_version: str = "",
 ) -> dict[str, Any]:
     """The DGD for `spec` in `namespace`; `images` maps engine -> image (agent config);
     `nodes` are the cluster's nodes, whose GPU labels say which of them are of the
-    deployment's class (`class_overrides`: NVML name -> class, as for devices)."""
+    deployment's class (`class_overrides`: NVML name -> class, as for devices);
+    `operator_version`: Dynamo's operator version as read on the cluster ("" unknown), the
+    runtime version of an image whose tag is not one when the workload names none."""
     validation.validate(spec, namespace=namespace)
     engine = _engine(spec.serving.engine)
     image = _image(spec.serving, images)
+    runtime, source = _runtime_version(spec.serving, image, operator_version)
     affinity = placement.node_affinity(spec.device_class, nodes, overrides=class_overrides)
     services = {FRONTEND: _frontend(spec, image=image)}
     for role, replicas in _roles(spec):
@@ -60,16 +67,55 @@ def render_dgd(
         services[name] = _worker(
             spec, engine=engine, role=role, replicas=replicas, image=image, affinity=affinity
         )
+    if runtime:
+        for service in services.values():
+            service["runtimeVersionOverride"] = runtime
+    metadata: dict[str, Any] = {
+        "name": _name(spec, namespace, services),
+        "namespace": namespace,
+        "labels": _labels(spec),
+    }
+    if runtime:
+        metadata["annotations"] = {ANNOTATION_RUNTIME_VERSION: f"{runtime} ({source})"}
     return {
         "apiVersion": API_VERSION,
         "kind": port.DGD_KIND,
-        "metadata": {
-            "name": spec.workload_name,
-            "namespace": namespace,
-            "labels": _labels(spec),
-        },
+        "metadata": metadata,
         "spec": {"backendFramework": engine.framework, "services": services},
     }
+
+
+def _name(spec: DeploymentSpec, namespace: str, services: Mapping[str, Any]) -> str:
+    name = names.dgd_name(spec.workload_name, namespace=namespace, components=services)
+    if not name:
+        raise InvalidField(
+            "namespace",
+            f"{namespace!r} ({len(namespace)} characters) leaves no room for a DGD name in"
+            f" Dynamo's label nvidia.com/dynamo-namespace=<namespace>-<dgd> (at most"
+            f" {names.MAX_LABEL_VALUE} characters): configure the agent with a namespace of at"
+            f" most {names.MAX_LABEL_VALUE - 1 - names.MIN_SHORT} characters",
+        )
+    return name
+
+
+def _runtime_version(serving: Serving, image: str, operator_version: str) -> tuple[str, str]:
+    """(runtimeVersionOverride to write, where it comes from); ("", "") when none is written.
+
+    The workload's own `serving.runtime_version` always wins (it is also how a user says the
+    tag is not the runtime's version); else, for an image whose tag Dynamo cannot read, the
+    operator version read on the cluster; else the deployment is refused: never a guess."""
+    if serving.runtime_version:
+        return serving.runtime_version, "serving.runtime_version"
+    if dgd_versions.versioned(image):
+        return "", ""
+    if operator_version:
+        return operator_version, "the cluster's Dynamo operator"
+    raise InvalidField(
+        "serving.runtime_version",
+        f"required: the image {image!r} has no semantic-version tag, so Dynamo needs the"
+        " runtime version inside it (e.g. 1.5.0), and no Dynamo operator version could be read"
+        " on the cluster; set serving.runtime_version or use an image tagged with a version",
+    )
 
 
 def render_dgd_as(version: str, spec: DeploymentSpec, **kwargs: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 
+from agent.cluster import dgd_versions
 from agent.model import ENGINES, MODES, ROUTER_MODES, DeploymentSpec, KvCache, Serving
 from agent.render.errors import InvalidField, UnsupportedEngine
 
@@ -47,6 +48,12 @@ def _check_serving(serving: Serving) -> None:
     if serving.mode == "disaggregated":
         _check_workers("serving.disaggregation.prefill_workers", serving.prefill_workers)
         _check_workers("serving.disaggregation.decode_workers", serving.decode_workers)
+    if serving.runtime_version and not dgd_versions.RUNTIME_VERSION.match(serving.runtime_version):
+        raise InvalidField(
+            "serving.runtime_version",
+            f"{serving.runtime_version!r} is not MAJOR.MINOR.PATCH (e.g. 1.5.0), the form"
+            " Dynamo's runtimeVersionOverride takes",
+        )
     for index, arg in enumerate(serving.engine_args):
         # An argv word is a C string: exec cannot pass a NUL, and Kubernetes rejects it.
         if "\x00" in arg:

@@ -50,6 +50,7 @@ def serving(message: pb.ServingConfig) -> Serving:
         decode_workers=message.disaggregation.decode_workers or 1,
         router_mode=enum_word(pb.RouterMode, message.router_mode),
         image=message.image,
+        runtime_version=message.runtime_version,
     )
 
 

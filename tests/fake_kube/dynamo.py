@@ -53,15 +53,59 @@ class Denied(Exception):
     """The operator's validating webhook refused the write."""
 
 
+# Dynamo's defaulting webhook, on create (shared/reference/dynamo-crds/README.md): the operator's
+# version and the workload provider, which later updates may not remove or change. The README
+# names no key for the provider; this one is the emulator's.
+ORIGIN_VERSION = "nvidia.com/dynamo-operator-origin-version"
+PROVIDER = "nvidia.com/dynamo-workload-provider"
+DEFAULT_PROVIDER = "kubernetes"
+
+
+def mutate(old: Mapping[str, Any] | None, new: dict[str, Any], *, operator_version: str) -> None:
+    """The defaulting webhook: on create, the two annotations, and `replicas: 1` on every
+    component (service) that has none. In place; `new` in either version."""
+    if old is not None:
+        return
+    annotations = new.setdefault("metadata", {}).setdefault("annotations", {})
+    annotations[ORIGIN_VERSION] = operator_version
+    annotations.setdefault(PROVIDER, DEFAULT_PROVIDER)
+    spec = new.get("spec") or {}
+    entries = spec.get("components") or list((spec.get("services") or {}).values())
+    for entry in entries:
+        if isinstance(entry, dict):
+            entry.setdefault("replicas", 1)
+
+
+def check_provider(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
+    """The provider annotation, once set, cannot be removed or changed."""
+    if old is None:
+        return
+    before = ((old.get("metadata") or {}).get("annotations") or {}).get(PROVIDER)
+    after = ((new.get("metadata") or {}).get("annotations") or {}).get(PROVIDER)
+    if before is not None and after != before:
+        raise Denied(
+            f"metadata.annotations[{PROVIDER}]: Invalid value: {after!r}: the workload provider"
+            f" is immutable (was {before!r})"
+        )
+
+
 @dataclass(frozen=True)
 class DynamoCrd:
     served: tuple[str, ...] = (ALPHA,)
     # The scaling adapter CRD (DGDSA) is served too, in the same versions; by default with
     # v1beta1 (the emulator's "Dynamo before 1.3" has the DGD CRD alone).
     adapters: bool = False
+    # A real Dynamo release ("1.5", "1.3"; tests/fake_kube/crd_schema.py): its own CRD files
+    # decide the versions served, the storage version, pruning, defaults and validation, and
+    # the operator's webhooks run (mutating on create, validating). "": the hand-made CRD.
+    release: str = ""
+    # What the defaulting webhook stamps as the operator's version (ORIGIN_VERSION).
+    operator_version: str = ""
 
     @property
     def storage(self) -> str:
+        if self.release == "1.3":
+            return ALPHA  # Dynamo 1.3: v1alpha1 stored, v1beta1 served beside it
         return BETA if BETA in self.served else ALPHA
 
     def deprecated(self, version: str) -> bool:
@@ -297,8 +341,11 @@ def _service(component: Mapping[str, Any]) -> dict[str, Any]:
 # -- the validating webhook (on v1beta1 objects) ------------------------------------------------
 
 
-def validate(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
-    """Raises Denied, with the webhook's words, for a write the operator refuses."""
+def validate(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any], *, runtime_versions: bool = True
+) -> None:
+    """Raises Denied, with the webhook's words, for a write the operator refuses.
+    `runtime_versions`: the image-tag rule (Dynamo 1.4 on; 1.3 has no runtimeVersionOverride)."""
     components = _components(new)
     names = [c.get("name", "") for c in components.values()]
     if len({n.lower() for n in names}) != len(names):
@@ -311,7 +358,11 @@ def validate(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> None:
             raise Denied(
                 f"spec.components[{name}].podTemplate.spec.containers[main].image: Required value"
             )
-        if not _semver_tag(main["image"]) and not component.get("runtimeVersionOverride"):
+        if (
+            runtime_versions
+            and not _semver_tag(main["image"])
+            and not component.get("runtimeVersionOverride")
+        ):
             raise Denied(
                 f"spec.components[{name}].runtimeVersionOverride: Required value: image"
                 f" {main['image']!r} has no semantic-version tag"
@@ -359,11 +410,64 @@ def _main(component: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _semver_tag(image: str) -> bool:
-    last = image.split("@")[0].rsplit("/", 1)[-1]
+    return bool(parse_image_version(image))
+
+
+def parse_image_version(image: str) -> tuple[int, int, int] | None:
+    """Dynamo's runtimeversion.ParseImageVersion: the tag (after the last ":" of the last path
+    segment, before any "@digest") as a strict Semantic Versioning 2.0.0 version, an optional
+    leading v/V allowed; None when it is not one. Written as a parser, not the agent's regex."""
+    last = image.split("@", 1)[0].rsplit("/", 1)[-1]
     if ":" not in last:
-        return False
-    parts = last.rsplit(":", 1)[1].lstrip("v").split("-")[0].split(".")
-    return len(parts) == 3 and all(p.isdigit() for p in parts)
+        return None
+    tag = last.rsplit(":", 1)[1]
+    if tag[:1] in ("v", "V"):
+        tag = tag[1:]
+    core, plus, build = tag.partition("+")
+    if plus and not _identifiers(build, numeric_rule=False):
+        return None
+    core, dash, pre = core.partition("-")
+    if dash and not _identifiers(pre, numeric_rule=True):
+        return None
+    numbers = core.split(".")
+    if len(numbers) != 3 or not all(_numeric(n) for n in numbers):
+        return None
+    major, minor, patch = (int(n) for n in numbers)
+    return major, minor, patch
+
+
+def _numeric(text: str) -> bool:
+    return text.isascii() and text.isdigit() and (text == "0" or not text.startswith("0"))
+
+
+def _identifiers(text: str, *, numeric_rule: bool) -> bool:
+    allowed = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-")
+    for part in text.split("."):
+        if not part or not set(part) <= allowed:
+            return False
+        if numeric_rule and part.isdigit() and not _numeric(part):
+            return False
+    return True
+
+
+# What NVIDIA's GPU Operator serves in nvidia.com/v1alpha1: a group version shared with Dynamo.
+GPU_OPERATOR_RESOURCES = [
+    {
+        "name": "clusterpolicies",
+        "singularName": "clusterpolicy",
+        "namespaced": False,
+        "kind": "ClusterPolicy",
+        "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+    },
+    {
+        "name": "nvidiadrivers",
+        "singularName": "nvidiadriver",
+        "namespaced": False,
+        "kind": "NVIDIADriver",
+        "shortNames": ["nvd"],
+        "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+    },
+]
 
 
 def resource_list(version: str, *, adapters: bool) -> dict[str, Any]:

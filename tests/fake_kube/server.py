@@ -25,6 +25,7 @@ TLS and a required bearer token let the in-cluster configuration path run agains
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import re
 import select
@@ -40,7 +41,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import yaml
 
-from tests.fake_kube import dynamo, selectors, ssa
+from tests.fake_kube import crd_schema, dynamo, selectors, ssa
+from tests.fake_kube import dynamo as dynamo_module
 from tests.fake_kube.store import (
     DGDS,
     DGDS_V1BETA1,
@@ -139,12 +141,36 @@ class KubeEmulator:
         lifetime_s: float = 120.0,
         dynamo: tuple[str, ...] | list[str] = (dynamo.ALPHA,),
         dynamo_adapters: bool | None = None,
+        dynamo_release: str = "",
+        operator_version: str = "",
+        other_operators: bool = False,
     ) -> None:
         """`dynamo`: the DynamoGraphDeployment versions served (tests/fake_kube/dynamo.py);
         the default is a Dynamo before 1.3, serving v1alpha1 only. `dynamo_adapters`: serve
-        the scaling adapter CRD too (default: where v1beta1 is served)."""
-        self.dynamo = _dynamo_crd(dynamo, dynamo_adapters)
+        the scaling adapter CRD too (default: where v1beta1 is served). `dynamo_release`
+        ("1.5" or "1.3"): a real Dynamo release instead, its own CRD files the rules
+        (tests/fake_kube/crd_schema.py: versions, storage, pruning, defaults, validation, list
+        types) and its operator's webhooks; `operator_version` what they stamp (default: the
+        release's .0). `other_operators`: the GPU Operator also serves nvidia.com/v1alpha1
+        (ClusterPolicy, NVIDIADriver), with no DGD in it when Dynamo does not serve that
+        version."""
         self.store = Store()
+        self.other_operators = other_operators
+        # (plural, namespace, selector, resourceVersion) -> the items of a paginated list.
+        self._snapshots: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+        # Called after each list page that has a next one (a test compacts the store there).
+        self.after_page: Callable[[], None] | None = None
+        if dynamo_release:
+            crd = crd_schema.load(dynamo_release)
+            self.dynamo = dynamo_module.DynamoCrd(
+                crd.served,
+                adapters=True,
+                release=dynamo_release,
+                operator_version=operator_version or f"{dynamo_release}.0",
+            )
+            self._serve_schemas()
+        else:
+            self.dynamo = _dynamo_crd(dynamo, dynamo_adapters)
         self.bookmark_interval_s = bookmark_interval_s
         self.gone_as_status = gone_as_status
         self.max_watch_s = max_watch_s
@@ -247,6 +273,19 @@ class KubeEmulator:
                     self.store.migrate(old_kind, self.dgd_kind, crd.convert(obj, crd.storage))
         # Open DGD watches end (410): clients list again, in whatever version they then use.
         self.expire_watches()
+
+    def _serve_schemas(self) -> None:
+        """The storage version's schemas, for server-side apply's list types (store.schemas)."""
+        storage = self.dynamo.storage
+        self.store.schemas[DGDS.plural] = self.schema(DGDS.plural, storage) or {}
+        self.store.schemas[DGDSAS.plural] = self.schema(DGDSAS.plural, storage) or {}
+
+    def schema(self, plural: str, version: str) -> Mapping[str, Any] | None:
+        """The real CRD's schema of one version (None: the hand-made CRD has none)."""
+        if not self.dynamo.release:
+            return None
+        file = crd_schema.DGD_FILE if plural == DGDS.plural else crd_schema.DGDSA_FILE
+        return crd_schema.load(self.dynamo.release, file).schemas.get(version)
 
     @property
     def dgdsa_kind(self) -> Kind:
@@ -495,6 +534,7 @@ class _Handler(BaseHTTPRequestHandler):
                         self.emulator._warned.append(request)
                 # Stored in one version, served in the one asked for (conversion).
                 self._view = kind.version
+                self._plural = kind.plural
                 dgd = kind.plural == DGDS.plural
                 kind = self.emulator.dgd_kind if dgd else self.emulator.dgdsa_kind
         if kind is None:
@@ -504,12 +544,17 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(request, kind, namespace, name)
 
     _view: str | None = None
+    _plural = ""
     _warning = ""
 
     def _discovery(self, version: str | None) -> None:
         crd = self.emulator.dynamo
+        other = self.emulator.other_operators
         if version is None:
-            versions = [{"groupVersion": f"{dynamo.GROUP}/{v}", "version": v} for v in crd.served]
+            served = list(crd.served)
+            if other and dynamo.ALPHA not in served:
+                served.append(dynamo.ALPHA)
+            versions = [{"groupVersion": f"{dynamo.GROUP}/{v}", "version": v} for v in served]
             preferred = {"groupVersion": f"{dynamo.GROUP}/{crd.storage}", "version": crd.storage}
             return self._json(
                 200,
@@ -521,9 +566,16 @@ class _Handler(BaseHTTPRequestHandler):
                     "preferredVersion": preferred,
                 },
             )
-        if version not in crd.served:
+        gpu_operator = other and version == dynamo.ALPHA
+        if version not in crd.served and not gpu_operator:
             return self._status(404, "NotFound", f"the server could not find {self.path}")
-        self._json(200, dynamo.resource_list(version, adapters=crd.adapters))
+        listed = dynamo.resource_list(version, adapters=crd.adapters)
+        if version not in crd.served:
+            listed["resources"] = []
+        if gpu_operator:
+            # NVIDIA's GPU Operator serves nvidia.com/v1alpha1 too (its own kinds).
+            listed["resources"] = [*listed["resources"], *dynamo.GPU_OPERATOR_RESOURCES]
+        self._json(200, listed)
 
     def _scale(self, request: Request, match: re.Match[str]) -> None:
         """GET and PATCH (JSON merge patch) of a scaling adapter's /scale subresource."""
@@ -557,18 +609,63 @@ class _Handler(BaseHTTPRequestHandler):
             return dict(obj)
         return self.emulator.dynamo.convert(obj, self._view)
 
-    def _into_storage(self, body: Any) -> Any:
+    def _into_storage(self, body: Any, *, applied: bool = False) -> Any:
+        """The request's object in the storage version. With a real CRD, as the API server
+        decodes it: pruned by the request version's schema (and defaulted, unless it is an
+        applied configuration: defaults go on the merged object, owned by nobody), converted,
+        and pruned again by the storage version's."""
         if self._view is None or not isinstance(body, dict):
             return body
         body.setdefault("apiVersion", f"{dynamo.GROUP}/{self._view}")
         if dynamo.version_of(body) != self._view:
             return None
-        return self.emulator.dynamo.convert(body, self.emulator.dynamo.storage)
+        crd = self.emulator.dynamo
+        schema = self.emulator.schema(self._plural, self._view)
+        if schema is not None:
+            body = crd_schema.prune(body, schema)
+            if not applied:
+                body = crd_schema.default(body, schema)
+        stored = crd.convert(body, crd.storage)
+        storage_schema = self.emulator.schema(self._plural, crd.storage)
+        return crd_schema.prune(stored, storage_schema) if storage_schema else stored
 
-    def _validator(self) -> Callable[[dict[str, Any] | None, dict[str, Any]], None] | None:
-        if self._view is None or self.emulator.dynamo.storage != dynamo.BETA:
+    def _validator(
+        self,
+    ) -> Callable[[dict[str, Any] | None, dict[str, Any]], dict[str, Any] | None] | None:
+        if self._view is None:
             return None
-        return dynamo.validate
+        crd, view, plural = self.emulator.dynamo, self._view, self._plural
+        if not crd.release:
+            if crd.storage != dynamo.BETA:
+                return None
+            return _no_change(dynamo.validate)
+        storage_schema = self.emulator.schema(plural, crd.storage) or {}
+        view_schema = self.emulator.schema(plural, view) or {}
+        dgd = plural == DGDS.plural
+
+        def admit(live: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+            """What the API server does to a write after merging it: schema defaults, the
+            operator's mutating webhook, the schema's validation (in the version asked
+            for), the operator's validating webhook."""
+            new = crd_schema.default(new, storage_schema)
+            if dgd:
+                dynamo.mutate(live, new, operator_version=crd.operator_version)
+                dynamo.check_provider(live, new)
+            causes = crd_schema.validate(crd.convert(new, view), view_schema)
+            if causes:
+                name = str((new.get("metadata") or {}).get("name", ""))
+                kind = dynamo.ADAPTER_KIND if not dgd else "DynamoGraphDeployment"
+                raise crd_schema.Invalid(kind, name, causes)
+            if dgd:
+                beta = crd.convert(new, dynamo.BETA)
+                dynamo.validate(
+                    crd.convert(live, dynamo.BETA) if live else None,
+                    beta,
+                    runtime_versions=crd.release != "1.3",
+                )
+            return new
+
+        return admit
 
     def _serve(self, request: Request, kind: Kind, namespace: str, name: str) -> None:
         if request.method == "GET" and request.watch:
@@ -614,6 +711,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(409, "AlreadyExists", f'{kind.plural} "{e}" already exists')
         except dynamo.Denied as e:
             return self._denied(e)
+        except crd_schema.Invalid as e:
+            return self._invalid(e)
         self._after_write(kind, created)
         return self._json(201, self._out(created))
 
@@ -632,6 +731,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         except dynamo.Denied as e:
             return self._denied(e)
+        except crd_schema.Invalid as e:
+            return self._invalid(e)
         except KeyError:
             return self._status(404, "NotFound", f'{kind.plural} "{name}" not found')
         except VersionConflict:
@@ -640,14 +741,41 @@ class _Handler(BaseHTTPRequestHandler):
         return self._json(200, self._out(replaced))
 
     def _list(self, request: Request, kind: Kind, namespace: str) -> None:
-        match = selectors.parse(request.query.get("labelSelector", ""))
-        items, rv = self.emulator.store.list(kind, namespace, match)
-        start = int(request.query.get("continue") or 0)
+        """One page of a list. Every page of one list is the same snapshot, at the first
+        page's resourceVersion (the continue token names it); once the store is compacted past
+        it, the token has expired: 410 Expired, and the client must list again from the start,
+        as the real API server (etcd compaction) answers."""
+        selector = request.query.get("labelSelector", "")
+        emulator = self.emulator
+        token = request.query.get("continue") or ""
+        if token:
+            try:
+                rv, start = (int(part) for part in token.split(":", 1))
+            except ValueError:
+                return self._status(400, "BadRequest", f"invalid continue token {token!r}")
+            snapshot = emulator._snapshots.get((kind.plural, namespace, selector, rv))
+            if snapshot is None or rv < emulator.store.floor:
+                return self._status(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list"
+                    " result. You can start a new list without the continue parameter.",
+                )
+            items = snapshot
+        else:
+            items, rv = emulator.store.list(kind, namespace, selectors.parse(selector))
+            start = 0
         limit = int(request.query.get("limit") or 0) or len(items)
         page = items[start : start + limit]
         meta: dict[str, Any] = {"resourceVersion": str(rv)}
         if start + limit < len(items):
-            meta["continue"] = str(start + limit)
+            meta["continue"] = f"{rv}:{start + limit}"
+            with emulator._log_lock:
+                emulator._snapshots[(kind.plural, namespace, selector, rv)] = items
+                while len(emulator._snapshots) > 64:
+                    emulator._snapshots.pop(next(iter(emulator._snapshots)))
+        if emulator.after_page is not None and "continue" in meta:
+            emulator.after_page()
         self._json(
             200,
             {
@@ -671,7 +799,7 @@ class _Handler(BaseHTTPRequestHandler):
         meta = body.get("metadata", {}) if isinstance(body, dict) else {}
         if meta.get("name") != name:
             return self._status(400, "BadRequest", "metadata.name does not match the URL")
-        body = self._into_storage(body)
+        body = self._into_storage(body, applied=True)
         if body is None:
             return self._status(400, "BadRequest", "apiVersion does not match the URL")
         try:
@@ -690,6 +818,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._modified(kind, name)
         except dynamo.Denied as e:
             return self._denied(e)
+        except crd_schema.Invalid as e:
+            return self._invalid(e)
         self._after_write(kind, obj)
         self._json(201 if created else 200, self._out(obj))
 
@@ -711,10 +841,33 @@ class _Handler(BaseHTTPRequestHandler):
             " modified; please apply your changes to the latest version and try again",
         )
 
+    def _invalid(self, error: crd_schema.Invalid) -> None:
+        """422 Invalid with one cause per field, as the API server reports a schema violation."""
+        causes = [
+            {"reason": "FieldValueInvalid", "message": message, "field": path}
+            for path, message in error.causes
+        ]
+        self._json(
+            422,
+            _status(
+                422,
+                "Invalid",
+                str(error),
+                details={
+                    "name": error.name,
+                    "group": dynamo.GROUP,
+                    "kind": error.kind,
+                    "causes": causes,
+                },
+            ),
+        )
+
     def _denied(self, error: dynamo.Denied) -> None:
+        # Dynamo's webhooks deny with a field error: the API server answers 422 Invalid
+        # (shared/reference/dynamo-crds/README.md), not 403.
         self._status(
-            403,
-            "Forbidden",
+            422,
+            "Invalid",
             f'admission webhook "{dynamo.WEBHOOK}" denied the request: {error}',
         )
 
@@ -858,6 +1011,15 @@ def _dynamo_crd(
     if adapters is None:
         adapters = dynamo.BETA in versions
     return dynamo.DynamoCrd(tuple(versions), adapters=adapters)
+
+
+def _no_change(
+    check: Callable[[dict[str, Any] | None, dict[str, Any]], None],
+) -> Callable[[dict[str, Any] | None, dict[str, Any]], dict[str, Any] | None]:
+    def admit(live: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        check(copy.deepcopy(live) if live else None, copy.deepcopy(new))
+
+    return admit
 
 
 def _authorized(header: str, token: str) -> bool:

@@ -60,8 +60,10 @@ KINDS = {
     (k.group, k.version, k.plural): k
     for k in (PODS, NODES, DGDS, DGDS_V1BETA1, DGDSAS, DGDSAS_V1BETA1, LEASES)
 }
-# Validates a write before it is stored: (live or None, the object as it would be stored).
-Validator = Callable[[dict[str, Any] | None, dict[str, Any]], None]
+# Admission of a write before it is stored: (live or None, the object as it would be stored);
+# raises to refuse it, returns the object to store instead (a mutating webhook, schema
+# defaults: fields nobody owns) or None to store it as it is.
+Validator = Callable[[dict[str, Any] | None, dict[str, Any]], dict[str, Any] | None]
 
 
 class AlreadyExists(Exception):
@@ -90,6 +92,9 @@ class Store:
         self._owners: dict[ObjectKey, dict[str, ssa.Manager]] = {}
         self._history: list[Event] = []
         self._recording = True
+        # kind plural -> the storage version's schema, where a real CRD's rules are served:
+        # server-side apply merges its lists by their declared list types (ssa.py).
+        self.schemas: dict[str, Mapping[str, Any]] = {}
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -146,15 +151,18 @@ class Store:
         (nothing is stored then)."""
         key = (kind.plural, namespace, name)
         applied = {k: v for k, v in body.items() if k != "status"}  # status is a subresource
+        schema = self.schemas.get(kind.plural)
         with self.cond:
             live = self._objects.get(key)
             sent = (applied.get("metadata") or {}).get("resourceVersion")
             if sent and (live is None or sent != live["metadata"]["resourceVersion"]):
                 raise VersionConflict(name)
             owners = copy.deepcopy(self._owners.get(key, {}))
-            merged = ssa.apply(_bare(live), applied, owners, manager=manager, force=force)
+            merged = ssa.apply(
+                _bare(live), applied, owners, manager=manager, force=force, schema=schema
+            )
             if validate is not None:
-                validate(copy.deepcopy(live) if live else None, copy.deepcopy(merged))
+                merged = validate(copy.deepcopy(live) if live else None, merged) or merged
             return self._store(kind, key, live, merged, owners), live is None
 
     def update(
@@ -171,14 +179,20 @@ class Store:
         "scale" for the /scale subresource, as managedFields records it)."""
         meta = obj.get("metadata", {})
         key = (kind.plural, meta.get("namespace", "") if kind.namespaced else "", meta["name"])
+        schema = self.schemas.get(kind.plural)
         with self.cond:
             live = self._objects.get(key)
             owners = copy.deepcopy(self._owners.get(key, {}))
             new = ssa.update(
-                _bare(live), _bare(dict(obj)), owners, manager=manager, subresource=subresource
+                _bare(live),
+                _bare(dict(obj)),
+                owners,
+                manager=manager,
+                subresource=subresource,
+                schema=schema,
             )
             if validate is not None:
-                validate(copy.deepcopy(live) if live else None, copy.deepcopy(new))
+                new = validate(copy.deepcopy(live) if live else None, new) or new
             created = meta.get("creationTimestamp")
             return self._store(kind, key, live, new, owners, created=created)
 

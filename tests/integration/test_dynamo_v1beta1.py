@@ -19,7 +19,7 @@ import pynvml
 import pytest
 
 from tests import fake_nvml
-from tests.fake_kube import NODES, PODS, KubeEmulator
+from tests.fake_kube import NODES, PODS, KubeEmulator, crd_schema
 from tests.harness import Hub, LoopThread, SimAgent, wait_until, workload
 from tests.integration.kube_pods import GPU, KubePod, leader
 from tests.unit.kube import builders as kube
@@ -543,3 +543,59 @@ def test_against_v1beta1_an_adopted_dgd_an_autoscaler_drives_is_never_scaled_by_
         assert not [r for r in by_agent if r.path.endswith("/scale")], "the HPA's to scale"
         assert [r for r in emulator.refused() if "nvidia.com" in r.path] == []
         assert emulator.warnings == []
+
+
+@pytest.mark.skipif(bool(crd_schema.missing()), reason=crd_schema.missing() or "-")
+def test_against_dynamo_1_5s_real_crds_long_names_and_untagged_images_are_admitted(
+    hub: Hub, pods: StartPod
+) -> None:
+    """The whole system against the fake held to Dynamo 1.5's own CRDs and webhooks: a
+    40-character workload with TRT-LLM prefill workers gets a DGD whose operator labels fit,
+    and an image whose tag Dynamo cannot read runs with the workload's runtime version, which
+    the deployment's applied object shows. Nothing is refused on the way."""
+    long_name = "speculative-decoding-trtllm-eval-" + "x" * 7
+    assert len(long_name) == 40
+    with KubeEmulator(lifetime_s=120, dynamo_release="1.5") as emulator:
+        pods(emulator)
+        body = workload(long_name, replicas=1, tp=1, engine="trtllm", clusters=("east",))
+        body["serving"]["mode"] = "disaggregated"
+        hub.post("/v1/workloads", body)
+        applied = wait_until(
+            lambda: hub.get(f"/v1/deployments/{long_name}.east").get("applied"),
+            what="the DGD applied and reported",
+        )
+        name = applied["name"]
+        assert name != long_name and len(name) <= 63 - 10 - len("TRTLLMPrefillWorker")
+        dgd = emulator.get_dgd("wingsmith", name, version="v1beta1")
+        assert dgd is not None
+        for component in dgd["spec"]["components"]:
+            assert len(f"{name}-{component['name'].lower()}-0123abcd") <= 63
+        assert len(f"wingsmith-{name}") <= 63
+        hub.rest("DELETE", f"/v1/workloads/{long_name}")
+        wait_until(lambda: emulator.get_dgd("wingsmith", name, version="v1beta1") is None)
+
+        status, refused = hub.rest(
+            "POST", "/v1/workloads", workload("chat", image="mirror/vllm:1.3.1.post1"), check=False
+        )
+        assert status == 400 and "serving.runtime_version" in refused["error"]["message"]
+        hub.post(
+            "/v1/workloads",
+            workload(
+                "chat",
+                replicas=1,
+                tp=1,
+                clusters=("east",),
+                image="mirror/vllm:1.3.1.post1",
+                runtime_version="1.5.0",
+            ),
+        )
+        dgd = wait_until(lambda: _dgd(emulator, "v1beta1"), what="the DGD, admitted")
+        assert {c["runtimeVersionOverride"] for c in dgd["spec"]["components"]} == {"1.5.0"}
+        wait_until(
+            lambda: hub.get("/v1/deployments/chat.east").get("applied"), what="the applied object"
+        )
+        body = json.loads(hub.get("/v1/deployments/chat.east/applied")["body"])
+        assert body["metadata"]["annotations"]["wingsmith.dev/runtime-version"] == (
+            "1.5.0 (serving.runtime_version)"
+        )
+        assert [r for r in emulator.refused() if "nvidia.com" in r.path] == []

@@ -193,6 +193,13 @@ def test_the_control_api_needs_the_admin_token_on_both_edges(hub: Hub) -> None:
         ({**workload("x"), "project": "nope"}, "workload.project"),
         ({**workload("x"), "placement": {"clusters": ["mars"]}}, "placement.clusters"),
         ({**workload("x"), "unknown_field": 1}, "unknown_field"),
+        # Dynamo cannot read a runtime version off these tags: the workload must say it.
+        (workload("x", image="mirror/vllm:1.3.1.post1"), "workload.serving.runtime_version"),
+        (workload("x", image="mirror/vllm:latest"), "workload.serving.runtime_version"),
+        (
+            workload("x", image="mirror/vllm:dev", runtime_version="1.5"),
+            "workload.serving.runtime_version",
+        ),
     ],
 )
 def test_bad_workloads_get_400_naming_the_field_and_nothing_is_stored(

@@ -914,6 +914,7 @@ class ServingConfig(_message.Message):
     DISAGGREGATION_FIELD_NUMBER: _builtins.int
     ROUTER_MODE_FIELD_NUMBER: _builtins.int
     IMAGE_FIELD_NUMBER: _builtins.int
+    RUNTIME_VERSION_FIELD_NUMBER: _builtins.int
     engine: Global___Engine.ValueType
     engine_version: _builtins.str
     model: _builtins.str
@@ -930,6 +931,11 @@ class ServingConfig(_message.Message):
     router_mode: Global___RouterMode.ValueType
     image: _builtins.str
     """Container image; empty: the agent's default image for the engine and version."""
+    runtime_version: _builtins.str
+    """The Dynamo runtime version inside `image` (MAJOR.MINOR.PATCH, e.g. "1.5.0"), written as the
+    DGD's runtimeVersionOverride. Required when `image`'s tag is not a strict semantic version
+    (Dynamo cannot read the version there); empty otherwise: the tag says it.
+    """
     @_builtins.property
     def kv_cache(self) -> Global___KvCacheConfig: ...
     @_builtins.property
@@ -955,10 +961,11 @@ class ServingConfig(_message.Message):
         disaggregation: Global___Disaggregation | None = ...,
         router_mode: Global___RouterMode.ValueType = ...,
         image: _builtins.str = ...,
+        runtime_version: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["disaggregation", b"disaggregation", "kv_cache", b"kv_cache"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_length", b"context_length", "disaggregation", b"disaggregation", "engine", b"engine", "engine_args", b"engine_args", "engine_version", b"engine_version", "expert_parallel", b"expert_parallel", "image", b"image", "kv_cache", b"kv_cache", "mode", b"mode", "model", b"model", "pipeline_parallel", b"pipeline_parallel", "quantization", b"quantization", "router_mode", b"router_mode", "tensor_parallel", b"tensor_parallel"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_length", b"context_length", "disaggregation", b"disaggregation", "engine", b"engine", "engine_args", b"engine_args", "engine_version", b"engine_version", "expert_parallel", b"expert_parallel", "image", b"image", "kv_cache", b"kv_cache", "mode", b"mode", "model", b"model", "pipeline_parallel", b"pipeline_parallel", "quantization", b"quantization", "router_mode", b"router_mode", "runtime_version", b"runtime_version", "tensor_parallel", b"tensor_parallel"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

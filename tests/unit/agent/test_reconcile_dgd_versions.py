@@ -11,7 +11,7 @@ from agent.model import DeploymentSpec
 from agent.observe import REASON_RECREATING, Observer
 from agent.reconcile import Apply, Delete, rendered
 from agent.reconcile import plan as make_plan
-from tests.unit.render.builders import make_deployment, with_serving
+from tests.unit.render.builders import make_deployment, make_serving, with_serving
 
 NAMESPACE = "serving"
 
@@ -111,3 +111,81 @@ def test_the_observer_reports_a_dgd_being_recreated_with_the_reason() -> None:
         assert (observation.status.reason, observation.status.message) == (REASON_RECREATING, why)
         assert not observation.absent
     assert Delete("a", "b", "c").recreate == ""
+
+
+def test_our_dgd_named_past_dynamos_label_limits_is_made_again_under_a_fitting_name() -> None:
+    """A DGD created before names were fitted (the workload's 40 characters, a TRT-LLM prefill
+    worker: 69-character pod labels) is recreated under the shortened name, not left behind
+    beside a second one."""
+    spec = make_deployment(
+        workload_name="w" * 40, serving=make_serving(engine="trtllm", mode="disaggregated")
+    )
+    fitted = live_dgd(spec)
+    assert len(fitted.name) < 40
+    old = port.Dgd(
+        namespace=NAMESPACE,
+        name="w" * 40,
+        labels=fitted.labels,
+        annotations=fitted.annotations,
+        spec=fitted.spec,
+        status={},
+    )
+    plan = plan_for(spec, [old], "v1beta1")
+    assert plan.applies == ()
+    [delete] = plan.deletes
+    assert (delete.name, delete.recreate != "") == ("w" * 40, True)
+    assert fitted.name in delete.recreate
+    # Once it is gone, the fitted one is created; once it exists, nothing more happens.
+    [create] = plan_for(spec, [], "v1beta1").applies
+    assert create.manifest["metadata"]["name"] == fitted.name
+    assert plan_for(spec, [fitted], "v1beta1").empty
+
+
+def test_an_adopted_dgd_keeps_its_name_however_long() -> None:
+    spec = make_deployment(
+        workload_name="w" * 40,
+        serving=make_serving(engine="trtllm", mode="disaggregated"),
+        adopted=True,
+        dgd_namespace=NAMESPACE,
+        dgd_name="x" * 45,
+    )
+    current = live_dgd(make_deployment(workload_name="x" * 30))
+    current = port.Dgd(
+        namespace=NAMESPACE,
+        name="x" * 45,
+        labels=current.labels,
+        annotations=current.annotations,
+        spec=current.spec,
+        status={},
+    )
+    plan = plan_for(spec, [current], "v1beta1")
+    assert all(d.name != "x" * 45 for d in plan.deletes)
+    assert all(a.manifest["metadata"]["name"] == "x" * 45 for a in plan.applies)
+
+
+def test_an_untagged_agent_image_takes_the_operator_version_stamped_on_live_dgds() -> None:
+    """No runtime version in the workload: the one Dynamo's webhook stamped on the cluster's
+    DGDs (its own), never a constant; none seen: the deployment fails saying what to set."""
+    spec = make_deployment()
+    images = {"vllm": "mirror.local/vllm-runtime:latest"}
+    other = live_dgd(make_deployment(deployment_id="dep_other", workload_name="other"))
+    stamped = port.Dgd(
+        namespace=other.namespace,
+        name=other.name,
+        labels=other.labels,
+        annotations={**other.annotations, "nvidia.com/dynamo-operator-origin-version": "1.5.0"},
+        spec=other.spec,
+        status={},
+    )
+    desired = {spec.deployment_id: spec}
+    plan = make_plan(desired, [stamped], namespace=NAMESPACE, images=images, dgd_version="v1beta1")
+    [apply] = [a for a in plan.applies if a.deployment_id == spec.deployment_id]
+    services = apply.manifest["spec"]["services"].values()
+    assert {s["runtimeVersionOverride"] for s in services} == {"1.5.0"}
+    assert (
+        "1.5.0 (the cluster's Dynamo operator)"
+        in apply.manifest["metadata"]["annotations"].values()
+    )
+    plan = make_plan(desired, [], namespace=NAMESPACE, images=images, dgd_version="v1beta1")
+    [failure] = plan.failures
+    assert failure.error.startswith("serving.runtime_version: required")

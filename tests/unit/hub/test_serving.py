@@ -103,3 +103,53 @@ def test_a_known_digest_does_not_drift_across_releases() -> None:
 
 
 PINNED_DIGEST = "svg_c460adc57ce58de0"
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "mirror/vllm:1.3.1.post1",
+        "mirror/vllm:01.3.1",
+        "mirror/vllm:1.3.1-rc.01",
+        "mirror/vllm:1.3.1-",
+        "mirror/vllm:latest",
+        "mirror/vllm",
+        "mirror/vllm@sha256:" + "0" * 64,
+    ],
+)
+def test_an_image_dynamo_cannot_read_a_version_off_needs_the_runtime_version(image: str) -> None:
+    with pytest.raises(errors.InvalidArgument) as refused:
+        serving.normalize(dataclasses.replace(BASE, image=image))
+    assert refused.value.field == "serving.runtime_version"
+    ok = serving.normalize(dataclasses.replace(BASE, image=image, runtime_version="1.5.0"))
+    assert ok.runtime_version == "1.5.0"
+
+
+@pytest.mark.parametrize(
+    "image", ["mirror/vllm:1.5.0", "mirror/vllm:v1.5.0-rc.1", "host:5000/vllm:1.0.0"]
+)
+def test_a_versioned_image_needs_none(image: str) -> None:
+    assert serving.normalize(dataclasses.replace(BASE, image=image)).runtime_version == ""
+
+
+@pytest.mark.parametrize("bad", ["1.5", "v1.5.0", "1.5.0-rc.1", "01.5.0", "10000.0.0"])
+def test_a_runtime_version_not_in_the_crds_form_is_refused(bad: str) -> None:
+    with pytest.raises(errors.InvalidArgument) as refused:
+        serving.normalize(dataclasses.replace(BASE, runtime_version=bad))
+    assert refused.value.field == "serving.runtime_version"
+
+
+def test_the_hub_and_the_agent_read_image_tags_alike() -> None:
+    from tests.unit.render.test_runtime_version import NOT_VERSIONS, VERSIONS
+
+    for tag in VERSIONS:
+        assert serving.image_versioned(f"mirror/vllm:{tag}"), tag
+    for tag in NOT_VERSIONS:
+        assert not serving.image_versioned(f"mirror/vllm:{tag}" if tag else "mirror/vllm"), tag
+
+
+def test_a_runtime_version_enters_the_digest_only_when_set() -> None:
+    plain = serving.normalize(BASE)
+    assert serving.digest(plain) == serving.digest(dataclasses.replace(plain, runtime_version=""))
+    pinned = dataclasses.replace(plain, runtime_version="1.5.0")
+    assert serving.digest(pinned) != serving.digest(plain)

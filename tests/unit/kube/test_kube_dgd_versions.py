@@ -75,11 +75,17 @@ def test_a_rendered_dgd_in_v1beta1_has_a_sorted_components_list_with_a_main_cont
     assert "runtimeVersionOverride" not in decode  # the image tag is a version
 
 
-def test_an_image_without_a_version_tag_gets_a_runtime_version_override() -> None:
-    spec = make_deployment(serving=make_serving(image="registry.local/vllm:latest"))
-    beta = dgd_versions.to_served(rendered(spec, namespace="default"), "v1beta1")
+def test_an_image_without_a_version_tag_gets_the_runtime_version_the_workload_names() -> None:
+    spec = make_deployment(
+        serving=make_serving(image="registry.local/vllm:latest", runtime_version="1.4.2")
+    )
+    alpha = rendered(spec, namespace="default", operator_version="1.5.0")
+    beta = dgd_versions.to_served(alpha, "v1beta1")
+    # On both versions' writes: Dynamo 1.5's webhook asks it of v1alpha1 objects too.
+    for service in alpha["spec"]["services"].values():
+        assert service["runtimeVersionOverride"] == "1.4.2"
     for component in beta["spec"]["components"]:
-        assert component["runtimeVersionOverride"] == dgd_versions.DYNAMO_RELEASE
+        assert component["runtimeVersionOverride"] == "1.4.2"
 
 
 def test_v1beta1_read_into_the_internal_form_and_written_back_is_unchanged() -> None:
@@ -285,3 +291,27 @@ def test_discovery_describes_a_v1beta1_dgd_as_it_describes_the_same_v1alpha1_one
     by_name = sorted(expected.services, key=lambda s: s.name)
     assert described == dataclasses.replace(expected, services=tuple(by_name))
     assert described.imported_args and "--disaggregation-mode" not in described.imported_args[:2]
+
+
+def test_the_gpu_operators_nvidia_com_v1alpha1_is_not_taken_for_dynamos(
+    start_emulator: StartEmulator, connect: Connect
+) -> None:
+    """NVIDIA's GPU Operator serves nvidia.com/v1alpha1 (ClusterPolicy, NVIDIADriver): the
+    group version answers, but holds no DGD. Beside a Dynamo serving v1beta1 only the agent
+    writes v1beta1; with no Dynamo at all it says none is served, and sends no DGD request to
+    the GPU Operator's group version."""
+    emulator = start_emulator(dynamo=("v1beta1",), other_operators=True)
+    cluster = connect(emulator)
+    assert cluster.dgd_version == "v1beta1"
+    assert cluster.served_dgd_versions == ("v1beta1",)
+    cluster.apply_dgd(manifest())
+    [patch] = emulator.requests(method="PATCH")
+    assert patch.path == BETA_PATH
+
+    alone = start_emulator(dynamo=(), other_operators=True)
+    cluster = connect(alone)
+    assert cluster.dgd_version == "none"
+    with pytest.raises(ClusterError, match="serves no DynamoGraphDeployment version"):
+        cluster.apply_dgd(manifest())
+    dgd_paths = [r for r in alone.requests() if "dynamographdeployments" in r.path]
+    assert dgd_paths == []

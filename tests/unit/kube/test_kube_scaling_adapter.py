@@ -187,6 +187,6 @@ def test_writing_adapter_replicas_into_the_dgd_is_what_the_webhook_refuses(
             force=True,
             _content_type="application/apply-patch+yaml",
         )
-    assert refused.value.status == 403
+    assert refused.value.status == 422  # a webhook denial is Invalid
     assert "scaling adapter is enabled" in str(refused.value.body)
     assert worker_replicas(emulator) == 2

@@ -274,8 +274,52 @@ def test_long_lists_are_read_in_pages(emulator: KubeEmulator, make_cluster: Make
 
     assert len(cluster.list_pods()) == 5
     pages = lists(emulator, "pods")
-    assert [p.query.get("continue") for p in pages] == [None, "2", "4"]
+    rv = pages[1].query["continue"].split(":")[0]
+    assert [p.query.get("continue") for p in pages] == [None, f"{rv}:2", f"{rv}:4"]
     assert all(p.query["limit"] == "2" for p in pages)
+
+
+def test_the_pages_of_one_list_are_one_snapshot(emulator: KubeEmulator) -> None:
+    """A pod created between two pages is not in that list (it comes by the watch), as the
+    API server serves every page at the first page's resourceVersion."""
+    import json
+    import urllib.request
+
+    for i in range(4):
+        emulator.store.update(PODS, builders.pod(f"llama-worker-{i}"), manager="kubelet")
+    base = f"{emulator.url}/api/v1/pods?limit=2"
+    with urllib.request.urlopen(base) as response:
+        first = json.load(response)
+    emulator.store.update(PODS, builders.pod("llama-worker-00"), manager="kubelet")
+    token = first["metadata"]["continue"]
+    with urllib.request.urlopen(f"{base}&continue={token}") as response:
+        second = json.load(response)
+    names = [o["metadata"]["name"] for o in first["items"] + second["items"]]
+    assert names == [f"llama-worker-{i}" for i in range(4)]
+    assert second["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+
+def test_an_expired_continue_token_mid_list_lists_again_from_the_start(
+    emulator: KubeEmulator, make_cluster: MakeCluster
+) -> None:
+    """The store is compacted between two pages of the agent's list: the next page is a 410
+    Expired; the agent lists again from the first page and has every pod."""
+    for i in range(5):
+        emulator.store.update(PODS, builders.pod(f"llama-worker-{i}"), manager="kubelet")
+    compacted = threading.Event()
+
+    def compact_once() -> None:
+        if not compacted.is_set():
+            compacted.set()
+            emulator.store.update(PODS, builders.pod("llama-worker-5"), manager="kubelet")
+            emulator.store.compact()
+
+    emulator.after_page = compact_once
+    cluster = make_cluster(tuning=replace(FAST, page_size=2))
+    assert len(cluster.list_pods()) == 6
+    expired = [r for r in lists(emulator, "pods") if r.status == 410]
+    assert len(expired) == 1 and expired[0].query.get("continue")
+    assert lists(emulator, "pods")[-1].status == 200
 
 
 def test_a_failing_server_is_retried_with_growing_delays_not_in_a_loop(

@@ -262,7 +262,11 @@ def test_the_image_does_not_depend_on_the_replica_count(engine: str, replicas: i
 def test_the_image_is_the_workloads_then_the_agents_then_dynamos(
     serving_image: str, images: dict[str, str] | None, expected: str
 ) -> None:
-    manifest = render(make_deployment(serving=make_serving(image=serving_image)), images=images)
+    manifest = render(
+        make_deployment(serving=make_serving(image=serving_image)),
+        images=images,
+        operator_version="1.5.0",  # for the untagged ones (tests/unit/render/test_runtime_...)
+    )
     for service in services(manifest).values():
         assert service["extraPodSpec"]["mainContainer"]["image"] == expected
 
