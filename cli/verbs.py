@@ -14,7 +14,7 @@ from typing import Any
 
 from cli import kinds, manifests, output
 from cli.client import JsonObject
-from cli.commands import VALIDATE_ONLY, Context, agent_token_notice, resource_path
+from cli.commands import VALIDATE_ONLY, Context, agent_token_notice, resource_path, suggesting
 from cli.errors import ApiError, CliError, ManifestError
 
 # What PATCH may change per kind (the UpdateX masks); anything else in a file that differs
@@ -302,7 +302,8 @@ def describe(ctx: Context, *, kind: kinds.Kind, ref: str) -> None:
     """A page for people: the object's fields (nested ones indented), its conditions for a
     deployment, then the objects related to it as tables, then Events (none: the hub keeps
     no history)."""
-    item = ctx.client.get(resource_path(kind, ref))
+    with suggesting(ctx, kind=kind, ref=ref):
+        item = ctx.client.get(resource_path(kind, ref))
     shown = {k: v for k, v in item.items() if k not in _SHOWN_AS_RELATED.get(kind.name, ())}
     lines = list(_fields(shown, indent=0))
     if kind is kinds.DEPLOYMENT:

@@ -105,7 +105,7 @@ def test_apply_reads_stdin_and_prints_the_objects_as_json(
 
     monkeypatch.setattr("sys.stdin", io.StringIO(manifests.PROJECT))
     out = cli.ok("apply", "-f", "-", "-o", "json")
-    (project,) = json.loads(out)
+    (project,) = json.loads(out)["items"]
     assert project["name"] == "team-a" and project["quotas"] == {"H100-80GB": 16}
 
 
