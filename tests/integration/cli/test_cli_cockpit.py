@@ -229,13 +229,21 @@ def test_explain_lists_a_kinds_fields_from_the_hubs_api_document(cli: Runner) ->
     page = cli.ok("explain", "workload")
     assert page.startswith("KIND:     Workload\nVERSION:  wingsmith.dev/v1\n")
     assert "   name\t<string>  (metadata.name)" in page
-    assert "   replicas\t<integer>  (spec)" in page
+    # Under each field, its description: the proto's comment, served in the API document.
+    assert "   replicas\t<integer>  (spec)\n     Total replicas over all clusters.\n" in page
     assert "   phase\t<string: pending|admitted|placed|running|failed>  (status)" in page
 
 
 def test_explain_follows_a_dotted_path_into_nested_fields(cli: Runner) -> None:
     page = cli.ok("explain", "wl.serving")
     assert "FIELD:    serving <Object>" in page and "spec.serving" in page
+    engine = cli.ok("explain", "workload.serving.engine")
+    assert "FIELD:    engine <string: " in engine
+    tensor_parallel = cli.ok("explain", "workload.serving.tensor_parallel")
+    assert (
+        "DESCRIPTION:\n   Devices per worker = tensor_parallel x pipeline_parallel"
+        in tensor_parallel
+    )
     assert "   engine_version\t<string>" in page
     priority = cli.ok("explain", "workload.priority")
     assert "VALUES:" in priority and "   critical" in priority
