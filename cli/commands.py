@@ -155,7 +155,8 @@ def create(ctx: Context, *, documents: Sequence[manifests.Document], dry_run: bo
     created: list[JsonObject] = []
     try:
         for doc in manifests.in_creation_order(documents):
-            answer = ctx.client.post(doc.kind.path, doc.body)
+            with manifests.naming(doc):
+                answer = ctx.client.post(doc.kind.path, doc.body)
             created.append(answer)
             if ctx.human:
                 _report_created(ctx, doc, answer)
@@ -174,7 +175,8 @@ def _create_dry_run(ctx: Context, documents: Sequence[manifests.Document]) -> No
     for doc in manifests.in_creation_order(documents):
         what = f"{doc.kind.name}/{doc.name} created"
         if doc.kind is kinds.WORKLOAD and not unchecked:
-            answer = ctx.client.post(doc.kind.path, doc.body, params=VALIDATE_ONLY)
+            with manifests.naming(doc):
+                answer = ctx.client.post(doc.kind.path, doc.body, params=VALIDATE_ONLY)
             answers.append(answer)
             if ctx.human:
                 show_dry_run(ctx, what=what, answer=answer)

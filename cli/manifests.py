@@ -20,15 +20,16 @@ hand-written file the second `replicas:` is a mistake, not an override.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
 import yaml
 
 from cli import kinds
-from cli.errors import ManifestError
+from cli.errors import ApiError, ManifestError
 
 STDIN = "-"
 API_VERSION = kinds.API_VERSION
@@ -43,6 +44,8 @@ class Document:
     body: dict[str, Any]
     # 1-based position in its file, for error messages.
     index: int
+    # The file it came from ("<stdin>" for -), for error messages.
+    source: str = "the file"
 
     @property
     def name(self) -> str:
@@ -67,6 +70,17 @@ def parse(text: str, *, source: str) -> list[Document]:
     if not raw:
         raise ManifestError(source, 0, "no documents")
     return [_document(doc, index=i, source=source) for i, doc in enumerate(raw, start=1)]
+
+
+@contextlib.contextmanager
+def naming(doc: Document) -> Iterator[None]:
+    """The hub's refusal of a document says which: a hint names the file and the document."""
+    try:
+        yield
+    except ApiError as e:
+        if not e.hint:
+            e.hint = f"in {doc.source}: document {doc.index} ({doc.kind.name}/{doc.name})"
+        raise
 
 
 def in_creation_order(documents: Sequence[Document]) -> list[Document]:
@@ -117,7 +131,7 @@ def _document(doc: Any, *, index: int, source: str) -> Document:
         )
     if any(key in body for key in ("apiVersion", "metadata", "spec")):
         body = _object_body(body, kind=kind, index=index, source=source)
-    return Document(kind=kind, body=body, index=index)
+    return Document(kind=kind, body=body, index=index, source=source)
 
 
 def _object_body(

@@ -66,7 +66,8 @@ def apply(ctx: Context, *, documents: Sequence[manifests.Document], dry_run: boo
     suffix = " (dry run)" if dry_run else ""
     unchecked = False  # an earlier document would be created: the hub cannot see it yet
     for doc in manifests.in_creation_order(documents):
-        result = _apply_one(ctx, doc, dry_run=dry_run, hub_checks=not unchecked)
+        with manifests.naming(doc):
+            result = _apply_one(ctx, doc, dry_run=dry_run, hub_checks=not unchecked)
         results.append(result)
         unchecked = unchecked or (dry_run and result.action == "created")
         if ctx.human:
@@ -101,7 +102,7 @@ def _apply_one(
 ) -> Applied:
     if doc.name == "?":
         problem = f"no {doc.kind.name_field!r}: apply finds objects by it"
-        raise ManifestError("the file", doc.index, problem)
+        raise ManifestError(doc.source, doc.index, problem)
     path = resource_path(doc.kind, doc.name)
     current = _get_or_none(ctx, path)
     # Workloads have a dry run on the hub (validate_only); other kinds only the comparison.
@@ -175,7 +176,8 @@ def delete_files(
     deleted: list[JsonObject] = []
     for doc in reversed(manifests.in_creation_order(documents)):
         try:
-            ctx.client.delete(resource_path(doc.kind, doc.name))
+            with manifests.naming(doc):
+                ctx.client.delete(resource_path(doc.kind, doc.name))
         except ApiError as e:
             if e.status == 404 and ignore_not_found:
                 continue

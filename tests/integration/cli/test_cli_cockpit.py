@@ -135,6 +135,17 @@ def test_a_bad_object_names_the_file_and_the_document_and_nothing_is_created(
     assert json.loads(cli.ok("get", "projects", "-o", "json"))["items"] == []
 
 
+@pytest.mark.parametrize("verb", ["create", "apply"])
+def test_a_document_the_hub_refuses_is_named_by_file_and_position(
+    cli: Runner, tmp_path: pathlib.Path, verb: str
+) -> None:
+    path = manifests.write(tmp_path, OBJECTS.replace("engine: vllm", "engine: vlm"))
+    result = cli(verb, "-f", path)
+    assert result.code == 1
+    assert "error: 400 INVALID_ARGUMENT: workload.serving.engine: " in result.err
+    assert f"in {path}: document 3 (workload/llama)" in result.err
+
+
 # -- lists: kubectl's List, --sort-by, custom columns ------------------------------------------
 
 
