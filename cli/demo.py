@@ -19,8 +19,9 @@ Then three stories play out:
   replica there stands in on east (nothing is deleted on west); the agent comes back, and
   after the stabilization window the stand-in goes (failback).
 Then it shows the settled view again (the three outcomes still hold, legacy-mistral runs
-beside them), prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
-updates on every change) until Ctrl-C, which stops agents and hub cleanly. With --once it
+beside them), prints how to poke it with curl, grpcurl and the CLI (commands that work in a
+new shell: `shell_tools`), and keeps running (printing the lines of the view that change, so
+the commands stay on screen) until Ctrl-C, which stops agents and hub cleanly. With --once it
 stops at the settled view instead, and says so: no commands for a hub that is going away.
 
 This module may import both the hub and the agent: it is wiring, like hub/app.py.
