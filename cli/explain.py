@@ -45,9 +45,10 @@ def explain(document: JsonObject, *, kind: kinds.Kind, path: list[str]) -> str:
             raise CliError(f"field {name!r} does not exist in {where}{hint} (fields: {fields})")
         raw = properties[name]
         where = f"{where}.{name}"
-        description = str(raw.get("description") or "")
         field_type = type_word(raw)
         schema = _target(raw, schemas)
+        # The field's own comment, else its message's.
+        description = str(raw.get("description") or schema.get("description") or "")
         if depth == 0 and kind.spec:
             section = "spec" if name in kind.spec else "status"
             description = (description + "\n" if description else "") + (
