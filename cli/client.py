@@ -113,7 +113,9 @@ class HubClient:
         url = self.base_url + path
         if params:
             url += "?" + urllib.parse.urlencode(params)
-        headers = {"authorization": f"Bearer {self._token}", "accept": "application/json"}
+        headers = {"accept": "application/json"}
+        if self._token:  # none for `explain`: the API document is served to anyone
+            headers["authorization"] = f"Bearer {self._token}"
         data = None
         if body is not None:
             data = json.dumps(body).encode()

@@ -7,8 +7,10 @@ hub through `HubClient`, writes its result to `Context.out` in the chosen format
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -28,12 +30,16 @@ class Context:
     err: TextIO
     # --no-headers: tables without their header row.
     headers: bool = True
+    # --sort-by: a jsonpath each listed item is ordered by ("" keeps the hub's order).
+    sort_by: str = ""
 
     @property
     def human(self) -> bool:
         return output.is_table(self.output)
 
     def show(self, data: Any, *, kind: kinds.Kind) -> None:
+        if isinstance(data, list) and self.sort_by:
+            data = output.sort_items(data, self.sort_by)
         text = output.render(
             data,
             fmt=self.output,
@@ -52,6 +58,28 @@ def resource_path(kind: kinds.Kind, ref: str) -> str:
     return f"{kind.path}/{urllib.parse.quote(ref, safe='')}"
 
 
+@contextlib.contextmanager
+def suggesting(ctx: Context, *, kind: kinds.Kind, ref: str) -> Iterator[None]:
+    """A 404 for `ref` gets a hint naming the closest existing name ("did you mean").
+
+    Costs one list call, and only when the hub already said the name is unknown."""
+    try:
+        yield
+    except ApiError as e:
+        if e.status != 404 or not kind.gettable:
+            raise
+        try:
+            names = [
+                str(i.get(kind.name_field)) for i in ctx.client.list_all(kind.path, kind.plural, {})
+            ]
+        except CliError:
+            raise e from None
+        close = difflib.get_close_matches(ref, names, n=3)
+        if close:
+            e.hint = f"hint: did you mean {' or '.join(f'{kind.name}/{n}' for n in close)}?"
+        raise
+
+
 # -- get --------------------------------------------------------------------------------------
 
 
@@ -68,7 +96,8 @@ def get(
     `show_all` (`get --all`) sets the kind's `all_param`, e.g. include_ignored=true.
     """
     if ref is not None:
-        ctx.show(ctx.client.get(resource_path(kind, ref)), kind=kind)
+        with suggesting(ctx, kind=kind, ref=ref):
+            ctx.show(ctx.client.get(resource_path(kind, ref)), kind=kind)
         return
     items = fetch(ctx, kind=kind, ref=None, filters=filters, show_all=show_all)
     if not items and ctx.human:
@@ -126,7 +155,8 @@ def create(ctx: Context, *, documents: Sequence[manifests.Document], dry_run: bo
     created: list[JsonObject] = []
     try:
         for doc in manifests.in_creation_order(documents):
-            answer = ctx.client.post(doc.kind.path, doc.body)
+            with manifests.naming(doc):
+                answer = ctx.client.post(doc.kind.path, doc.body)
             created.append(answer)
             if ctx.human:
                 _report_created(ctx, doc, answer)
@@ -145,7 +175,8 @@ def _create_dry_run(ctx: Context, documents: Sequence[manifests.Document]) -> No
     for doc in manifests.in_creation_order(documents):
         what = f"{doc.kind.name}/{doc.name} created"
         if doc.kind is kinds.WORKLOAD and not unchecked:
-            answer = ctx.client.post(doc.kind.path, doc.body, params=VALIDATE_ONLY)
+            with manifests.naming(doc):
+                answer = ctx.client.post(doc.kind.path, doc.body, params=VALIDATE_ONLY)
             answers.append(answer)
             if ctx.human:
                 show_dry_run(ctx, what=what, answer=answer)
@@ -198,7 +229,9 @@ def scale(ctx: Context, *, ref: str, replicas: int, dry_run: bool = False) -> No
         answer = ctx.client.patch(path, {"replicas": replicas}, params=VALIDATE_ONLY)
         show_dry_run(ctx, what=f"workload/{ref} scaled to {replicas}", answer=answer)
         return
-    ctx.show(ctx.client.patch(path, {"replicas": replicas}), kind=kind)
+    with suggesting(ctx, kind=kind, ref=ref):
+        answer = ctx.client.patch(path, {"replicas": replicas})
+    ctx.show(answer, kind=kind)
 
 
 # The hub's dry run (AIP-163): the call is checked and decided as for real, nothing written.
@@ -250,7 +283,16 @@ def set_enabled(ctx: Context, *, refs: Sequence[str], enabled: bool, dry_run: bo
     ctx.show(updated if len(updated) > 1 else updated[0], kind=kind)
 
 
-def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str], dry_run: bool = False) -> None:
+def delete(
+    ctx: Context,
+    *,
+    kind: kinds.Kind,
+    refs: Sequence[str],
+    dry_run: bool = False,
+    ignore_not_found: bool = False,
+) -> None:
+    """DELETE each ref in order, stopping at the first refusal. `ignore_not_found`: a ref
+    already gone (404) is passed over, as kubectl's --ignore-not-found, and exits 0."""
     if not kind.deletable:
         raise UsageError(f"{kind.plural} cannot be deleted")
     if dry_run:
@@ -262,7 +304,13 @@ def delete(ctx: Context, *, kind: kinds.Kind, refs: Sequence[str], dry_run: bool
         return
     deleted = []
     for ref in refs:
-        ctx.client.delete(resource_path(kind, ref))
+        try:
+            with suggesting(ctx, kind=kind, ref=ref):
+                ctx.client.delete(resource_path(kind, ref))
+        except ApiError as e:
+            if e.status == 404 and ignore_not_found:
+                continue
+            raise
         deleted.append({"kind": kind.name, "ref": ref, "deleted": True})
         if ctx.human:
             print(f"{kind.name}/{ref} deleted", file=ctx.out)

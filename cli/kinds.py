@@ -1,12 +1,22 @@
 """The resource kinds the CLI knows: their words, REST paths and what each command may do.
 
+Each kind has kubectl's words too: a singular, a plural and short names (`wl`, `dep`, `cl`,
+`proj`, ...), and its manifest shape: the Kubernetes-style `kind` (`Workload`) and which of
+the hub's fields are its `spec` (what a person declares) rather than its `status` (what the
+hub and the clusters report).
+
 Pure data, read by `cli.main` (argument choices), `cli.commands` (paths) and `cli.output`
 (which table to draw). Adding a kind here is the first step of supporting it.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+# A manifest's apiVersion (`get -o yaml` writes it, `apply -f` reads it).
+API_VERSION = "wingsmith.dev/v1"
 
 # Workload priority classes, lowest first: the API's Priority enum, as REST writes it (the
 # CLI speaks REST only; tests/unit/cli checks this against the enum).
@@ -39,14 +49,41 @@ class Kind:
     deletable: bool = False
     # The boolean list parameter `get --all` sets to true; "" where --all does not apply.
     all_param: str = ""
+    # kubectl's short names (`wl` for workloads).
+    short: tuple[str, ...] = ()
+    # The hub's fields that are declared (a manifest's `spec`); the rest is `status`.
+    spec: tuple[str, ...] = ()
 
     @property
-    def words(self) -> tuple[str, str]:
-        return (self.name, self.plural)
+    def words(self) -> tuple[str, ...]:
+        return (self.name, self.plural, *self.short)
+
+    @property
+    def title(self) -> str:
+        """The manifest's `kind`: `Workload`, `Discovered`."""
+        return self.name.capitalize()
 
 
-CLUSTER = Kind("cluster", "clusters", "/v1/clusters", "cluster_id", creatable=True, deletable=True)
-PROJECT = Kind("project", "projects", "/v1/projects", "name", creatable=True, deletable=True)
+CLUSTER = Kind(
+    "cluster",
+    "clusters",
+    "/v1/clusters",
+    "cluster_id",
+    creatable=True,
+    deletable=True,
+    short=("cl",),
+    spec=("labels",),
+)
+PROJECT = Kind(
+    "project",
+    "projects",
+    "/v1/projects",
+    "name",
+    creatable=True,
+    deletable=True,
+    short=("proj",),
+    spec=("quotas", "preemptible_by_other_projects"),
+)
 WORKLOAD = Kind(
     "workload",
     "workloads",
@@ -55,11 +92,27 @@ WORKLOAD = Kind(
     filters=("project",),
     creatable=True,
     deletable=True,
+    short=("wl",),
+    spec=("project", "replicas", "device_class", "serving", "placement", "rollout", "priority"),
 )
 DEPLOYMENT = Kind(
-    "deployment", "deployments", "/v1/deployments", "name", filters=("workload", "cluster")
+    "deployment",
+    "deployments",
+    "/v1/deployments",
+    "name",
+    filters=("workload", "cluster"),
+    short=("dep",),
+    # Set with enable/disable and authority promote/demote; everything else the hub decides.
+    spec=("enabled", "authority"),
 )
-REPLICA = Kind("replica", "replicas", "/v1/replicas", "name", filters=("deployment", "cluster"))
+REPLICA = Kind(
+    "replica",
+    "replicas",
+    "/v1/replicas",
+    "name",
+    filters=("deployment", "cluster"),
+    short=("rep",),
+)
 ALLOCATION = Kind(
     "allocation",
     "allocations",
@@ -67,6 +120,7 @@ ALLOCATION = Kind(
     "replica_id",
     filters=("replica", "deployment", "project", "cluster"),
     gettable=False,
+    short=("alloc",),
 )
 # Workloads an agent found running that the hub never declared. "discovered" is both the
 # singular and the plural, as in the API ("GET /v1/discovered" lists {"discovered": [...]}).
@@ -77,6 +131,7 @@ DISCOVERED = Kind(
     "name",
     filters=("cluster",),
     all_param="include_ignored",
+    short=("disc",),
 )
 
 KINDS = (CLUSTER, PROJECT, WORKLOAD, DEPLOYMENT, REPLICA, ALLOCATION, DISCOVERED)
@@ -93,6 +148,12 @@ def lookup(word: str) -> Kind:
         if wanted in kind.words:
             return kind
     raise KeyError(word)
+
+
+def suggest(word: str, choices: Sequence[str]) -> str:
+    """ ", did you mean 'x'?" for the closest of `choices` (difflib), or "" when none is close."""
+    close = difflib.get_close_matches(word.lower(), list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def words(*, where: str = "") -> list[str]:

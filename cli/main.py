@@ -20,11 +20,11 @@ import os
 import pathlib
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import shtab
 
-from cli import commands, config, kinds, manifests, output, verbs
+from cli import commands, config, explain, jsonpath, kinds, manifests, output, verbs
 from cli.client import HubClient
 from cli.errors import CliError, UsageError
 from cli.kinds import PRIORITIES
@@ -93,6 +93,10 @@ def _run(argv: Sequence[str] | None) -> int:
         sub.print_usage(sys.stderr)
         print(f"{sub.prog}: error: {e.message}", file=sys.stderr)
         return e.exit_code
+    except jsonpath.MissingField as e:
+        # kubectl's rule: a path to a field that does not exist is an error, not "".
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except CliError as e:
         print(f"error: {e.message}", file=sys.stderr)
         if e.hint:
@@ -111,34 +115,58 @@ def launch(word: str, argv: list[str]) -> int:
 
 def _context(args: argparse.Namespace) -> commands.Context:
     url = config.hub_url(args.hub_url, os.environ)
-    token = config.admin_token(
-        flag=args.token, token_file=args.token_file, environ=os.environ, cwd=pathlib.Path.cwd()
-    )
+    try:
+        token = config.admin_token(
+            flag=args.token, token_file=args.token_file, environ=os.environ, cwd=pathlib.Path.cwd()
+        )
+    except UsageError:
+        if getattr(args, "needs_token", True):
+            raise
+        token = ""  # explain reads the API document, which the hub serves to anyone
     return commands.Context(
         client=HubClient(url, token, retry_pauses_s=config.retry_pauses(os.environ)),
         output=args.output or "table",
         out=sys.stdout,
         err=sys.stderr,
         headers=not getattr(args, "no_headers", False),
+        sort_by=getattr(args, "sort_by", None) or "",
     )
 
 
 # -- the parser -------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with "did you mean" on a mistyped choice: a kind (`get workoads`), a
+    command (`wingsmith dscribe`), an action (`rollout stauts`)."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        hint = kinds.suggest(str(value), [str(c) for c in choices])
+        shown = ", ".join(map(repr, choices))
+        raise argparse.ArgumentError(
+            action, f"invalid choice: {value!r}{hint} (choose from {shown})"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="wingsmith",
         description="Wingsmith: GPU model serving across Kubernetes clusters.",
         epilog="Client options may come before or after the command. See docs/cli.md.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _add_client_options(parser, default=None)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # cast: at runtime the subparsers are _Parser too (argparse uses type(self)).
+    sub = cast(
+        "Subparsers", parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    )
     for word, (_, help_text) in LAUNCHERS.items():
         launcher = sub.add_parser(word, help=help_text, add_help=False)
         launcher.add_argument("args", nargs=argparse.REMAINDER)
-    client = argparse.ArgumentParser(add_help=False)
+    client = _Parser(add_help=False)
     # SUPPRESS: an option given before the command is not reset by the subcommand's default.
     _add_client_options(client, default=argparse.SUPPRESS)
     for add in (
@@ -158,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_authority,
         _add_tokens,
         _add_audit,
+        _add_explain,
     ):
         add(sub, client)
     completion = sub.add_parser(
@@ -198,7 +227,8 @@ def _add_client_options(parser: argparse.ArgumentParser, *, default: object) -> 
         default=default,
         type=_output_format,
         metavar="FORMAT",
-        help=f"{'|'.join(output.FORMATS)}|jsonpath=TEMPLATE (default: table)",
+        help=f"{'|'.join(output.FORMATS)}|jsonpath=TEMPLATE|custom-columns=NAME:.path,..."
+        " (default: table)",
     )
     group.add_argument(
         "--no-headers",
@@ -254,6 +284,13 @@ def _add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         "--applied",
         action="store_true",
         help="for one deployment: the object its agent applied (its DynamoGraphDeployment)",
+    )
+    parser.add_argument(
+        "--sort-by",
+        metavar="JSONPATH",
+        type=_sort_path,
+        help="order a list by the value at this path of each item, e.g. .replicas or "
+        "'{.status.ready_replicas}' (as kubectl's)",
     )
     parser.add_argument(
         "-w",
@@ -517,7 +554,7 @@ def _add_delete(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ignore-not-found",
         action="store_true",
-        help="with -f: an object already gone is not an error",
+        help="an object already gone is not an error (exit 0)",
     )
     parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP + " (workloads)")
 
@@ -535,10 +572,12 @@ def _delete(args: argparse.Namespace) -> Action:
         raise UsageError("name what to delete: KIND REF... or -f FILE")
     kind = kinds.lookup(args.kind)
     refs = [str(ref) for ref in args.refs]
-    dry_run = bool(args.dry_run)
+    dry_run, ignore = bool(args.dry_run), bool(args.ignore_not_found)
     if dry_run and kind is not kinds.WORKLOAD:
         raise UsageError("--dry-run: only workloads have a dry run on the hub")
-    return lambda ctx: commands.delete(ctx, kind=kind, refs=refs, dry_run=dry_run)
+    return lambda ctx: commands.delete(
+        ctx, kind=kind, refs=refs, dry_run=dry_run, ignore_not_found=ignore
+    )
 
 
 def _add_rotate_token(sub: Subparsers, client: argparse.ArgumentParser) -> None:
@@ -850,6 +889,38 @@ def _audit(args: argparse.Namespace) -> Action:
     return lambda ctx: commands.audit(ctx, filters=filters, limit=limit)
 
 
+def _add_explain(sub: Subparsers, client: argparse.ArgumentParser) -> None:
+    parser = _command(
+        sub,
+        client,
+        name="explain",
+        help_text="describe a kind's fields, or one field's (KIND.field.field), from the "
+        "hub's API document",
+        prepare=_explain,
+    )
+    parser.set_defaults(needs_token=False)
+    parser.add_argument("target", metavar="KIND[.FIELD...]", help="e.g. workload.serving")
+
+
+def _explain(args: argparse.Namespace) -> Action:
+    word, *path = str(args.target).split(".")
+    try:
+        kind = kinds.lookup(word)
+    except KeyError:
+        hint = kinds.suggest(word, kinds.words())
+        raise UsageError(
+            f"unknown kind {word!r}{hint} (kinds: {', '.join(kinds.words())})"
+        ) from None
+    if args.output and not output.is_table(args.output):
+        raise UsageError("explain prints a page for people; the document is GET /v1/openapi.json")
+
+    def run(ctx: commands.Context) -> None:
+        document = explain.fetch_document(ctx.client)
+        print(explain.explain(document, kind=kind, path=path), file=ctx.out)
+
+    return run
+
+
 # -- argument types ---------------------------------------------------------------------------
 
 
@@ -878,6 +949,15 @@ def _seconds(text: str) -> float:
     if value < 0 or value != value:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
     return value
+
+
+def _sort_path(text: str) -> str:
+    path = text.strip()
+    try:
+        jsonpath.compile_template(path if path.startswith("{") else "{" + path + "}")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return path
 
 
 def _output_format(text: str) -> str:

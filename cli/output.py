@@ -1,10 +1,14 @@
 """Rendering resources for people (tables) and for programs (JSON, YAML).
 
 Tables have one row per resource and columns chosen per kind (`COLUMNS`, and `WIDE_COLUMNS`
-after them for `-o wide`); JSON and YAML show the hub's own JSON unchanged, so scripts see
-exactly what the REST API returns (a list command prints a list of resources, every page
-already joined); `-o name` prints `kind/name` lines and `-o jsonpath=...` kubectl's templates
-(cli/jsonpath.py). Pure: strings in, string out.
+after them for `-o wide`), or the user's (`-o custom-columns=NAME:.path,...`). JSON and
+jsonpath show the hub's own JSON unchanged, so scripts see exactly what the REST API returns;
+YAML shows a resource as the Kubernetes-style manifest `apply -f` reads back
+(`apiVersion`, `kind`, `metadata.name`, `spec`: what is declared, `status`: what the hub
+reports). A list, in every format, is kubectl's List (`{"apiVersion": "v1", "items": [...],
+"kind": "List", "metadata": {"resourceVersion": ""}}`), every page already joined; `-o name`
+prints `kind/name` lines and `-o jsonpath=...` kubectl's templates (cli/jsonpath.py).
+Pure: strings in, string out.
 
 Cells: a missing value (`null`, an empty string, a `status` the cluster has not reported yet)
 is "-"; booleans are "true"/"false" as in the JSON.
@@ -21,11 +25,12 @@ from typing import Any
 
 import yaml
 
-from cli import jsonpath
+from cli import jsonpath, kinds
 
-# -o values; `jsonpath=TEMPLATE` (kubectl's syntax) is the one that takes an argument.
+# -o values; `jsonpath=TEMPLATE` and `custom-columns=SPEC` (kubectl's syntax) take an argument.
 FORMATS = ("table", "wide", "json", "yaml", "name")
 JSONPATH_PREFIX = "jsonpath="
+COLUMNS_PREFIX = "custom-columns="
 TABLE_FORMATS = ("table", "wide")
 MISSING = "-"
 
@@ -41,10 +46,75 @@ def parse_format(text: str) -> str:
     if text.startswith(JSONPATH_PREFIX):
         jsonpath.compile_template(text.removeprefix(JSONPATH_PREFIX))
         return text
+    if text.startswith(COLUMNS_PREFIX):
+        custom_columns(text)
+        return text
     if text not in FORMATS:
-        accepted = ", ".join((*FORMATS, "jsonpath=TEMPLATE"))
-        raise ValueError(f"unknown output format {text!r}; expected one of: {accepted}")
+        accepted = ", ".join((*FORMATS, "jsonpath=TEMPLATE", "custom-columns=NAME:.path,..."))
+        hint = kinds.suggest(text, [*FORMATS, "jsonpath", "custom-columns"])
+        raise ValueError(f"unknown output format {text!r}{hint} (expected one of: {accepted})")
     return text
+
+
+def custom_columns(fmt: str) -> list[tuple[str, str]]:
+    """`custom-columns=NAME:.path,READY:.status.ready` as (header, path) pairs; ValueError
+    for a spec kubectl would refuse too."""
+    spec = fmt.removeprefix(COLUMNS_PREFIX)
+    columns = []
+    for part in spec.split(","):
+        header, sep, path = part.partition(":")
+        if not sep or not header or not path:
+            raise ValueError(
+                f"custom-columns: {part!r} is not NAME:PATH (e.g. custom-columns=NAME:.name,"
+                "PHASE:.phase)"
+            )
+        jsonpath.compile_template("{" + path + "}")
+        columns.append((header, path))
+    return columns
+
+
+def sort_items(items: Sequence[JsonObject], path: str) -> list[JsonObject]:
+    """`--sort-by=PATH` (a jsonpath, `{.x}` or `.x`): items by the value found there, numbers
+    as numbers, null first. An item without the field is refused (jsonpath.MissingField),
+    as kubectl refuses it."""
+    expression = path.strip()
+    if expression.startswith("{") and expression.endswith("}"):
+        expression = expression[1:-1]
+    values = [jsonpath.values(expression, item) for item in items]
+
+    def key(found: list[Any]) -> tuple[int, Any]:
+        value = found[0] if found else None
+        if value is None:
+            return (0, 0)
+        if isinstance(value, bool | int | float):
+            return (1, value)
+        return (2, value if isinstance(value, str) else json.dumps(value, sort_keys=True))
+
+    order = sorted(range(len(items)), key=lambda i: key(values[i]))
+    return [items[i] for i in order]
+
+
+def as_list(items: list[Any]) -> dict[str, Any]:
+    """kubectl's List, as `kubectl get -o json` prints one."""
+    return {"apiVersion": "v1", "items": items, "kind": "List", "metadata": {"resourceVersion": ""}}
+
+
+def manifest(kind: kinds.Kind, item: JsonObject) -> JsonObject:
+    """A resource as the Kubernetes-style object `apply -f` reads back: its name in metadata,
+    its declared fields (`Kind.spec`) in spec, everything the hub reports in status."""
+    spec = {key: value for key, value in item.items() if key in kind.spec}
+    status = {
+        key: value for key, value in item.items() if key not in kind.spec and key != kind.name_field
+    }
+    obj: JsonObject = {
+        "apiVersion": kinds.API_VERSION,
+        "kind": kind.title,
+        "metadata": {"name": item.get(kind.name_field)},
+    }
+    if kind.spec:
+        obj["spec"] = spec
+    obj["status"] = status
+    return obj
 
 
 def is_table(fmt: str) -> bool:
@@ -61,24 +131,39 @@ def render(
         return table(kind, items, wide=fmt == "wide", headers=headers)
     if fmt == "name":
         return "\n".join(f"{kind}/{text(item.get(name_field))}" for item in items)
-    return serialize(data, fmt=fmt)
+    if fmt == "yaml" and kind in kinds.words():
+        shape = kinds.lookup(kind)
+        objects = [manifest(shape, item) for item in items]
+        return serialize(objects if isinstance(data, list) else objects[0], fmt=fmt)
+    return serialize(data, fmt=fmt, headers=headers)
 
 
-def serialize(data: Any, *, fmt: str) -> str:
-    """JSON, YAML or a jsonpath template's text of any JSON value, keys in the hub's order.
-
-    A list meets a jsonpath template as kubectl's does, as {"items": [...]}."""
+def serialize(data: Any, *, fmt: str, headers: bool = True) -> str:
+    """JSON, YAML, custom columns or a jsonpath template's text of any JSON value, keys in
+    the hub's order; a list as kubectl's List."""
+    if fmt.startswith(COLUMNS_PREFIX):
+        items = data if isinstance(data, list) else [data]
+        columns = custom_columns(fmt)
+        rows = [[h for h, _ in columns]] if headers else []
+        rows += [[_column(path, item) for _, path in columns] for item in items]
+        return format_rows(rows) if rows else ""
+    subject = as_list(data) if isinstance(data, list) else data
     if fmt == "json":
-        return json.dumps(data, indent=2, ensure_ascii=False)
+        return json.dumps(subject, indent=2, ensure_ascii=False)
     if fmt == "yaml":
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip("\n")
+        return yaml.safe_dump(subject, sort_keys=False, allow_unicode=True).rstrip("\n")
     if fmt.startswith(JSONPATH_PREFIX):
-        subject = {"kind": "List", "items": data} if isinstance(data, list) else data
         return jsonpath.render(fmt.removeprefix(JSONPATH_PREFIX), subject)
     if fmt in ("table", "wide", "name"):
         # Not a resource (a deletion's record, a review): its JSON is the honest table.
         return json.dumps(data, indent=2, ensure_ascii=False)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _column(path: str, item: JsonObject) -> str:
+    # kubectl's custom columns: several values comma-joined, none "<none>".
+    found = jsonpath.values(path, item)
+    return ",".join(jsonpath.show(v) for v in found if v is not None) or "<none>"
 
 
 def table(

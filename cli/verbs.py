@@ -14,7 +14,7 @@ from typing import Any
 
 from cli import kinds, manifests, output
 from cli.client import JsonObject
-from cli.commands import VALIDATE_ONLY, Context, agent_token_notice, resource_path
+from cli.commands import VALIDATE_ONLY, Context, agent_token_notice, resource_path, suggesting
 from cli.errors import ApiError, CliError, ManifestError
 
 # What PATCH may change per kind (the UpdateX masks); anything else in a file that differs
@@ -66,7 +66,8 @@ def apply(ctx: Context, *, documents: Sequence[manifests.Document], dry_run: boo
     suffix = " (dry run)" if dry_run else ""
     unchecked = False  # an earlier document would be created: the hub cannot see it yet
     for doc in manifests.in_creation_order(documents):
-        result = _apply_one(ctx, doc, dry_run=dry_run, hub_checks=not unchecked)
+        with manifests.naming(doc):
+            result = _apply_one(ctx, doc, dry_run=dry_run, hub_checks=not unchecked)
         results.append(result)
         unchecked = unchecked or (dry_run and result.action == "created")
         if ctx.human:
@@ -101,7 +102,7 @@ def _apply_one(
 ) -> Applied:
     if doc.name == "?":
         problem = f"no {doc.kind.name_field!r}: apply finds objects by it"
-        raise ManifestError("the file", doc.index, problem)
+        raise ManifestError(doc.source, doc.index, problem)
     path = resource_path(doc.kind, doc.name)
     current = _get_or_none(ctx, path)
     # Workloads have a dry run on the hub (validate_only); other kinds only the comparison.
@@ -175,7 +176,8 @@ def delete_files(
     deleted: list[JsonObject] = []
     for doc in reversed(manifests.in_creation_order(documents)):
         try:
-            ctx.client.delete(resource_path(doc.kind, doc.name))
+            with manifests.naming(doc):
+                ctx.client.delete(resource_path(doc.kind, doc.name))
         except ApiError as e:
             if e.status == 404 and ignore_not_found:
                 continue
@@ -302,7 +304,8 @@ def describe(ctx: Context, *, kind: kinds.Kind, ref: str) -> None:
     """A page for people: the object's fields (nested ones indented), its conditions for a
     deployment, then the objects related to it as tables, then Events (none: the hub keeps
     no history)."""
-    item = ctx.client.get(resource_path(kind, ref))
+    with suggesting(ctx, kind=kind, ref=ref):
+        item = ctx.client.get(resource_path(kind, ref))
     shown = {k: v for k, v in item.items() if k not in _SHOWN_AS_RELATED.get(kind.name, ())}
     lines = list(_fields(shown, indent=0))
     if kind is kinds.DEPLOYMENT:

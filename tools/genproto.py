@@ -1,4 +1,6 @@
-"""Regenerate generated/ from protos/: protoc Python code, gRPC stubs and mypy stubs.
+"""Regenerate generated/ from protos/: protoc Python code, gRPC stubs and mypy stubs, and
+wingsmith/v1/descriptions.json: the protos' comments by full name (messages, fields, enums,
+enum values), which the Python descriptors do not keep; the hub's OpenAPI document reads it.
 
 Run: ``python -m tools.genproto`` (from the repository root, with the dev extra installed).
 ``python -m tools.genproto --out DIR`` writes elsewhere; tests/unit/test_contract.py uses that
@@ -9,12 +11,14 @@ grpcio-tools and mypy-protobuf versions (pyproject.toml, dev extra).
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 import shutil
 import sys
 import sysconfig
 
 from google.api import annotations_pb2
+from google.protobuf import descriptor_pb2
 from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -61,6 +65,63 @@ def generate(out: pathlib.Path) -> None:
         raise SystemExit("protoc failed")
     for init in PACKAGE_INITS:
         (out / init).write_text(INIT_TEXT)
+    wingsmith = [p for p in protos if p.startswith("wingsmith/")]
+    descriptions = comments(args[1:4], wingsmith, out)
+    text = json.dumps(descriptions, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    (out / DESCRIPTIONS).write_text(text, encoding="utf-8")
+
+
+DESCRIPTIONS = "wingsmith/v1/descriptions.json"
+# FileDescriptorProto / DescriptorProto / EnumDescriptorProto field numbers, as
+# SourceCodeInfo.Location.path spells them.
+_FILE_MESSAGE, _FILE_ENUM = 4, 5
+_MESSAGE_FIELD, _MESSAGE_NESTED, _MESSAGE_ENUM = 2, 3, 4
+_ENUM_VALUE = 2
+
+
+def comments(includes: list[str], protos: list[str], scratch: pathlib.Path) -> dict[str, str]:
+    """Each commented element's leading comment, one paragraph, by its full name."""
+    target = scratch / "descriptor-set.binpb"
+    args = ["protoc", *includes, "--include_source_info", f"--descriptor_set_out={target}"]
+    if protoc.main([*args, *protos]) != 0:
+        raise SystemExit("protoc failed (descriptor set)")
+    files = descriptor_pb2.FileDescriptorSet.FromString(target.read_bytes())
+    target.unlink()
+    found: dict[str, str] = {}
+    for file in files.file:
+        names = _names(file)
+        for location in file.source_code_info.location:
+            name = names.get(tuple(location.path))
+            text = " ".join(line.strip() for line in location.leading_comments.splitlines())
+            if name and text.strip():
+                found[name] = text.strip()
+    return found
+
+
+def _names(file: descriptor_pb2.FileDescriptorProto) -> dict[tuple[int, ...], str]:
+    """Source paths -> full names of every message, field, enum and enum value."""
+    names: dict[tuple[int, ...], str] = {}
+
+    def enum(path: tuple[int, ...], e: descriptor_pb2.EnumDescriptorProto, prefix: str) -> None:
+        names[path] = f"{prefix}.{e.name}"
+        for i, value in enumerate(e.value):
+            names[(*path, _ENUM_VALUE, i)] = f"{prefix}.{e.name}.{value.name}"
+
+    def message(path: tuple[int, ...], m: descriptor_pb2.DescriptorProto, prefix: str) -> None:
+        full = f"{prefix}.{m.name}"
+        names[path] = full
+        for i, f in enumerate(m.field):
+            names[(*path, _MESSAGE_FIELD, i)] = f"{full}.{f.name}"
+        for i, nested in enumerate(m.nested_type):
+            message((*path, _MESSAGE_NESTED, i), nested, full)
+        for i, e in enumerate(m.enum_type):
+            enum((*path, _MESSAGE_ENUM, i), e, full)
+
+    for i, m in enumerate(file.message_type):
+        message((_FILE_MESSAGE, i), m, file.package)
+    for i, e in enumerate(file.enum_type):
+        enum((_FILE_ENUM, i), e, file.package)
+    return names
 
 
 def main(argv: list[str] | None = None) -> None:

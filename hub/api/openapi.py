@@ -11,14 +11,20 @@ Two schemas per message, because the hub reads more loosely than it writes:
 - `<Name>` (responses): every field present (`required`), nulls only where jsonmap writes them;
 - `<Name>.Input` (request bodies): every field optional and nullable (null means unset),
   enums also by their full name, unknown keys refused (`additionalProperties: false`).
+Descriptions are the protos' comments (generated/wingsmith/v1/descriptions.json, written by
+tools/genproto.py, since the Python descriptors drop comments): on each message and field
+that has one. `wingsmith explain` prints them.
 Every failure is the error envelope `{"error": {"code", "status", "message"}}` (the
 `default` response). Served, unauthenticated (it holds no data), at GET /v1/openapi.json.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
@@ -174,11 +180,23 @@ def _drop_null(schema: dict[str, Any]) -> None:
         schema["anyOf"] = [s for s in schema["anyOf"] if s != _NULL]
 
 
+@functools.cache
+def descriptions() -> Mapping[str, str]:
+    """The protos' comments by full name ({} if the generated file is missing)."""
+    try:
+        resource = importlib.resources.files("wingsmith.v1").joinpath("descriptions.json")
+        loaded = json.loads(resource.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ModuleNotFoundError):
+        return {}
+    return {str(k): str(v) for k, v in loaded.items()}
+
+
 class _Schemas:
     """Component schemas, defined on first use; `ref` and `field` return schema fragments."""
 
     def __init__(self) -> None:
         self.defined: dict[str, dict[str, Any]] = {}
+        self.descriptions = descriptions()
 
     def ref(self, desc: Descriptor, *, output: bool) -> dict[str, Any]:
         special = _well_known(desc.full_name, output=output)
@@ -191,14 +209,21 @@ class _Schemas:
         return {"$ref": f"#/components/schemas/{name}"}
 
     def _message(self, desc: Descriptor, *, output: bool) -> dict[str, Any]:
-        properties = {f.name: self.field(f, output=output) for f in desc.fields}
+        properties = {f.name: self._described(f, output=output) for f in desc.fields}
         schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if desc.full_name in self.descriptions:
+            schema["description"] = self.descriptions[desc.full_name]
         if output:
             schema["required"] = [f.name for f in desc.fields]
         # Unknown keys are refused. Input also accepts each field's ProtoJSON lowerCamelCase
         # name (docs/rest.md); the document spells the canonical snake_case name only.
         schema["additionalProperties"] = False
         return schema
+
+    def _described(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
+        schema = self.field(field, output=output)
+        text = self.descriptions.get(field.full_name)
+        return {**schema, "description": text} if text else schema
 
     def field(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
         if jsonmap.is_map(field):

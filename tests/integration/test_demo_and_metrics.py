@@ -151,6 +151,7 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     dashboard = re.search(r"Dashboard: (http://127\.0\.0\.1:\d+/ui/)", poke)
     token = re.search(r"admin token: (\S+)\)", poke)
     assert dashboard and token, poke
+    _pasted_into_a_new_shell_they_work(poke, tmp_path)
     opener = urllib.request.build_opener(
         urllib.request.ProxyHandler({}), urllib.request.HTTPCookieProcessor()
     )
@@ -161,3 +162,24 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
     rest, _ = process.communicate(timeout=30)
     assert process.returncode == 0
     assert "stopped: hub and agents shut down cleanly." in rest
+
+
+def _pasted_into_a_new_shell_they_work(poke: str, home: Path) -> None:
+    """The printed commands, pasted into a shell that never activated the virtual
+    environment (PATH of a fresh login, no WINGSMITH_ variables): wingsmith and grpcurl are
+    found, and answer."""
+    lines = [line.strip() for line in poke.splitlines()]
+    setup = [line for line in lines if line.startswith("source ")]
+    export = next(line for line in lines if line.startswith("export WINGSMITH_HUB_URL="))
+    get = next(line for line in lines if line.endswith(" get workloads"))
+    listing = next(line for line in lines if " -plaintext " in line and line.endswith(" list"))
+    pasted = subprocess.run(
+        ["bash", "-c", "\n".join(["set -e", *setup, export, get, listing])],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert pasted.returncode == 0, pasted.stderr
+    assert "llama-70b" in pasted.stdout and "wingsmith.v1.ControlService" in pasted.stdout

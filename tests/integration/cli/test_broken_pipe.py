@@ -81,5 +81,5 @@ def test_through_head_the_user_gets_the_lines_and_no_traceback(
         timeout=_TIMEOUT_S,
         check=False,
     )
-    assert result.stdout.startswith("[\n  {\n"), result.stdout
+    assert result.stdout.startswith('{\n  "apiVersion": "v1",\n'), result.stdout
     assert result.stderr == "", result.stderr

@@ -38,7 +38,7 @@ def test_python_m_cli_creates_and_lists_in_a_real_process(
     assert (created.returncode, created.stdout) == (0, "project/team-a created\n"), created.stderr
     listed = _wingsmith("get", "projects", "-o", "json", *connection, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
-    assert [p["name"] for p in json.loads(listed.stdout)] == ["team-a"]
+    assert [p["name"] for p in json.loads(listed.stdout)["items"]] == ["team-a"]
 
 
 def test_python_m_cli_exits_1_on_a_refusal(cli_hub: RunningHub, tmp_path: pathlib.Path) -> None:

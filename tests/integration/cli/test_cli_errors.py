@@ -46,7 +46,7 @@ def test_the_hub_url_and_token_come_from_the_environment(
     monkeypatch.setenv("WINGSMITH_HUB_URL", cli_hub.url)
     monkeypatch.setenv("WINGSMITH_ADMIN_TOKEN", cli_hub.token)
     assert cli_main.main(["get", "projects", "-o", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    assert json.loads(capsys.readouterr().out)["items"] == []
 
 
 def test_options_before_the_command_count_too(
@@ -55,7 +55,7 @@ def test_options_before_the_command_count_too(
     monkeypatch.delenv("WINGSMITH_HUB_URL", raising=False)
     argv = ["--hub-url", cli_hub.url, "--token", cli_hub.token, "-o", "json", "get", "clusters"]
     assert cli_main.main(argv) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    assert json.loads(capsys.readouterr().out)["items"] == []
 
 
 def test_the_token_is_read_from_token_file(

@@ -105,7 +105,7 @@ def test_apply_reads_stdin_and_prints_the_objects_as_json(
 
     monkeypatch.setattr("sys.stdin", io.StringIO(manifests.PROJECT))
     out = cli.ok("apply", "-f", "-", "-o", "json")
-    (project,) = json.loads(out)
+    (project,) = json.loads(out)["items"]
     assert project["name"] == "team-a" and project["quotas"] == {"H100-80GB": 16}
 
 
@@ -121,7 +121,10 @@ def test_delete_f_deletes_in_reverse_order_and_a_second_time_is_not_found(
     ]
     again = cli("delete", "-f", path)
     assert again.code == 1
-    assert again.err == "error: 404 NOT_FOUND: workload 'llama' not found\n"
+    assert again.err == (
+        "error: 404 NOT_FOUND: workload 'llama' not found\n"
+        f"in {path}: document 3 (workload/llama)\n"
+    )
     assert cli("delete", "-f", path, "--ignore-not-found") == Result(0, "", "")
 
 

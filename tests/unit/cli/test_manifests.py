@@ -7,6 +7,7 @@ import json
 import pathlib
 
 import pytest
+import yaml
 
 from cli import kinds, manifests
 from cli.errors import ManifestError
@@ -103,3 +104,52 @@ def test_an_unreadable_file_names_the_path(tmp_path: pathlib.Path) -> None:
     missing = tmp_path / "nope.yaml"
     with pytest.raises(ManifestError, match=r"nope\.yaml: cannot read"):
         manifests.read(str(missing), stdin=io.StringIO())
+
+
+OBJECT = """\
+apiVersion: wingsmith.dev/v1
+kind: Workload
+metadata: {name: llama}
+spec: {project: team-a, replicas: 2}
+status: {phase: running, workload_id: wl_1}
+"""
+
+
+def test_a_kubernetes_shaped_object_gives_its_spec_and_name_and_ignores_status() -> None:
+    (doc,) = parse(OBJECT)
+    assert doc.kind is kinds.WORKLOAD and doc.name == "llama"
+    assert doc.body == {"name": "llama", "project": "team-a", "replicas": 2}
+
+
+def test_kubectls_list_contributes_its_items_and_mixes_with_flat_documents() -> None:
+    listed = {"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(OBJECT)]}
+    text = yaml.safe_dump(listed) + "---\nkind: Project\nname: team-a\n"
+    assert [(d.kind, d.name, d.index) for d in parse(text)] == [
+        (kinds.WORKLOAD, "llama", 1),
+        (kinds.PROJECT, "team-a", 2),
+    ]
+
+
+def test_a_cluster_object_names_its_cluster_id_in_metadata() -> None:
+    text = "apiVersion: wingsmith.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
+    assert parse(text)[0].body == {"cluster_id": "east"}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (OBJECT.replace("wingsmith.dev/v1", "apps/v1"), "apiVersion is 'apps/v1': expected"),
+        (OBJECT.replace("metadata: {name: llama}", "metadata: {}"), "metadata.name is missing"),
+        (OBJECT.replace("{name: llama}", "{name: llama, labels: {a: b}}"), "metadata.labels"),
+        (OBJECT.replace("spec: {", "spec: [").replace("2}", "2]"), "spec must be a mapping"),
+        (OBJECT + "replicas: 3\n", "unknown top-level field(s) 'replicas'"),
+        (OBJECT.replace("project:", "name: other, project:"), "differs from metadata.name"),
+    ],
+)
+def test_a_bad_object_is_refused_naming_the_document_and_what_to_fix(
+    text: str, problem: str
+) -> None:
+    with pytest.raises(ManifestError) as raised:
+        parse("kind: Project\nname: p\n---\n" + text)
+    assert raised.value.index == 2
+    assert problem in raised.value.problem

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cli import kinds, output
+from cli import jsonpath, kinds, output
 from tests.unit.cli import builders
 
 
@@ -273,11 +273,85 @@ def test_one_resource_renders_as_a_one_row_table() -> None:
     assert lines[1].split() == ["team-a", "H100-80GB", "8+2/16"]
 
 
-@pytest.mark.parametrize("fmt", ["json", "yaml"])
-def test_json_and_yaml_show_the_hubs_json_unchanged(fmt: str) -> None:
+def test_json_shows_the_hubs_json_unchanged_and_a_list_as_kubectls_list() -> None:
     items = [builders.deployment(status=None), builders.deployment(name="llama.west")]
-    text = output.render(items, fmt=fmt, kind="deployment")
-    assert (json.loads(text) if fmt == "json" else yaml.safe_load(text)) == items
+    assert json.loads(output.render(items, fmt="json", kind="deployment")) == {
+        "apiVersion": "v1",
+        "items": items,
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+    }
+    one = json.loads(output.render(items[0], fmt="json", kind="deployment"))
+    assert one == items[0]
+
+
+def test_yaml_shows_a_resource_as_a_manifest_spec_declared_status_reported() -> None:
+    project = builders.project()
+    shown = yaml.safe_load(output.render([project], fmt="yaml", kind="project"))
+    assert shown["kind"] == "List" and len(shown["items"]) == 1
+    obj = shown["items"][0]
+    assert list(obj) == ["apiVersion", "kind", "metadata", "spec", "status"]
+    assert obj["apiVersion"] == "wingsmith.dev/v1" and obj["kind"] == "Project"
+    assert obj["metadata"] == {"name": project["name"]}
+    assert obj["spec"]["quotas"] == project["quotas"]
+    assert "usage" in obj["status"] and "quotas" not in obj["status"]
+    # Every field of the hub's JSON is in the manifest once, under spec or status.
+    assert {**obj["spec"], **obj["status"], "name": obj["metadata"]["name"]} == project
+
+
+def test_a_kind_with_nothing_to_declare_has_only_status() -> None:
+    shown = yaml.safe_load(output.render(builders.allocation(), fmt="yaml", kind="allocation"))
+    assert shown["kind"] == "Allocation" and "spec" not in shown
+
+
+@pytest.mark.parametrize(
+    ("path", "names"),
+    [
+        (".replicas", ["c", "b", "a"]),
+        ("{.name}", ["a", "b", "c"]),
+        (".quotas.x", ["a", "c", "b"]),
+    ],
+)
+def test_sort_by_orders_by_the_value_at_a_jsonpath_numbers_as_numbers_null_first(
+    path: str, names: list[str]
+) -> None:
+    items = [
+        {"name": "b", "replicas": 10, "quotas": {"x": 9}},
+        {"name": "c", "replicas": 2, "quotas": {"x": 3}},
+        {"name": "a", "replicas": 11, "quotas": {"x": None}},
+    ]
+    assert [i["name"] for i in output.sort_items(items, path)] == names
+
+
+def test_sort_by_a_field_the_items_lack_is_refused() -> None:
+    with pytest.raises(jsonpath.MissingField, match="did you mean 'replicas'"):
+        output.sort_items([{"name": "a", "replicas": 1}], ".replica")
+
+
+def test_custom_columns_draw_the_paths_a_user_names_none_for_empty() -> None:
+    items = [
+        {"name": "a", "s": {"ready": 2}, "tags": ["x", "y"]},
+        {"name": "b", "s": None, "tags": []},
+    ]
+    fmt = "custom-columns=NAME:.name,READY:.s.ready,TAGS:.tags[*]"
+    assert output.parse_format(fmt) == fmt
+    assert output.serialize(items, fmt=fmt).splitlines() == [
+        "NAME  READY   TAGS",
+        "a     2       x,y",
+        "b     <none>  <none>",
+    ]
+    assert output.serialize(items, fmt=fmt, headers=False).splitlines()[0] == "a  2       x,y"
+
+
+@pytest.mark.parametrize("fmt", ["custom-columns=", "custom-columns=NAME", "custom-columns=A:{"])
+def test_a_bad_custom_columns_spec_is_refused_before_the_hub_is_asked(fmt: str) -> None:
+    with pytest.raises(ValueError, match=r"custom-columns|jsonpath"):
+        output.parse_format(fmt)
+
+
+def test_a_mistyped_format_gets_a_suggestion() -> None:
+    with pytest.raises(ValueError, match="did you mean 'yaml'"):
+        output.parse_format("ymal")
 
 
 def test_json_keeps_the_hubs_key_order() -> None:
