@@ -19,8 +19,7 @@ from agent.cluster.simulated import SimulatedCluster
 from agent.simulation import node_sources
 from agent.sync.channel import open_channel
 from agent.sync.client import Backoff
-from hub.service.context import Settings
-from tests.harness import Hub, LoopThread, SimAgent, running_hub, wait_until, workload
+from tests.harness import SHORT_GRACE, Hub, LoopThread, SimAgent, running_hub, wait_until, workload
 from tests.integration.test_adoption import legacy_dgd, seeded
 
 THREE = "nodes=3,gpus=8,class=H100-80GB,ready_after=0.1s"
@@ -143,8 +142,7 @@ def test_a_node_deleted_while_the_agent_was_away_leaves_the_hub(
 def test_a_daemonset_node_whose_agent_is_gone_for_good_leaves_within_the_grace_period(
     tmp_path: Path,
 ) -> None:
-    # A grace period a busy machine cannot stall through (heartbeats every 0.2 s), yet short.
-    settings = Settings(stale_after_s=3.0, heartbeat_interval_s=0.2)
+    settings = SHORT_GRACE
     with running_hub(tmp_path, settings) as (loop, hub):
         token = hub.register_cluster("east")
         hub.create_project("search", H100_80GB=16)
