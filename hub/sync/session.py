@@ -378,7 +378,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         status, INTERNAL "Internal error from Core", in place of the one the hub sent: the
         agent, and the operator reading its log, lose why it was refused (a revoked
         certificate, a wrong token, the slot of a handshake pushback). How often depends on
-        timing alone: about 1 refusal in 100 on a busy machine. So the refusal waits for the
+        timing alone: 5 refusals in 1,000 on a machine kept busy. So the refusal waits for the
         first message (or the end of the client's side), at most HELLO_TIMEOUT_S as an
         accepted stream would, and then ends the call: by then the write is done and the
         status arrives whole. What the message says is not looked at.

@@ -229,7 +229,7 @@ def test_every_refused_agent_reads_and_logs_why(
     env: tuple[LoopThread, Hub], caplog: pytest.LogCaptureFixture
 ) -> None:
     """Many refusals in a row, each the agent's first attempt: every one says why (the old hub
-    gave INTERNAL to about 1 in 100 on a busy machine)."""
+    gave INTERNAL to 5 in 1,000 on a busy machine)."""
     loop, hub = env
     hub.register_cluster("east")
     caplog.set_level(logging.ERROR, logger="agent.sync.client")
