@@ -135,6 +135,8 @@ class Agent:
         # the hub has not fenced its term.
         self.leading = not config.node_name
         self.term = 0
+        # The Lease term the last Hello announced (0: none); see `_on_connected`.
+        self._hello_term = 0
         self._fenced_term = 0
         self._on_grant = on_grant
         self._on_fence = on_fence
@@ -204,6 +206,7 @@ class Agent:
     # -- desired state ------------------------------------------------------------------------
 
     def _hello(self) -> sync_pb2.Hello:
+        self._hello_term = self._leader_term()
         return sync_pb2.Hello(
             cluster_id=self.config.cluster_id,
             agent_version=__version__,
@@ -212,10 +215,20 @@ class Agent:
             agent_instance=self.config.instance,
             read_only=self.config.read_only,
             node_name=self.config.node_name,
-            leader_term=self.term if self.leading and self.config.node_name else 0,
+            leader_term=self._hello_term,
         )
 
+    def _leader_term(self) -> int:
+        """The Lease term a node agent leads with now; 0 when it does not lead."""
+        return self.term if self.leading and self.config.node_name else 0
+
     def _on_connected(self, welcome: sync_pb2.Welcome) -> None:
+        if self._leader_term() != self._hello_term:
+            # The Lease was won or lost after the Hello was written and before the Welcome:
+            # `set_leadership` could not tell the hub then (no stream), so tell it now, or
+            # the hub would fence this leader's cluster state, or keep a lost lead.
+            leadership = sync_pb2.Leadership(leading=self._leader_term() > 0, term=self.term)
+            self.client.send(sync_pb2.AgentMessage(leadership=leadership))
         # Resend only what the hub does not hold as last sent (docs/stream.md).
         self.observer.resume(convert.held_observations(welcome))
         self._sent_dgd_version = ""

@@ -73,6 +73,21 @@ def retry_after(error: grpc.aio.AioRpcError) -> float | None:
     return None
 
 
+# What grpc's asyncio client reports, in place of the peer's status, for a write to a call that
+# ended meanwhile (not the hub's word: the hub never sends it).
+LOST_STATUS = "Internal error from Core"
+
+
+def lost_status_note(error: grpc.aio.AioRpcError) -> str:
+    """A note for a status grpc made up itself, so the log does not read as the hub's."""
+    if error.code() == grpc.StatusCode.INTERNAL and error.details() == LOST_STATUS:
+        return (
+            " (grpc's own status: the stream ended while this agent was writing to it, and the"
+            " hub's reason was lost; the next attempt shows it)"
+        )
+    return ""
+
+
 def superseded_backoff() -> Backoff:
     """After the hub closed our stream for a newer one of the same cluster (and node): another
     agent holds this cluster's token. Wait long, and longer each time, so two such agents do not
@@ -173,7 +188,9 @@ class StreamClient:
                         grpc.StatusCode.PERMISSION_DENIED,
                     ):
                         level = logging.ERROR  # configuration: the token or cluster id is wrong
-                    log.log(level, "stream closed: %s", self.stats.last_error)
+                    log.log(
+                        level, "stream closed: %s%s", self.stats.last_error, lost_status_note(e)
+                    )
             except RevisionGap as e:
                 log.warning("%s; reconnecting for a snapshot", e)
             except asyncio.InvalidStateError:

@@ -6,8 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hub.service.context import Settings
-from tests.harness import Hub, SimAgent, running_hub, start_agent, wait_until, workload
+from tests.harness import SHORT_GRACE, Hub, SimAgent, running_hub, start_agent, wait_until, workload
 
 
 def phase(hub: Hub, name: str) -> tuple[str, str | None]:
@@ -208,10 +207,7 @@ def test_allocations_by_project(hub: Hub, agents: Callable[..., SimAgent]) -> No
 def test_a_stale_cluster_takes_no_new_admission_until_its_agent_reports_again(
     tmp_path: Path,
 ) -> None:
-    with running_hub(tmp_path, Settings(stale_after_s=2.0, heartbeat_interval_s=0.2)) as (
-        loop,
-        hub,
-    ):
+    with running_hub(tmp_path, SHORT_GRACE) as (loop, hub):
         token = hub.register_cluster("east")
         hub.create_project("search", H100_80GB=64)
         agent = start_agent(loop, hub, cluster_id="east", token=token)
@@ -220,7 +216,7 @@ def test_a_stale_cluster_takes_no_new_admission_until_its_agent_reports_again(
         wait_until(lambda: phase(hub, "before.east")[0] == "running", what="running")
 
         agent.stop()  # the cluster goes quiet, with 12 of its 16 devices still free
-        wait_until(lambda: hub.get("/v1/clusters/east")["stale"], timeout=15, what="stale")
+        wait_until(lambda: hub.get("/v1/clusters/east")["stale"], what="stale")
         hub.post("/v1/workloads", workload("after", replicas=1, clusters=("east",)))
         assert phase(hub, "after.east") == ("pending", "insufficient_capacity")
         message = hub.get("/v1/deployments/after.east")["admission_message"]
@@ -232,7 +228,6 @@ def test_a_stale_cluster_takes_no_new_admission_until_its_agent_reports_again(
         try:
             wait_until(
                 lambda: phase(hub, "after.east")[0] in ("admitted", "placed", "running"),
-                timeout=15,
                 what="admitted once the cluster reports again",
             )
             wait_until(lambda: phase(hub, "after.east")[0] == "running", what="running")
@@ -241,10 +236,7 @@ def test_a_stale_cluster_takes_no_new_admission_until_its_agent_reports_again(
 
 
 def test_a_deployment_waiting_when_its_cluster_goes_stale_says_so(tmp_path: Path) -> None:
-    with running_hub(tmp_path, Settings(stale_after_s=2.0, heartbeat_interval_s=0.2)) as (
-        loop,
-        hub,
-    ):
+    with running_hub(tmp_path, SHORT_GRACE) as (loop, hub):
         token = hub.register_cluster("east")
         hub.create_project("search", H100_80GB=64)
         agent = start_agent(loop, hub, cluster_id="east", token=token)
@@ -256,6 +248,5 @@ def test_a_deployment_waiting_when_its_cluster_goes_stale_says_so(tmp_path: Path
         agent.stop()
         wait_until(
             lambda: "is stale" in hub.get("/v1/deployments/huge.east")["admission_message"],
-            timeout=15,
             what="the waiting deployment learns its cluster is stale",
         )

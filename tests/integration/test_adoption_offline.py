@@ -12,8 +12,8 @@ from agent.app import Agent, AgentConfig
 from agent.cluster.simulated import SimulatedCluster
 from agent.simulation import node_sources
 from agent.sync.client import Backoff
-from hub.service.context import Settings
 from tests.harness import (
+    SHORT_GRACE,
     Hub,
     LoopThread,
     SimAgent,
@@ -135,8 +135,7 @@ def test_a_promoted_dgd_that_disappears_is_marked_gone_even_when_managed(
 
 
 def test_promotion_is_refused_while_the_cluster_is_stale(tmp_path: Path) -> None:
-    settings = Settings(stale_after_s=1.0, heartbeat_interval_s=0.2)
-    with running_hub(tmp_path, settings) as (loop, hub):
+    with running_hub(tmp_path, SHORT_GRACE) as (loop, hub):
         token = hub.register_cluster("east")
         hub.create_project("search", H100_80GB=16)
         seed = seeded(tmp_path, legacy_dgd())
@@ -145,7 +144,7 @@ def test_promotion_is_refused_while_the_cluster_is_stale(tmp_path: Path) -> None
         hub.post("/v1/discovered/east.ml.legacy-qwen/promote", {"project": "search"})
         wait_until(lambda: hub.get("/v1/deployments/legacy-qwen.east")["status"], what="reported")
         agent.stop()  # the cluster goes quiet
-        wait_until(lambda: hub.get("/v1/clusters/east")["stale"], timeout=10, what="stale")
+        wait_until(lambda: hub.get("/v1/clusters/east")["stale"], what="stale")
 
         review = hub.get("/v1/deployments/legacy-qwen.east/review")
         assert "stale" in review["summary"]

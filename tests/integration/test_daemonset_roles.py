@@ -5,6 +5,7 @@ tested against the Kubernetes API emulator in tests/unit/kube/test_kube_lease.py
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -24,7 +25,14 @@ class Pod:
     """One DaemonSet pod: an agent for one node of a shared simulated cluster."""
 
     def __init__(
-        self, loop: LoopThread, hub: Hub, cluster: SimulatedCluster, *, node: str, token: str
+        self,
+        loop: LoopThread,
+        hub: Hub,
+        cluster: SimulatedCluster,
+        *,
+        node: str,
+        token: str,
+        built: Callable[[Agent], None] = lambda agent: None,
     ) -> None:
         self.loop = loop
 
@@ -48,6 +56,7 @@ class Pod:
                 sim=cluster,
                 backoff=Backoff(base_s=0.05, cap_s=0.5),
             )
+            built(agent)
             return agent, channel
 
         self.agent, self.channel = loop.run(build())
@@ -71,8 +80,8 @@ def pods(env: tuple[LoopThread, Hub]) -> Any:
     loop, hub = env
     started: list[Pod] = []
 
-    def start(cluster: SimulatedCluster, *, node: str, token: str) -> Pod:
-        pod = Pod(loop, hub, cluster, node=node, token=token)
+    def start(cluster: SimulatedCluster, *, node: str, token: str, **kwargs: Any) -> Pod:
+        pod = Pod(loop, hub, cluster, node=node, token=token, **kwargs)
         started.append(pod)
         return pod
 
@@ -118,6 +127,37 @@ def test_one_leader_reconciles_every_pod_reports_its_node_and_a_newer_term_fence
     )
     assert a.agent.applied == applied_by_a, "the fenced pod applied nothing"
     assert b.agent.applied >= 1
+
+
+def _lease_won_after_the_hello(agent: Agent) -> None:
+    """The elector wins the Lease just after the agent wrote its Hello (term 0), before the
+    hub's Welcome: `set_leadership` finds no open stream to tell."""
+    hello = agent.client._hello
+
+    def hello_then_lease() -> sync_pb2.Hello:
+        message = hello()
+        if agent.term == 0:
+            asyncio.get_running_loop().call_soon(agent.set_leadership, True, 1)
+        return message
+
+    agent.client._hello = hello_then_lease
+
+
+def test_a_lease_won_while_the_stream_opens_is_told_to_the_hub(hub: Hub, pods: Any) -> None:
+    """Seen on a busy machine: the leader's Lease message was dropped in the handshake, the hub
+    fenced its cluster state, and nothing was ever placed (tests/integration/
+    test_vanished_nodes.py timed out waiting for replicas)."""
+    token = hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=8)
+    cluster = SimulatedCluster(
+        "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s", cluster_id="east", clock=_monotonic()
+    )
+    pod = pods(cluster, node="east-node-0", token=token, built=_lease_won_after_the_hello)
+    wait_until(lambda: _leader(hub) == "hangar-east-node-0", what="the pod leads at the hub")
+    assert (pod.agent.leading, pod.agent.term) == (True, 1)
+    hub.post("/v1/workloads", workload("chat", replicas=1, clusters=("east",)))
+    wait_until(lambda: hub.get("/v1/workloads/chat")["phase"] == "running", what="running")
+    assert pod.agent.client.stats.problems == [], "no cluster state refused"
 
 
 def test_the_hub_refuses_cluster_state_from_a_follower_and_other_nodes(hub: Hub) -> None:

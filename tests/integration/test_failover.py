@@ -15,8 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
-from hub.service.context import Settings
-from tests.harness import Hub, LoopThread, SimAgent, running_hub, start_agent, wait_until, workload
+from tests.harness import (
+    SHORT_GRACE,
+    Hub,
+    LoopThread,
+    SimAgent,
+    running_hub,
+    start_agent,
+    wait_until,
+    workload,
+)
 from tests.integration.test_rejects_and_paging import FOREIGN_DGD
 
 SPEC = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
@@ -24,7 +32,7 @@ SPEC = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
 
 @pytest.fixture
 def fast(tmp_path: Path) -> Iterator[tuple[LoopThread, Hub]]:
-    with running_hub(tmp_path, Settings(stale_after_s=1.0, heartbeat_interval_s=0.2)) as pair:
+    with running_hub(tmp_path, SHORT_GRACE) as pair:
         yield pair
 
 
@@ -75,7 +83,7 @@ def test_a_stale_cluster_fails_over_and_back_charging_the_quota_once(
         wait_until(lambda: ready(hub, "llama.east") == ready(hub, "llama.west") == 1, what="ready")
 
         agents["east"].stop()  # east goes quiet
-        wait_until(lambda: failovers(hub, "llama"), timeout=10, what="failover")
+        wait_until(lambda: failovers(hub, "llama"), what="failover")
         (event,) = failovers(hub, "llama")
         assert (event["cluster_id"], event["cause"], event["state"]) == (
             "east",
@@ -100,9 +108,7 @@ def test_a_stale_cluster_fails_over_and_back_charging_the_quota_once(
             what="recovering",
         )
         assert charged(hub) <= 8
-        wait_until(
-            lambda: failovers(hub, "llama")[0]["state"] == "failed_back", timeout=10, what="back"
-        )
+        wait_until(lambda: failovers(hub, "llama")[0]["state"] == "failed_back", what="back")
         (event,) = failovers(hub, "llama")
         assert "stand-ins removed" in event["message"] and event.get("end_time")
         assert shares(hub, "llama") == {"east": 1, "west": 1}
@@ -136,7 +142,7 @@ def test_stand_ins_go_to_the_most_preferred_open_cluster(fast: tuple[LoopThread,
         wait_until(lambda: ready(hub, "llama.east") == 2, what="ready on east")
 
         started[0].stop()  # east goes quiet
-        wait_until(lambda: failovers(hub, "llama"), timeout=10, what="failover")
+        wait_until(lambda: failovers(hub, "llama"), what="failover")
         (event,) = failovers(hub, "llama")
         assert event["stand_ins"] == {"north": 2}, event
         assert shares(hub, "llama") == {"east": 2, "north": 2}
@@ -165,7 +171,7 @@ def test_drain_replaces_a_clusters_replicas_first_then_removes_them_there(
         # Make before break: east keeps its replica until west runs the stand-in.
         (event,) = failovers(hub, "llama")
         assert (event["cause"], event["stand_ins"]) == ("draining", {"west": 1})
-        wait_until(lambda: "east" not in shares(hub, "llama"), timeout=10, what="east removed")
+        wait_until(lambda: "east" not in shares(hub, "llama"), what="east removed")
         assert ready(hub, "llama.west") == 2
         (event,) = failovers(hub, "llama")
         assert event["state"] == "drained" and "drained" in event["message"]
@@ -206,7 +212,7 @@ def test_drain_moves_managed_deployments_and_leaves_an_observed_one_running(
         foreign_before = next(d for d in east.cluster.list_dgds() if d.name == "chat").spec
 
         hub.post("/v1/clusters/east:drain", {})
-        wait_until(lambda: "east" not in shares(hub, "llama"), timeout=10, what="llama moved")
+        wait_until(lambda: "east" not in shares(hub, "llama"), what="llama moved")
         assert shares(hub, "llama") == {"west": 1}
         assert ready(hub, "llama.west") == 1
         # What Wingsmith does not manage stays where it is, as it was, and still reports.
@@ -276,9 +282,7 @@ def test_a_cordon_fails_a_workload_over_and_uncordon_fails_it_back(
         wait_until(lambda: ready(hub, "llama.east") == 2, what="the stand-in on east")
         assert ready(hub, "llama.west") == 1  # nothing moved off the cordoned cluster
         hub.post("/v1/clusters/west:uncordon", {})
-        wait_until(
-            lambda: failovers(hub, "llama")[0]["state"] == "failed_back", timeout=10, what="back"
-        )
+        wait_until(lambda: failovers(hub, "llama")[0]["state"] == "failed_back", what="back")
         assert shares(hub, "llama") == {"east": 1, "west": 1}
     finally:
         for agent in started:

@@ -109,7 +109,7 @@ def test_a_poisoned_agent_beside_a_healthy_one_costs_it_nothing(
             assert hub.server is not None and hub.server.ingest is not None
             hub.loop.run(hub.server.ingest.drained())
             try:
-                wait_until(lambda: not _losses(hub, healthy, "east"), timeout=10, what="no loss")
+                wait_until(lambda: not _losses(hub, healthy, "east"), timeout=30, what="no loss")
             except AssertionError:
                 lossy_rounds.append((round_, _losses(hub, healthy, "east")))
         assert lossy_rounds == [], f"the healthy agent lost reports: {lossy_rounds}"

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from cli import output
-from hub.service.context import Settings
 from tests.harness import (
     ADMIN_TOKEN,
+    SHORT_GRACE,
     Hub,
     SimAgent,
     running_hub,
@@ -35,7 +35,7 @@ def ready(deployment: dict[str, Any]) -> int:
 def test_a_silent_cluster_becomes_stale_keeps_its_data_and_shows_nothing_ready(
     tmp_path: Path,
 ) -> None:
-    with running_hub(tmp_path, Settings(stale_after_s=1.0, heartbeat_interval_s=0.2)) as (
+    with running_hub(tmp_path, SHORT_GRACE) as (
         loop,
         hub,
     ):
@@ -47,9 +47,7 @@ def test_a_silent_cluster_becomes_stale_keeps_its_data_and_shows_nothing_ready(
         assert hub.get("/v1/clusters/east")["stale"] is False
 
         agent.stop()  # the cluster goes quiet
-        stale = wait_until(
-            lambda: (c := hub.get("/v1/clusters/east"))["stale"] and c, timeout=10, what="stale"
-        )
+        stale = wait_until(lambda: (c := hub.get("/v1/clusters/east"))["stale"] and c, what="stale")
         assert stale["last_seen"] is not None
         assert stale["devices"]["H100-80GB"]["total"] == 16, "its data is kept"
         deployment = hub.get("/v1/deployments/chat.east")

@@ -24,7 +24,7 @@ from hub.service import sync as sync_service
 from hub.service.context import ServiceContext, Settings
 from hub.store.port import open_store
 from tests import stores
-from tests.harness import FAST, Hub, LoopThread, start_agent, wait_until, workload
+from tests.harness import FAST, SHORT_GRACE, Hub, LoopThread, start_agent, wait_until, workload
 
 H100 = "H100-80GB"
 
@@ -88,7 +88,6 @@ def test_a_newer_stream_on_another_hub_supersedes_the_older_one(tmp_path: Path) 
             second = start_agent(loop, b, cluster_id="east", token=token)
             wait_until(
                 lambda: first.agent.client.stats.superseded >= 1,
-                timeout=5,
                 what="hub A closing its stream once hub B accepted a newer one",
             )
             cluster = b.get("/v1/clusters/east")
@@ -101,7 +100,7 @@ def test_a_newer_stream_on_another_hub_supersedes_the_older_one(tmp_path: Path) 
 
 def test_a_stopped_hub_takes_its_streams_rows_and_a_dead_one_is_swept(tmp_path: Path) -> None:
     settings = Settings(
-        stale_after_s=3.0, heartbeat_interval_s=0.2, hub_heartbeat_s=0.2, hub_dead_after_s=1.0
+        stale_after_s=3.0, heartbeat_interval_s=0.2, hub_heartbeat_s=0.2, hub_dead_after_s=3.0
     )
     with hubs_on_one_database(tmp_path, 2, settings) as (loop, (a, b), url):
         token = a.register_cluster("east")
@@ -127,7 +126,6 @@ def test_a_stopped_hub_takes_its_streams_rows_and_a_dead_one_is_swept(tmp_path: 
             assert len(a.get("/v1/clusters/east")["agents"]) == 1
             wait_until(
                 lambda: a.get("/v1/clusters/east")["agents"] == [],
-                timeout=5,
                 what="the dead hub's stream swept",
             )
         finally:
@@ -190,7 +188,7 @@ def test_concurrent_creates_spread_over_hubs_never_admit_past_the_quota(tmp_path
 def test_two_hubs_fail_a_workload_over_once(tmp_path: Path) -> None:
     """Every hub runs the failover pass each second; each decides again inside its write
     transaction, so the second to commit sees the first's stand-ins and adds none."""
-    settings = Settings(stale_after_s=1.0, heartbeat_interval_s=0.2)
+    settings = SHORT_GRACE
     spec = "nodes=1,gpus=8,class=H100-80GB,ready_after=0.2s"
     with hubs_on_one_database(tmp_path, 2, settings) as (loop, (a, b), _):
         a.create_project("search", H100_80GB=32)
@@ -211,11 +209,9 @@ def test_two_hubs_fail_a_workload_over_once(tmp_path: Path) -> None:
             )
 
             agents["east"].stop()  # east goes quiet; both hubs see it stale
-            wait_until(
-                lambda: a.get("/v1/workloads/llama").get("failovers"), timeout=10, what="failover"
-            )
+            wait_until(lambda: a.get("/v1/workloads/llama").get("failovers"), what="failover")
             wait_until(lambda: ready(b.get("/v1/deployments/llama.west")) == 2, what="stand-in")
-            time.sleep(3 * settings.heartbeat_interval_s + 1.0)  # several passes of each hub
+            time.sleep(3.0)  # three failover passes of each hub (one a second): none adds more
             for hub in (a, b):
                 found = hub.get("/v1/workloads/llama")
                 shares = {d["cluster_id"]: d["desired_replicas"] for d in found["deployments"]}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from agent.sync.client import Backoff
+import grpc
+
+from agent.sync.client import Backoff, lost_status_note
 from hub.sync.ratelimit import TokenBucket
 
 
@@ -28,3 +30,13 @@ def test_the_token_bucket_allows_a_burst_then_the_rate() -> None:
     assert bucket.try_take() is False
     now[0] += 100
     assert sum(bucket.try_take() for _ in range(10)) == 3, "never more than the burst"
+
+
+def test_a_status_grpc_made_up_itself_is_not_logged_as_the_hubs() -> None:
+    def error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+        return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+
+    made_up = lost_status_note(error(grpc.StatusCode.INTERNAL, "Internal error from Core"))
+    assert "grpc's own status" in made_up and "the next attempt shows it" in made_up
+    assert lost_status_note(error(grpc.StatusCode.INTERNAL, "the hub failed")) == ""
+    assert lost_status_note(error(grpc.StatusCode.UNAUTHENTICATED, "invalid cluster token")) == ""

@@ -330,9 +330,10 @@ def test_a_failing_server_is_retried_with_growing_delays_not_in_a_loop(
     cluster = make_cluster(sync=False, tuning=tuning)
 
     time.sleep(1.5)
-    # Three watchers, delays 0.05-0.1, 0.1-0.2, 0.2-0.4, then 0.2-0.4 s: at most ~7 tries each.
-    per_watcher = len(emulator.requests()) / 3
-    assert 3 <= per_watcher <= 8
+    # Three watchers, delays 0.05-0.1, 0.1-0.2, 0.2-0.4, then 0.2-0.4 s: at most ~7 tries each
+    # (a busy machine makes fewer, never more: the least is waited for, not counted on).
+    assert len(emulator.requests()) / 3 <= 8
+    eventually(lambda: len(emulator.requests()) >= 3 * 3, what="three tries per watcher")
     assert not cluster.synced
     assert cluster.wait_synced(0.05) is False
 
