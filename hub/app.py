@@ -172,7 +172,9 @@ class HubServer:
         )
         self.ctx = ctx
         ctx.hub_id = "hub_" + secrets.token_hex(6)
-        sync_service.start_hub(ctx)
+        # A write, like every one a running hub makes: off the loop (another hub's streams may
+        # be served on it, in tests), waiting there for the store's lock if it must.
+        await asyncio.to_thread(sync_service.start_hub, ctx)
         # last_seen may lag by a flush: keep that well inside the grace period.
         flush_s = min(config.liveness_flush_s, config.settings.stale_after_s / 4)
         self._liveness = LivenessRecorder(
@@ -226,7 +228,7 @@ class HubServer:
         self._tasks = [
             asyncio.create_task(pump.run(), name="desired-pump"),
             asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
-            asyncio.create_task(staleness.run(), name="staleness"),
+            asyncio.create_task(staleness.run(self._writer), name="staleness"),
             asyncio.create_task(reporters.run(self._writer), name="reporters"),
             asyncio.create_task(self.ingest.run(), name="ingest"),
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
@@ -381,7 +383,10 @@ class HubServer:
     async def _prune_tombstones(self, ctx: ServiceContext) -> None:
         while True:
             with contextlib.suppress(Exception):
-                sync_service.prune_tombstones(ctx)
+                # A write: off the loop, in the writer thread (docs/stream.md).
+                await asyncio.get_running_loop().run_in_executor(
+                    self._writer, sync_service.prune_tombstones, ctx
+                )
             await asyncio.sleep(3600)
 
     def _listen(self, db: store_port.Store, fanout: Fanout) -> store_port.Listening:

@@ -106,11 +106,14 @@ class StalenessWatch:
         self._stale = now  # only once reported: a failed report is retried on the next tick
         return changed
 
-    async def run(self) -> None:
+    async def run(self, executor: Executor | None = None) -> None:
+        """Tick every interval, in `executor` (the store's writer thread): a change re-runs
+        admission, a write, which never runs on the loop."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self._interval_s)
             try:
-                self.tick()
+                await loop.run_in_executor(executor, self.tick)
             except Exception:
                 log.exception("staleness check failed; will retry")
 

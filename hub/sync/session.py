@@ -229,6 +229,8 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             node_ids=lambda cluster_id: [
                 n.node_id for n in cluster_service.get(ctx, cluster_id).nodes
             ],
+            # Its writes wait for the store's lock in the writer thread, not on the loop.
+            run=self._in_writer,
         )
 
     async def Sync(
@@ -273,7 +275,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             )
             welcome = self._welcome(session, newest_term, held)
             yield self._out(sync_pb2.HubMessage(welcome=welcome))
-            self._lead(session, hello.leader_term, read_only=hello.read_only)
+            await self._lead(session, hello.leader_term, read_only=hello.read_only)
             first = sync_service.desired_since(
                 self._ctx,
                 cluster_id,
@@ -306,7 +308,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await reader
             self._fanout.unregister(cluster_id, session.slot, session)
-            self._leadership.release(cluster_id, session)
+            # Not awaited either: the release is written, and the next leader granted, in turn
+            # with the cluster's other leadership changes.
+            self._leadership.release_soon(cluster_id, session)
             if opened:
                 # Not awaited (the stream may be cancelled): the writer runs it after the open.
                 asyncio.get_running_loop().run_in_executor(
@@ -474,19 +478,21 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             ],
         )
 
-    def _lead(self, session: _Session, term: int, *, read_only: bool) -> None:
+    async def _lead(self, session: _Session, term: int, *, read_only: bool) -> None:
         """A whole-cluster agent leads by being the only one; a node agent by its Lease term,
         or, read-only (no Lease), by the hub's grant."""
         if session.whole:
             session.leading = True
-            self._leadership.mark_whole(session.cluster_id, session.session_id)
+            await self._leadership.mark_whole(session.cluster_id, session.session_id)
             return
+        # `leading` is set by what leadership tells the session (grant, fence), in turn with
+        # the cluster's other decisions; not from a result read after the await.
         if term > 0:
-            session.leading = self._leadership.claim(
+            await self._leadership.claim(
                 session.cluster_id, session, session_id=session.session_id, term=term
             )
         if read_only:
-            self._leadership.stand(session.cluster_id, session, session_id=session.session_id)
+            await self._leadership.stand(session.cluster_id, session, session_id=session.session_id)
 
     # -- writer -------------------------------------------------------------------------------
 
@@ -553,7 +559,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             convert.heartbeat(message.heartbeat, self._checker())
             return
         if kind == "leadership":
-            self._leadership_message(session, message.leadership)
+            await self._leadership_message(session, message.leadership)
             return
         if kind == "observations":
             batch = convert.observations(message.observations, self._checker())
@@ -575,8 +581,13 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         if kind == "cluster_info":
             self._require_leader(session, "cluster info")
             dgd_version = convert.cluster_info(message.cluster_info)
-            sync_service.set_dgd_version(
-                self._ctx, cluster_id=session.cluster_id, dgd_version=dgd_version
+            await self._in_writer(
+                functools.partial(
+                    sync_service.set_dgd_version,
+                    self._ctx,
+                    cluster_id=session.cluster_id,
+                    dgd_version=dgd_version,
+                )
             )
             return
         if kind == "ack":
@@ -619,7 +630,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             now_ns=time.time_ns(), max_skew_ns=int(self._ctx.settings.max_clock_skew_s * 1e9)
         )
 
-    def _leadership_message(self, session: _Session, leadership: sync_pb2.Leadership) -> None:
+    async def _leadership_message(self, session: _Session, leadership: sync_pb2.Leadership) -> None:
         if session.whole:
             raise errors.InvalidArgument(
                 "leadership", "an agent of a whole cluster leads without a Lease"
@@ -627,12 +638,12 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         if leadership.term < 0:
             raise errors.InvalidArgument("leadership.term", "must be >= 0")
         if leadership.leading:
-            session.leading = self._leadership.claim(
+            await self._leadership.claim(
                 session.cluster_id, session, session_id=session.session_id, term=leadership.term
             )
         else:
             session.leading = False
-            self._leadership.release(session.cluster_id, session)
+            await self._leadership.release(session.cluster_id, session)
 
     def _authorize_scope(self, session: _Session, batch: ObservationBatch) -> None:
         """A node agent reports its own node; cluster-level state comes from the leader."""
