@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import grpc
 from aiohttp import web
+from google.protobuf import descriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -220,6 +221,7 @@ class HubServer:
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
             asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),
             asyncio.create_task(self._prune_audit(ctx), name="audit-retention"),
+            asyncio.create_task(self._refusal_summaries(ctx), name="refusal-summaries"),
             asyncio.create_task(self._rollout_waves(ctx), name="rollout-waves"),
             asyncio.create_task(self._failovers(ctx, flush_s), name="failovers"),
         ]
@@ -248,7 +250,7 @@ class HubServer:
                 grpc_edge.Authenticated(
                     [control_service.full_name], self._authenticator.check_before_body
                 ),
-                grpc_edge.MalformedRequests(),
+                grpc_edge.MalformedRequests(self._grpc_refused(ctx, control_service)),
             ],
             options=[
                 ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
@@ -300,6 +302,21 @@ class HubServer:
         await server.start()
         self._grpc = server
 
+    def _grpc_refused(
+        self, ctx: ServiceContext, service: descriptor.ServiceDescriptor
+    ) -> grpc_edge.Refused:
+        """A malformed ControlService request goes to the audit log (the agent stream's
+        messages are the agents' own writes, never audited per message)."""
+        assert self._handlers is not None and self._authenticator is not None
+        record = control.refusal_recorder(self._handlers, self._authenticator, ctx, edge="grpc")
+
+        async def refused(path: str, metadata: Mapping[str, str], error: WingsmithError) -> None:
+            name, _, method = path.strip("/").partition("/")
+            if name == service.full_name and method in service.methods_by_name:
+                await record(service.methods_by_name[method], metadata, error)
+
+        return refused
+
     async def _start_http(self, dispatch: control.Dispatch) -> None:
         assert self.ctx is not None and self._handlers is not None
         assert self._authenticator is not None
@@ -335,6 +352,7 @@ class HubServer:
             services=services,
             dispatch=dispatch,
             authenticate=authenticator.check_before_body,
+            refused=control.refusal_recorder(self._handlers, authenticator, ctx, edge="rest"),
             extra_routes=[
                 web.get("/metrics", metrics),
                 web.get("/healthz", healthz),
@@ -399,6 +417,15 @@ class HubServer:
                 for cluster_id in fanout.cluster_ids():
                     for listener in fanout.listeners(cluster_id):
                         listener.supersede()
+
+    async def _refusal_summaries(self, ctx: ServiceContext) -> None:
+        """Each minute, the refusals not recorded one by one become summary records
+        (docs/security.md "Refusals, bounded")."""
+        assert self._handlers is not None
+        budget = self._handlers.refusals
+        while True:
+            await asyncio.sleep(access_service.REFUSAL_WINDOW_S / 2)
+            await asyncio.to_thread(access_service.flush_refusals, ctx, budget)
 
     async def _prune_audit(self, ctx: ServiceContext) -> None:
         """Audit records older than the retention go, at start and hourly after."""

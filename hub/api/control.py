@@ -50,6 +50,9 @@ PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects")
 class ControlHandlers:
     def __init__(self, ctx: ServiceContext) -> None:
         self._ctx = ctx
+        # How many refusals are written one by one (docs/security.md "Refusals, bounded"):
+        # one budget for every edge of this hub.
+        self.refusals = access_service.RefusalBudget()
         # Who is calling: set by the dispatcher for one call, in the call's worker thread.
         self._caller = threading.local()
 
@@ -493,19 +496,69 @@ def run(
         # A validate_only call changes nothing: like a read, it leaves no audit record
         # (docs/security.md "Audit log").
         if rule.mutating and not _validate_only(request):
-            access_service.record(
-                ctx,
-                AuditRecord(
-                    time=ctx.clock(),
-                    actor=principal.actor,
-                    role=principal.role,
-                    edge=edge,
-                    action=method.name,
-                    target=_target(rule, request),
-                    outcome=outcome,
-                    message=message,
-                ),
+            entry = AuditRecord(
+                time=ctx.clock(),
+                actor=principal.actor,
+                role=principal.role,
+                edge=edge,
+                action=method.name,
+                target=_target(rule, request),
+                outcome=outcome,
+                message=message,
             )
+            if outcome == "OK":
+                access_service.record(ctx, entry)
+            else:
+                access_service.record_refusal(ctx, handlers.refusals, entry)
+
+
+# An edge's report of a call it refused before dispatch (its request could not be read or
+# parsed): the method, the request's metadata, the error it answered.
+Refused = Callable[
+    [descriptor.MethodDescriptor, Mapping[str, str], errors.WingsmithError], Awaitable[None]
+]
+
+
+def refusal_recorder(
+    handlers: ControlHandlers, auth: Authenticator, ctx: ServiceContext, *, edge: str
+) -> Refused:
+    """For the edges: audit a mutating call refused while its request was read or parsed
+    (malformed JSON, an unknown field or query parameter, a bad enum word, bytes that are not
+    the method's message), like a call refused by its handler, within the same budget. The
+    caller was authenticated before its body was read; one that was not is not recorded."""
+
+    def note(
+        method: descriptor.MethodDescriptor,
+        metadata: Mapping[str, str],
+        error: errors.WingsmithError,
+    ) -> None:
+        rule = permissions.rule_for(method.name)
+        if not rule.mutating:
+            return
+        try:
+            principal = auth.check_for_dispatch(metadata)
+        except errors.WingsmithError:
+            return  # names no one (docs/security.md)
+        entry = AuditRecord(
+            time=ctx.clock(),
+            actor=principal.actor,
+            role=principal.role,
+            edge=edge,
+            action=method.name,
+            target=rule.kind,  # the request was not read: what it named is unknown
+            outcome=error.grpc_code.name,
+            message=error.message,
+        )
+        access_service.record_refusal(ctx, handlers.refusals, entry)
+
+    async def record(
+        method: descriptor.MethodDescriptor,
+        metadata: Mapping[str, str],
+        error: errors.WingsmithError,
+    ) -> None:
+        await asyncio.to_thread(note, method, metadata, error)
+
+    return record
 
 
 def _refuse_nul(request: Message) -> None:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hub import access, errors
@@ -170,6 +172,99 @@ def record(ctx: ServiceContext, entry: AuditRecord) -> None:
         log.warning("audit record lost (%s): %s", e.message, entry)
     except Exception:  # not a storage fault: a defect, logged with its traceback
         log.exception("audit record lost: %s", entry)
+
+
+# -- refusals, bounded --------------------------------------------------------------------------
+
+# Per (actor, edge, action, outcome): this many refusal records a minute are written one by
+# one; beyond it they are counted, and the count is written as one summary record when the
+# minute ends. Across all keys, at most REFUSALS_PER_MINUTE records a minute (summaries
+# included, one per key and minute at most). Only authenticated callers reach here (a call
+# without a valid credential names no one and is never audited), so keys are bounded by the
+# tokens an admin created times the RPCs.
+REFUSAL_WINDOW_S = 60.0
+REFUSALS_PER_KEY = 10
+REFUSALS_PER_MINUTE = 600
+
+RefusalKey = tuple[str, str, str, str, str]  # actor, role, edge, action, outcome
+
+
+@dataclass
+class _Window:
+    start: float
+    written: int = 0
+    unwritten: int = 0
+    last: AuditRecord | None = field(default=None, repr=False)
+
+
+class RefusalBudget:
+    """Which refusal records are written one by one, and summaries of the rest. Thread-safe:
+    the edges record from worker threads."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: dict[RefusalKey, _Window] = {}
+        self._minute = _Window(start=clock())
+        self.unwritten_total = 0
+
+    def admit(self, entry: AuditRecord) -> tuple[bool, list[AuditRecord]]:
+        """(write `entry`?, summary records of windows that ended, to write first)."""
+        now = self._clock()
+        key = (entry.actor, entry.role, entry.edge, entry.action, entry.outcome)
+        with self._lock:
+            summaries = self._ended(now)
+            if now - self._minute.start >= REFUSAL_WINDOW_S:
+                self._minute = _Window(start=now)
+            window = self._windows.setdefault(key, _Window(start=now))
+            if window.written < REFUSALS_PER_KEY and self._minute.written < REFUSALS_PER_MINUTE:
+                window.written += 1
+                self._minute.written += 1
+                return True, summaries
+            window.unwritten += 1
+            window.last = entry
+            self.unwritten_total += 1
+            return False, summaries
+
+    def ended(self) -> list[AuditRecord]:
+        """Summaries of the windows that ended by now (the hub calls this each minute)."""
+        with self._lock:
+            return self._ended(self._clock())
+
+    def _ended(self, now: float) -> list[AuditRecord]:
+        summaries: list[AuditRecord] = []
+        for key, window in list(self._windows.items()):
+            if now - window.start < REFUSAL_WINDOW_S:
+                continue
+            del self._windows[key]
+            if window.unwritten and window.last is not None:
+                summaries.append(_summary(window.last, window.unwritten, now - window.start))
+        return summaries
+
+
+def _summary(last: AuditRecord, count: int, span_s: float) -> AuditRecord:
+    message = (
+        f"{count} more refusals like this within {span_s:.0f} s, not recorded one by one"
+        f' (docs/security.md "Refusals, bounded"); the last: {last.message}'
+    )
+    return replace(last, message=message[:MAX_AUDIT_MESSAGE])
+
+
+def record_refusal(ctx: ServiceContext, budget: RefusalBudget, entry: AuditRecord) -> None:
+    """Record a refused call within `budget`: written, or counted into a later summary."""
+    admitted, summaries = budget.admit(entry)
+    for summary in summaries:
+        record(ctx, summary)
+    if admitted:
+        record(ctx, entry)
+
+
+def flush_refusals(ctx: ServiceContext, budget: RefusalBudget) -> int:
+    """Write the summaries of ended windows; how many."""
+    summaries = budget.ended()
+    for summary in summaries:
+        record(ctx, summary)
+    return len(summaries)
 
 
 def list_audit(
