@@ -63,7 +63,7 @@ from hub.sync.pump import DesiredPump
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
 from hub.tls import TlsConfig, check_exposure, http_context, server_credentials
-from hub.ui.dashboard import Dashboard
+from hub.ui.dashboard import Dashboard, SessionStore
 from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger("wingsmith.hub")
@@ -326,7 +326,13 @@ class HubServer:
             dispatch=control.principal_dispatcher(self._handlers, ctx, edge="dashboard"),
             admin_token=self.admin_token,
             authenticate=lambda token: authenticator.check({"authorization": f"Bearer {token}"}),
-            principal_of=lambda actor: access_service.principal_for_actor(ctx, actor),
+            store=SessionStore(
+                open=lambda nonce, actor, expiry: access_service.open_session(
+                    ctx, nonce=nonce, actor=actor, expire_time=expiry
+                ),
+                principal_of=lambda nonce: access_service.session_principal(ctx, nonce),
+                end=lambda nonce: access_service.end_session(ctx, nonce),
+            ),
             secure_cookies=self.config.tls is not None,
         )
 

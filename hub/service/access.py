@@ -24,7 +24,7 @@ from hub import access, errors
 from hub.model import ApiToken, AuditRecord
 from hub.service import adoption, deployments, validate, workloads
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import audit, projects, tokens
+from hub.store import audit, projects, sessions, tokens
 from hub.store.audit import AuditFilter
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,8 @@ def revoke_token(ctx: ServiceContext, name: str) -> ApiToken:
         if tokens.get(tx.conn, name) is None:
             raise errors.NotFound("token", name)
         tokens.revoke(tx.conn, name, now=tx.now)
+        # Its dashboard sessions end with it, in the same transaction.
+        sessions.delete_of_actor(tx.conn, f"token/{name}")
         revoked = tokens.get(tx.conn, name)
         assert revoked is not None
         return revoked
@@ -124,6 +126,39 @@ def principal_for_actor(ctx: ServiceContext, actor: str) -> access.Principal | N
     if token is None or token.revoke_time is not None:
         return None
     return access.Principal(actor=actor, role=token.role, projects=frozenset(token.projects))
+
+
+# -- dashboard sessions ------------------------------------------------------------------------
+
+
+def session_id(nonce: str) -> str:
+    """What the store keys a session by: the nonce's hash, never the nonce."""
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+def open_session(ctx: ServiceContext, *, nonce: str, actor: str, expire_time: float) -> None:
+    """Record a dashboard session at login (and forget the expired ones)."""
+    with ctx.db.write() as conn:
+        now = ctx.clock()
+        sessions.delete_expired(conn, now=now)
+        sessions.insert(
+            conn, session_id=session_id(nonce), actor=actor, now=now, expire_time=expire_time
+        )
+
+
+def session_principal(ctx: ServiceContext, nonce: str) -> access.Principal | None:
+    """The principal of a live session: None once it was ended (logout, the token revoked)
+    or when the store never opened it."""
+    with snapshot(ctx) as conn:
+        actor = sessions.actor_of(conn, session_id(nonce), now=ctx.clock())
+    if actor is None:
+        return None
+    return principal_for_actor(ctx, actor)
+
+
+def end_session(ctx: ServiceContext, nonce: str) -> None:
+    with ctx.db.write() as conn:
+        sessions.delete(conn, session_id(nonce))
 
 
 # -- which projects a call touches -------------------------------------------------------------
