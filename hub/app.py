@@ -192,6 +192,8 @@ class HubServer:
         def write(reports: Sequence[sync_service.Report]) -> sync_service.IngestOutcome:
             outcome = sync_service.ingest_reports(ctx, reports)
             self.metrics.ingested(batches=len(reports), records=outcome.records)
+            for refusal in outcome.device_refusals:
+                self.metrics.refused_devices(cluster_id=refusal.cluster_id, kind=refusal.kind)
             return outcome
 
         # One thread writes what the streams bring (observations, liveness): the loop keeps
