@@ -9,6 +9,7 @@ REST gateway (hub/api/rest.py), so every behaviour exists once. Handlers convert
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -561,15 +562,33 @@ def refusal_recorder(
     return record
 
 
+# C0 control characters and DEL. Nothing a caller names (a resource, a label, a model, a
+# node) has a use for one: a CR/LF once reached the rendered DGD through serving.model.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Free text: an engine argument may be a multi-line value (a chat template), so a tab or a
+# line feed is kept there; every other control character is refused there too.
+_FREE_TEXT = re.compile(r"(^|\.)engine_args\[\d+\]\Z")
+_FREE_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
 def _refuse_nul(request: Message) -> None:
     """InvalidArgument naming the first string field (map keys included) that holds a NUL
-    character. No field of this API has a use for one, PostgreSQL cannot store one in a text
-    column (psycopg raises DataError), and a NUL in a name would be cut short by C code
-    further down (Kubernetes, the engines): refused here, on every backend, before anything
-    is looked up or written."""
-    path = next((path for path, text in _strings(request, "") if "\x00" in text), None)
-    if path is not None:
-        raise errors.InvalidArgument(path, "must not contain a NUL character (\\u0000)")
+    or another control character (docs/rest.md "String fields"). PostgreSQL cannot store a
+    NUL in a text column (psycopg raises DataError), a NUL in a name would be cut short by C
+    code further down (Kubernetes, the engines), and a CR/LF or tab in a name, a label or a
+    model reference has no meaning but a forged line: refused here, on every backend, before
+    anything is looked up or written."""
+    for path, text in _strings(request, ""):
+        if "\x00" in text:
+            raise errors.InvalidArgument(path, "must not contain a NUL character (\\u0000)")
+        pattern = _FREE_TEXT_CONTROL if _FREE_TEXT.search(path) else _CONTROL
+        found = pattern.search(text)
+        if found is not None:
+            raise errors.InvalidArgument(
+                path,
+                f"must not contain a control character (found {found.group()!r} at position"
+                f" {found.start()})",
+            )
 
 
 def _strings(message: Message, prefix: str) -> Iterator[tuple[str, str]]:
