@@ -56,6 +56,7 @@ from hub.service.context import (
     Settings,
 )
 from hub.store import port as store_port
+from hub.sync.episodes import FaultEpisode
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
 from hub.sync.liveness import LivenessRecorder, ReporterWatch, StalenessWatch
@@ -413,13 +414,15 @@ class HubServer:
         )
 
     async def _heartbeat(self, ctx: ServiceContext, fanout: Fanout) -> None:
+        fault = FaultEpisode(log, "hub heartbeat")
         while True:
             await asyncio.sleep(ctx.settings.hub_heartbeat_s)
             try:
                 alive = await asyncio.to_thread(sync_service.hub_heartbeat, ctx)
             except Exception as e:  # the database may be down for a while; beat again later
-                log.warning("hub heartbeat failed: %s", e)
+                fault.failed(e)
                 continue
+            fault.succeeded()
             if not alive:
                 log.warning("this hub had been declared dead: closing its streams")
                 for cluster_id in fanout.cluster_ids():
@@ -453,24 +456,28 @@ class HubServer:
     async def _rollout_waves(self, ctx: ServiceContext) -> None:
         """Rollouts in waves whose deadline passed pause; ones with room for a wave go on
         (observations ending a deployment's rollout decide at once; this catches time)."""
+        fault = FaultEpisode(log, "rollout wave pass")
         while True:
             await asyncio.sleep(ctx.settings.rollout_sweep_s)
             try:
                 await asyncio.to_thread(rollouts_service.sweep, ctx)
             except WingsmithError as e:  # the store may be down for a while: next pass
-                log.warning("rollout wave pass failed: %s", e)
+                fault.failed(e)
+            else:
+                fault.succeeded()
 
     async def _failovers(self, ctx: ServiceContext, interval_s: float) -> None:
         """Failover, failback and drain steps (hub/service/failover.py), about once a second:
         a read, and a write only when a workload's plan changes something."""
+        fault = FaultEpisode(log, "failover step")
         while True:
             await asyncio.sleep(interval_s)
             try:
                 await asyncio.to_thread(failover_service.tick, ctx)
-            except WingsmithError as e:
-                log.warning("failover step failed (retried): %s", e)
-            except Exception:
-                log.exception("failover step failed; will retry")
+            except Exception as e:  # a defect's first occurrence keeps its traceback
+                fault.failed(e)
+            else:
+                fault.succeeded()
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._listening is not None:
