@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import gc
 import json
 import logging
@@ -20,7 +22,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -225,6 +227,7 @@ class HubServer:
             asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),
             asyncio.create_task(self._prune_audit(ctx), name="audit-retention"),
             asyncio.create_task(self._refusal_summaries(ctx), name="refusal-summaries"),
+            asyncio.create_task(self._trim_memory(), name="memory-trim"),
             asyncio.create_task(self._rollout_waves(ctx), name="rollout-waves"),
             asyncio.create_task(self._failovers(ctx, flush_s), name="failovers"),
         ]
@@ -428,6 +431,19 @@ class HubServer:
                 for cluster_id in fanout.cluster_ids():
                     for listener in fanout.listeners(cluster_id):
                         listener.supersede()
+
+    async def _trim_memory(self) -> None:
+        """Give the C allocator's freed memory back to the system every minute (glibc only).
+        Request bodies up to 1 MiB, and what parsing them builds, are allocated and freed on
+        the event loop; glibc keeps the freed pages of its heap for reuse, so RSS after a
+        burst of large requests stayed tens of MiB above what is live (docs/operations.md
+        "Memory after a fuzz"). malloc_trim returns them; it takes milliseconds."""
+        trim = _malloc_trim()
+        if trim is None:
+            return
+        while True:
+            await asyncio.sleep(MEMORY_TRIM_S)
+            await asyncio.to_thread(trim, 0)
 
     async def _refusal_summaries(self, ctx: ServiceContext) -> None:
         """Each minute, the refusals not recorded one by one become summary records
@@ -724,6 +740,19 @@ def _duration(text: str, flag: str) -> float:
     if value < 0 or (value == 0 and flag in ("--max-connection-age", "--audit-retention")):
         raise UsageError(flag, "expected a duration above 0, such as 30m or 90s")
     return value
+
+
+MEMORY_TRIM_S = 60.0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None on another C library (musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim: Callable[[int], int] = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
 
 
 def tune_gc() -> None:

@@ -15,6 +15,7 @@ audit records of refused calls.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import os
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 import urllib.request
@@ -42,18 +44,26 @@ def serve(argv: list[str]) -> None:
         current = tracemalloc.take_snapshot().filter_traces(
             [tracemalloc.Filter(False, tracemalloc.__file__)]
         )
-        rss = next(
-            int(line.split()[1]) * 1024
-            for line in pathlib.Path("/proc/self/status").read_text().splitlines()
-            if line.startswith("VmRSS:")
-        )
+        rss = _rss()
         traced, peak = tracemalloc.get_traced_memory()
         top: list[str] = []
         if state["previous"] is not None:
             for stat in current.compare_to(state["previous"], "lineno")[:12]:
                 top.append(str(stat))
         state["previous"] = current
-        entry = {"rss": rss, "traced": traced, "peak": peak, "top": top}
+        entry = {
+            "rss": rss,
+            "traced": traced,
+            "peak": peak,
+            "top": top,
+            "pymalloc_arenas": _pymalloc_arenas(),
+            "heap": _heap_bytes(),
+            "threads": threading.active_count(),
+        }
+        # What glibc holds freed but not returned: give it back, and measure again.
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        entry["rss_after_trim"] = _rss()
+        entry["heap_after_trim"] = _heap_bytes()
         with report.open("a") as handle:
             handle.write(json.dumps(entry) + "\n")
 
@@ -61,6 +71,49 @@ def serve(argv: list[str]) -> None:
     from hub import app
 
     app.main(argv)
+
+
+def _rss() -> int:
+    return next(
+        int(line.split()[1]) * 1024
+        for line in pathlib.Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("VmRSS:")
+    )
+
+
+def _pymalloc_arenas() -> int:
+    """pymalloc's current arenas (256 KiB each), from sys._debugmallocstats."""
+    read, write = os.pipe()
+    saved = os.dup(2)
+    os.dup2(write, 2)
+    try:
+        sys._debugmallocstats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(write)
+        os.close(saved)
+    with os.fdopen(read) as handle:
+        text = handle.read()
+    for line in text.splitlines():
+        if line.startswith("# arenas allocated current"):
+            return int(line.split("=")[-1].strip().replace(",", ""))
+    return -1
+
+
+def _heap_bytes() -> dict[str, int]:
+    """Resident kB by mapping kind: the brk heap, anonymous mappings, files."""
+    kinds = {"heap": 0, "anon": 0, "file": 0}
+    current = "anon"
+    for line in pathlib.Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if not head:
+            continue
+        if "-" in head[0] and len(head) >= 5:
+            name = head[5] if len(head) > 5 else ""
+            current = "heap" if name == "[heap]" else ("file" if name.startswith("/") else "anon")
+        elif head[0] == "Rss:":
+            kinds[current] += int(head[1])
+    return kinds
 
 
 def _rest(port: int, method: str, path: str, body: Any = None) -> Any:
@@ -144,6 +197,7 @@ def _refusals(port: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--examples", type=int, default=60, help="per route and round")
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="fuzz-memory-"))
@@ -193,7 +247,7 @@ def main() -> None:
             _fuzz_round(port, max(1, args.examples // 10))  # warm-up: imports, caches
             marks = [mark()]
             rounds = []
-            for _ in range(2):
+            for _ in range(args.rounds):
                 started = time.monotonic()
                 rounds.append((*_fuzz_round(port, args.examples), time.monotonic() - started))
                 marks.append(mark())
@@ -205,7 +259,8 @@ def main() -> None:
     mib = 1024 * 1024
     for i, (requests, errors5, seconds) in enumerate(rounds, 1):
         print(f"round {i}: {requests} requests, {errors5} 5xx, {seconds:.0f} s")
-    for name, entry in zip(("after warm-up", "after round 1", "after round 2"), marks, strict=True):
+    names = ["after warm-up", *(f"after round {i}" for i in range(1, len(marks)))]
+    for name, entry in zip(names, marks, strict=True):
         print(f"{name}: RSS {entry['rss'] / mib:.1f} MiB, traced {entry['traced'] / mib:.1f} MiB")
         for line in entry["top"][:8]:
             print("    " + line)
