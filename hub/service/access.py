@@ -7,6 +7,11 @@ call (every call looks its token up: no cache to outlive a revocation).
 Audit: the control edges record every mutating call, allowed or refused, with who, when, what
 and the outcome (hub/api/control.py), and the stream records agents' connects, supersedes and
 refusals (hub/sync/session.py); records older than the retention are pruned hourly.
+Refusals are written within a budget (`RefusalBudget`: so many per caller, call and minute,
+the rest as one summary record), so a flood of garbage cannot fill the store.
+
+Dashboard sessions: held server-side by the hash of their nonce, so a logout or a token's
+revocation ends them for every copy of the cookie (hub/ui/dashboard.py).
 """
 
 from __future__ import annotations
