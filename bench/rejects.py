@@ -235,7 +235,7 @@ async def _report_nodes(channel: grpc.aio.Channel, token: str, *, nodes: int) ->
             node = batch.nodes.add(node_id=f"node-{n}", observe_unix_nanos=time.time_ns())
             for g in range(8):
                 node.devices.add(
-                    uuid=f"GPU-{n}-{g}",
+                    uuid=f"GPU-{n:08x}-0000-4000-8000-{g:012x}",
                     name="H100",
                     memory_bytes=80 << 30,
                     device_class="H100-80GB",

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import gc
 import json
 import logging
@@ -20,12 +22,13 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import grpc
 from aiohttp import web
+from google.protobuf import descriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
@@ -55,6 +58,7 @@ from hub.service.context import (
     Settings,
 )
 from hub.store import port as store_port
+from hub.sync.episodes import FaultEpisode
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
 from hub.sync.liveness import LivenessRecorder, ReporterWatch, StalenessWatch
@@ -62,7 +66,7 @@ from hub.sync.pump import DesiredPump
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.session import SyncServicer
 from hub.tls import TlsConfig, check_exposure, http_context, server_credentials
-from hub.ui.dashboard import Dashboard
+from hub.ui.dashboard import Dashboard, SessionStore
 from wingsmith.v1 import control_pb2, sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger("wingsmith.hub")
@@ -200,6 +204,8 @@ class HubServer:
         def write(reports: Sequence[sync_service.Report]) -> sync_service.IngestOutcome:
             outcome = sync_service.ingest_reports(ctx, reports)
             self.metrics.ingested(batches=len(reports), records=outcome.records)
+            for refusal in outcome.device_refusals:
+                self.metrics.refused_devices(cluster_id=refusal.cluster_id, kind=refusal.kind)
             return outcome
 
         # One thread writes what the streams bring (observations, liveness): the loop keeps
@@ -234,6 +240,8 @@ class HubServer:
             asyncio.create_task(self._prune_tombstones(ctx), name="tombstones"),
             asyncio.create_task(self._heartbeat(ctx, fanout), name="hub-heartbeat"),
             asyncio.create_task(self._prune_audit(ctx), name="audit-retention"),
+            asyncio.create_task(self._refusal_summaries(ctx), name="refusal-summaries"),
+            asyncio.create_task(self._trim_memory(), name="memory-trim"),
             asyncio.create_task(self._rollout_waves(ctx), name="rollout-waves"),
             asyncio.create_task(self._failovers(ctx, flush_s), name="failovers"),
         ]
@@ -263,7 +271,7 @@ class HubServer:
                 grpc_edge.Authenticated(
                     [control_service.full_name], self._authenticator.check_before_body
                 ),
-                grpc_edge.MalformedRequests(),
+                grpc_edge.MalformedRequests(self._grpc_refused(ctx, control_service)),
             ],
             options=[
                 ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
@@ -315,6 +323,21 @@ class HubServer:
         await server.start()
         self._grpc = server
 
+    def _grpc_refused(
+        self, ctx: ServiceContext, service: descriptor.ServiceDescriptor
+    ) -> grpc_edge.Refused:
+        """A malformed ControlService request goes to the audit log (the agent stream's
+        messages are the agents' own writes, never audited per message)."""
+        assert self._handlers is not None and self._authenticator is not None
+        record = control.refusal_recorder(self._handlers, self._authenticator, ctx, edge="grpc")
+
+        async def refused(path: str, metadata: Mapping[str, str], error: WingsmithError) -> None:
+            name, _, method = path.strip("/").partition("/")
+            if name == service.full_name and method in service.methods_by_name:
+                await record(service.methods_by_name[method], metadata, error)
+
+        return refused
+
     async def _start_http(self, dispatch: control.Dispatch) -> None:
         assert self.ctx is not None and self._handlers is not None
         assert self._authenticator is not None
@@ -324,7 +347,13 @@ class HubServer:
             dispatch=control.principal_dispatcher(self._handlers, ctx, edge="dashboard"),
             admin_token=self.admin_token,
             authenticate=lambda token: authenticator.check({"authorization": f"Bearer {token}"}),
-            principal_of=lambda actor: access_service.principal_for_actor(ctx, actor),
+            store=SessionStore(
+                open=lambda nonce, actor, expiry: access_service.open_session(
+                    ctx, nonce=nonce, actor=actor, expire_time=expiry
+                ),
+                principal_of=lambda nonce: access_service.session_principal(ctx, nonce),
+                end=lambda nonce: access_service.end_session(ctx, nonce),
+            ),
             secure_cookies=self.config.tls is not None,
         )
 
@@ -353,6 +382,7 @@ class HubServer:
             services=services,
             dispatch=dispatch,
             authenticate=authenticator.check_before_body,
+            refused=control.refusal_recorder(self._handlers, authenticator, ctx, edge="rest"),
             extra_routes=[
                 web.get("/metrics", metrics),
                 web.get("/healthz", healthz),
@@ -415,18 +445,42 @@ class HubServer:
         )
 
     async def _heartbeat(self, ctx: ServiceContext, fanout: Fanout) -> None:
+        fault = FaultEpisode(log, "hub heartbeat")
         while True:
             await asyncio.sleep(ctx.settings.hub_heartbeat_s)
             try:
                 alive = await asyncio.to_thread(sync_service.hub_heartbeat, ctx)
             except Exception as e:  # the database may be down for a while; beat again later
-                log.warning("hub heartbeat failed: %s", e)
+                fault.failed(e)
                 continue
+            fault.succeeded()
             if not alive:
                 log.warning("this hub had been declared dead: closing its streams")
                 for cluster_id in fanout.cluster_ids():
                     for listener in fanout.listeners(cluster_id):
                         listener.supersede()
+
+    async def _trim_memory(self) -> None:
+        """Give the C allocator's freed memory back to the system every minute (glibc only).
+        Request bodies up to 1 MiB, and what parsing them builds, are allocated and freed on
+        the event loop; glibc keeps the freed pages of its heap for reuse, so RSS after a
+        burst of large requests stayed tens of MiB above what is live (docs/operations.md
+        "Memory after a fuzz"). malloc_trim returns them; it takes milliseconds."""
+        trim = _malloc_trim()
+        if trim is None:
+            return
+        while True:
+            await asyncio.sleep(MEMORY_TRIM_S)
+            await asyncio.to_thread(trim, 0)
+
+    async def _refusal_summaries(self, ctx: ServiceContext) -> None:
+        """Each minute, the refusals not recorded one by one become summary records
+        (docs/security.md "Refusals, bounded")."""
+        assert self._handlers is not None
+        budget = self._handlers.refusals
+        while True:
+            await asyncio.sleep(access_service.REFUSAL_WINDOW_S / 2)
+            await asyncio.to_thread(access_service.flush_refusals, ctx, budget)
 
     async def _prune_audit(self, ctx: ServiceContext) -> None:
         """Audit records older than the retention go, at start and hourly after."""
@@ -446,24 +500,28 @@ class HubServer:
     async def _rollout_waves(self, ctx: ServiceContext) -> None:
         """Rollouts in waves whose deadline passed pause; ones with room for a wave go on
         (observations ending a deployment's rollout decide at once; this catches time)."""
+        fault = FaultEpisode(log, "rollout wave pass")
         while True:
             await asyncio.sleep(ctx.settings.rollout_sweep_s)
             try:
                 await asyncio.to_thread(rollouts_service.sweep, ctx)
             except WingsmithError as e:  # the store may be down for a while: next pass
-                log.warning("rollout wave pass failed: %s", e)
+                fault.failed(e)
+            else:
+                fault.succeeded()
 
     async def _failovers(self, ctx: ServiceContext, interval_s: float) -> None:
         """Failover, failback and drain steps (hub/service/failover.py), about once a second:
         a read, and a write only when a workload's plan changes something."""
+        fault = FaultEpisode(log, "failover step")
         while True:
             await asyncio.sleep(interval_s)
             try:
                 await asyncio.to_thread(failover_service.tick, ctx)
-            except WingsmithError as e:
-                log.warning("failover step failed (retried): %s", e)
-            except Exception:
-                log.exception("failover step failed; will retry")
+            except Exception as e:  # a defect's first occurrence keeps its traceback
+                fault.failed(e)
+            else:
+                fault.succeeded()
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._listening is not None:
@@ -727,6 +785,19 @@ def _duration(text: str, flag: str) -> float:
     if value < 0 or (value == 0 and flag in ("--max-connection-age", "--audit-retention")):
         raise UsageError(flag, "expected a duration above 0, such as 30m or 90s")
     return value
+
+
+MEMORY_TRIM_S = 60.0
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None on another C library (musl, macOS)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim: Callable[[int], int] = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
 
 
 def tune_gc() -> None:

@@ -124,8 +124,9 @@ class StoreError(WingsmithError):
 
 
 class StoreCannotWrite(StoreError):
-    """The store cannot write (disk full, an I/O error, a read-only file): reads still work,
-    and writes work again once the cause is gone, without a restart."""
+    """The store cannot write (disk full, an I/O error, a read-only file): reads still work.
+    A full disk clears by itself once there is space; a read-only or unwritable file and an
+    I/O error need the operator (the message says what to do)."""
 
 
 class StoreCorrupt(StoreError):

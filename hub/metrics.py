@@ -200,6 +200,14 @@ class HubMetrics:
             "Observation batches ingested",
             registry=self.registry,
         )
+        self.device_refusals = Counter(
+            "wingsmith_device_reports_refused",
+            "Reported devices and allocations not stored because they contradict what the hub"
+            " knows, by cluster and kind (device_bound: a UUID another node verified first;"
+            " foreign_allocation: a device id that is not one of the reporting node's)",
+            ["cluster", "kind"],
+            registry=self.registry,
+        )
         self.clusters_behind = Gauge(
             "wingsmith_clusters_behind",
             "Clusters whose agent has not applied the latest desired revision",
@@ -267,6 +275,9 @@ class HubMetrics:
     def ingested(self, *, batches: int, records: int) -> None:
         self.batches.inc(batches)
         self.records.inc(records)
+
+    def refused_devices(self, *, cluster_id: str, kind: str) -> None:
+        self.device_refusals.labels(cluster=cluster_id, kind=kind).inc()
 
     def watch_phases(
         self, count: Callable[[], Mapping[str, int]], *, min_interval_s: float = 15.0

@@ -43,6 +43,23 @@ _SEMVER_TAG = re.compile(
 )
 # The CRD's pattern for runtimeVersionOverride.
 _RUNTIME_VERSION = re.compile(r"^(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})\Z")
+# A model reference as vLLM, SGLang and TensorRT-LLM take it (`--model`, `--model-path`):
+# - a Hugging Face repo id, `org/name` (or a legacy top-level `name`): each part letters,
+#   digits, '-', '_', '.', starting and ending with a letter or digit, at most 96 characters,
+#   no '--' or '..' (Hugging Face's own repo-name rules);
+# - or an absolute path inside the serving container (weights on a mounted volume): '/'-
+#   separated parts of letters, digits, '-', '_', '.', no part '.' or '..', no empty part.
+# Nothing else: no whitespace or control character (CR/LF once reached the rendered DGD), no
+# scheme, no relative path.
+_HF_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+_HF_REPO = re.compile(rf"^(?:{_HF_PART}/)?{_HF_PART}\Z")
+_LOCAL_PATH = re.compile(r"^(?:/[A-Za-z0-9._-]+)+\Z")
+MAX_MODEL_LENGTH = 512
+MODEL_RULE = (
+    "a Hugging Face repo id such as meta-llama/Llama-3.3-70B-Instruct (letters, digits, '-', '_',"
+    " '.'; no '--' or '..'), or an absolute path in the serving container such as"
+    " /models/llama-70b (no '.' or '..' part)"
+)
 
 
 def normalize(serving: Serving, *, field: str = "serving") -> Serving:
@@ -54,10 +71,7 @@ def normalize(serving: Serving, *, field: str = "serving") -> Serving:
         f"{field}.engine_version",
         "e.g. 0.11.0; it becomes a Kubernetes label value: letters, digits, ._-, <= 63",
     )
-    if not serving.model or len(serving.model) > 512 or serving.model.strip() != serving.model:
-        raise errors.InvalidArgument(
-            f"{field}.model", "required: a model id such as meta-llama/Llama-3.3-70B-Instruct"
-        )
+    model(serving.model, f"{field}.model")
     mode = serving.mode or "aggregated"
     _check_choice(mode, SERVING_MODES, f"{field}.mode")
     _check_choice(serving.router_mode, ROUTER_MODES, f"{field}.router_mode", allow_empty=True)
@@ -93,6 +107,21 @@ def normalize(serving: Serving, *, field: str = "serving") -> Serving:
         prefill_workers=prefill,
         decode_workers=decode,
     )
+
+
+def model(value: str, field: str) -> str:
+    """InvalidArgument unless `value` is a model reference the serving engines accept."""
+    if not value:
+        raise errors.InvalidArgument(field, f"required: {MODEL_RULE}")
+    if len(value) > MAX_MODEL_LENGTH:
+        raise errors.InvalidArgument(field, f"at most {MAX_MODEL_LENGTH} characters")
+    if value.startswith("/"):
+        parts = value.split("/")[1:]
+        if _LOCAL_PATH.match(value) and not {".", ".."} & set(parts):
+            return value
+    elif _HF_REPO.match(value) and "--" not in value and ".." not in value:
+        return value
+    raise errors.InvalidArgument(field, f"invalid model reference {value!r}: {MODEL_RULE}")
 
 
 # The serving fields (per dataclass) the digest has covered since its first schema. Never edit

@@ -9,6 +9,7 @@ REST gateway (hub/api/rest.py), so every behaviour exists once. Handlers convert
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -51,6 +52,9 @@ PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects")
 class ControlHandlers:
     def __init__(self, ctx: ServiceContext) -> None:
         self._ctx = ctx
+        # How many refusals are written one by one (docs/security.md "Refusals, bounded"):
+        # one budget for every edge of this hub.
+        self.refusals = access_service.RefusalBudget()
         # Who is calling: set by the dispatcher for one call, in the call's worker thread.
         self._caller = threading.local()
 
@@ -614,19 +618,78 @@ def run(
         # A validate_only call changes nothing: like a read, it leaves no audit record
         # (docs/security.md "Audit log").
         if rule.mutating and not _validate_only(request):
-            access_service.record(
-                ctx,
-                AuditRecord(
-                    time=ctx.clock(),
-                    actor=principal.actor,
-                    role=principal.role,
-                    edge=edge,
-                    action=method.name,
-                    target=_target(rule, request),
-                    outcome=outcome,
-                    message=message,
-                ),
+            entry = AuditRecord(
+                time=ctx.clock(),
+                actor=principal.actor,
+                role=principal.role,
+                edge=edge,
+                action=method.name,
+                target=_target(rule, request),
+                outcome=outcome,
+                message=message,
             )
+            if outcome == "OK":
+                access_service.record(ctx, entry)
+            else:
+                access_service.record_refusal(ctx, handlers.refusals, entry)
+
+
+# An edge's report of a call it refused before dispatch (its request could not be read or
+# parsed): the method, the request's metadata, the error it answered.
+Refused = Callable[
+    [descriptor.MethodDescriptor, Mapping[str, str], errors.WingsmithError], Awaitable[None]
+]
+
+
+def refusal_recorder(
+    handlers: ControlHandlers, auth: Authenticator, ctx: ServiceContext, *, edge: str
+) -> Refused:
+    """For the edges: audit a mutating call refused while its request was read or parsed
+    (malformed JSON, an unknown field or query parameter, a bad enum word, bytes that are not
+    the method's message), like a call refused by its handler, within the same budget. The
+    caller was authenticated before its body was read; one that was not is not recorded."""
+
+    def note(
+        method: descriptor.MethodDescriptor,
+        metadata: Mapping[str, str],
+        error: errors.WingsmithError,
+    ) -> None:
+        rule = permissions.rule_for(method.name)
+        if not rule.mutating:
+            return
+        try:
+            principal = auth.check_for_dispatch(metadata)
+        except errors.WingsmithError:
+            return  # names no one (docs/security.md)
+        entry = AuditRecord(
+            time=ctx.clock(),
+            actor=principal.actor,
+            role=principal.role,
+            edge=edge,
+            action=method.name,
+            target=rule.kind,  # the request was not read: what it named is unknown
+            outcome=error.grpc_code.name,
+            message=error.message,
+        )
+        access_service.record_refusal(ctx, handlers.refusals, entry)
+
+    async def record(
+        method: descriptor.MethodDescriptor,
+        metadata: Mapping[str, str],
+        error: errors.WingsmithError,
+    ) -> None:
+        await asyncio.to_thread(note, method, metadata, error)
+
+    return record
+
+
+# C0 control characters and DEL. Nothing a caller names (a resource, a label, a model, a
+# node) has a use for one: a CR/LF once reached the rendered DGD through serving.model.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Free text: an engine argument may be a multi-line value (a chat template), so a tab or a
+# line feed is kept there; every other control character is refused there too.
+_FREE_TEXT = re.compile(r"(^|\.)engine_args\[\d+\]\Z")
+_FREE_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def _dry_cluster(view: views.ClusterView, preview: dryrun.DryRun) -> pb.Cluster:
@@ -637,13 +700,22 @@ def _dry_cluster(view: views.ClusterView, preview: dryrun.DryRun) -> pb.Cluster:
 
 def _refuse_nul(request: Message) -> None:
     """InvalidArgument naming the first string field (map keys included) that holds a NUL
-    character. No field of this API has a use for one, PostgreSQL cannot store one in a text
-    column (psycopg raises DataError), and a NUL in a name would be cut short by C code
-    further down (Kubernetes, the engines): refused here, on every backend, before anything
-    is looked up or written."""
-    path = next((path for path, text in _strings(request, "") if "\x00" in text), None)
-    if path is not None:
-        raise errors.InvalidArgument(path, "must not contain a NUL character (\\u0000)")
+    or another control character (docs/rest.md "String fields"). PostgreSQL cannot store a
+    NUL in a text column (psycopg raises DataError), a NUL in a name would be cut short by C
+    code further down (Kubernetes, the engines), and a CR/LF or tab in a name, a label or a
+    model reference has no meaning but a forged line: refused here, on every backend, before
+    anything is looked up or written."""
+    for path, text in _strings(request, ""):
+        if "\x00" in text:
+            raise errors.InvalidArgument(path, "must not contain a NUL character (\\u0000)")
+        pattern = _FREE_TEXT_CONTROL if _FREE_TEXT.search(path) else _CONTROL
+        found = pattern.search(text)
+        if found is not None:
+            raise errors.InvalidArgument(
+                path,
+                f"must not contain a control character (found {found.group()!r} at position"
+                f" {found.start()})",
+            )
 
 
 def _strings(message: Message, prefix: str) -> Iterator[tuple[str, str]]:

@@ -28,6 +28,9 @@ import grpc
 from hub import errors
 
 Metadata = Mapping[str, str]
+# Told of a malformed request: the method's path ("/pkg.Service/Method"), the call's metadata
+# and the refusal (the audit log records it, hub/api/control.py).
+Refused = Callable[[str, Metadata, errors.WingsmithError], Awaitable[None]]
 Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]]
 
 
@@ -48,28 +51,39 @@ def _checked_deserializer(parse: Callable[[bytes], Any]) -> Callable[[bytes], An
     return deserialize
 
 
-async def _refuse_malformed(
-    request: _Malformed, context: grpc.aio.ServicerContext[Any, Any]
-) -> None:
-    await context.abort(
-        grpc.StatusCode.INVALID_ARGUMENT,
-        f"malformed request (not a valid protobuf message of this method): {request.problem}",
-    )
+_Refuse = Callable[[_Malformed, grpc.aio.ServicerContext[Any, Any]], Awaitable[None]]
 
 
-def _unary_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+def _refuser(method: str, refused: Refused | None) -> _Refuse:
+    async def refuse(request: _Malformed, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        message = (
+            f"malformed request (not a valid protobuf message of this method): {request.problem}"
+        )
+        if refused is not None:
+            metadata = {
+                key.lower(): value
+                for key, value in context.invocation_metadata() or ()
+                if isinstance(value, str)
+            }
+            await refused(method, metadata, errors.InvalidArgument("", message))
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+    return refuse
+
+
+def _unary_behaviour(behaviour: Callable[..., Any], refuse: _Refuse) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         if isinstance(request, _Malformed):
-            await _refuse_malformed(request, context)
+            await refuse(request, context)
         return await behaviour(request, context)
 
     return call
 
 
-def _unary_stream_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+def _unary_stream_behaviour(behaviour: Callable[..., Any], refuse: _Refuse) -> Callable[..., Any]:
     async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         if isinstance(request, _Malformed):
-            await _refuse_malformed(request, context)
+            await refuse(request, context)
         async for response in behaviour(request, context):
             yield response
 
@@ -77,37 +91,42 @@ def _unary_stream_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]
 
 
 def _checked_stream(
-    requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any], refuse: _Refuse
 ) -> AsyncIterator[Any]:
     async def checked() -> AsyncIterator[Any]:
         async for request in requests:
             if isinstance(request, _Malformed):
-                await _refuse_malformed(request, context)
+                await refuse(request, context)
             yield request
 
     return checked()
 
 
-def _stream_unary_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+def _stream_unary_behaviour(behaviour: Callable[..., Any], refuse: _Refuse) -> Callable[..., Any]:
     async def call(
         requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
     ) -> Any:
-        return await behaviour(_checked_stream(requests, context), context)
+        return await behaviour(_checked_stream(requests, context, refuse), context)
 
     return call
 
 
-def _stream_stream_behaviour(behaviour: Callable[..., Any]) -> Callable[..., Any]:
+def _stream_stream_behaviour(behaviour: Callable[..., Any], refuse: _Refuse) -> Callable[..., Any]:
     async def call(
         requests: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
-        async for response in behaviour(_checked_stream(requests, context), context):
+        async for response in behaviour(_checked_stream(requests, context, refuse), context):
             yield response
 
     return call
 
 
 class MalformedRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """`refused`, when given, is told of each malformed request before it is answered."""
+
+    def __init__(self, refused: Refused | None = None) -> None:
+        self._refused = refused
+
     async def intercept_service(
         self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> grpc.RpcMethodHandler | None:
@@ -115,14 +134,15 @@ class MalformedRequests(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None or handler.request_deserializer is None:
             return handler
         deserializer = _checked_deserializer(handler.request_deserializer)
+        refuse = _refuser(handler_call_details.method or "", self._refused)
         if handler.unary_unary is not None:
-            behaviour = {"unary_unary": _unary_behaviour(handler.unary_unary)}
+            behaviour = {"unary_unary": _unary_behaviour(handler.unary_unary, refuse)}
         elif handler.unary_stream is not None:
-            behaviour = {"unary_stream": _unary_stream_behaviour(handler.unary_stream)}
+            behaviour = {"unary_stream": _unary_stream_behaviour(handler.unary_stream, refuse)}
         elif handler.stream_unary is not None:
-            behaviour = {"stream_unary": _stream_unary_behaviour(handler.stream_unary)}
+            behaviour = {"stream_unary": _stream_unary_behaviour(handler.stream_unary, refuse)}
         else:
-            behaviour = {"stream_stream": _stream_stream_behaviour(handler.stream_stream)}
+            behaviour = {"stream_stream": _stream_stream_behaviour(handler.stream_stream, refuse)}
         return handler._replace(request_deserializer=deserializer, **behaviour)
 
 

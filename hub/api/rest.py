@@ -57,6 +57,9 @@ from hub.errors import InvalidArgument, WingsmithError
 Dispatch = Callable[[MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
 # Checks a request's metadata before its body is read; raises a hub.errors error to refuse.
 Authenticate = Callable[[Mapping[str, str]], Awaitable[None]]
+# Told of a request refused after authentication but before dispatch (its body or query could
+# not be read as the method's request): the audit log records it (hub/api/control.py).
+Refused = Callable[[MethodDescriptor, Mapping[str, str], WingsmithError], Awaitable[None]]
 
 _log = logging.getLogger(__name__)
 
@@ -597,11 +600,16 @@ def _mask_paths(desc: Descriptor, body: Mapping[str, Any], *, prefix: str) -> It
 
 class _Gateway:
     def __init__(
-        self, matcher: _Matcher, dispatch: Dispatch, authenticate: Authenticate | None
+        self,
+        matcher: _Matcher,
+        dispatch: Dispatch,
+        authenticate: Authenticate | None,
+        refused: Refused | None,
     ) -> None:
         self._matcher = matcher
         self._dispatch = dispatch
         self._authenticate = authenticate
+        self._refused = refused
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -642,15 +650,26 @@ class _Gateway:
             message = (
                 f"Content-Encoding {encoding!r} is not accepted: send the JSON body uncompressed"
             )
+            await self._tell_refused(route, metadata, InvalidArgument("", message))
             return _error_response(
                 415, "INVALID_ARGUMENT", message, headers={"Accept-Encoding": "identity"}
             )
-        body = await _read_body(request, route)
-        proto_request = _build_request(
-            route, body, path_values=found.path_values, query=request.rel_url.query
-        )
+        try:
+            body = await _read_body(request, route)
+            proto_request = _build_request(
+                route, body, path_values=found.path_values, query=request.rel_url.query
+            )
+        except WingsmithError as e:
+            await self._tell_refused(route, metadata, e)
+            raise
         response = await self._dispatch(route.method, proto_request, metadata)
         return web.json_response(_response_json(route, response))
+
+    async def _tell_refused(
+        self, route: _Route, metadata: Mapping[str, str], error: WingsmithError
+    ) -> None:
+        if self._refused is not None:
+            await self._refused(route.method, metadata, error)
 
 
 def _build_request(
@@ -778,15 +797,17 @@ def build_rest_app(
     services: Sequence[ServiceDescriptor],
     dispatch: Dispatch,
     authenticate: Authenticate | None = None,
+    refused: Refused | None = None,
     extra_routes: Iterable[web.AbstractRouteDef] = (),
     mounts: Mapping[str, web.Application] = MappingProxyType({}),
 ) -> web.Application:
     """An aiohttp app serving every HTTP rule of `services`; `extra_routes` (/metrics,
     /healthz) are matched first, then the sub-applications of `mounts` (prefix -> app).
-    `authenticate` checks each request's headers before its body is read. Raises ValueError
-    for a rule it cannot serve."""
+    `authenticate` checks each request's headers before its body is read; `refused` is told
+    of each request refused after that but before dispatch. Raises ValueError for a rule it
+    cannot serve."""
     matcher = _Matcher(route for service in services for route in _routes_of(service))
-    gateway = _Gateway(matcher, dispatch, authenticate)
+    gateway = _Gateway(matcher, dispatch, authenticate, refused)
     _quiet_client_body_errors()
     app = web.Application()
     app.add_routes(extra_routes)

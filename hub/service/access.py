@@ -7,6 +7,11 @@ call (every call looks its token up: no cache to outlive a revocation).
 Audit: the control edges record every mutating call, allowed or refused, with who, when, what
 and the outcome (hub/api/control.py), and the stream records agents' connects, supersedes and
 refusals (hub/sync/session.py); records older than the retention are pruned hourly.
+Refusals are written within a budget (`RefusalBudget`: so many per caller, call and minute,
+the rest as one summary record), so a flood of garbage cannot fill the store.
+
+Dashboard sessions: held server-side by the hash of their nonce, so a logout or a token's
+revocation ends them for every copy of the cookie (hub/ui/dashboard.py).
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hub import access, errors
 from hub.model import ApiToken, AuditRecord
 from hub.service import adoption, deployments, validate, workloads
 from hub.service.context import ServiceContext, snapshot, transaction
-from hub.store import audit, projects, tokens
+from hub.store import audit, projects, sessions, tokens
 from hub.store.audit import AuditFilter
 
 log = logging.getLogger(__name__)
@@ -98,6 +105,8 @@ def revoke_token(ctx: ServiceContext, name: str) -> ApiToken:
         if tokens.get(tx.conn, name) is None:
             raise errors.NotFound("token", name)
         tokens.revoke(tx.conn, name, now=tx.now)
+        # Its dashboard sessions end with it, in the same transaction.
+        sessions.delete_of_actor(tx.conn, f"token/{name}")
         revoked = tokens.get(tx.conn, name)
         assert revoked is not None
         return revoked
@@ -129,6 +138,39 @@ def principal_for_actor(ctx: ServiceContext, actor: str) -> access.Principal | N
     if token is None or token.revoke_time is not None:
         return None
     return access.Principal(actor=actor, role=token.role, projects=frozenset(token.projects))
+
+
+# -- dashboard sessions ------------------------------------------------------------------------
+
+
+def session_id(nonce: str) -> str:
+    """What the store keys a session by: the nonce's hash, never the nonce."""
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+def open_session(ctx: ServiceContext, *, nonce: str, actor: str, expire_time: float) -> None:
+    """Record a dashboard session at login (and forget the expired ones)."""
+    with ctx.db.write() as conn:
+        now = ctx.clock()
+        sessions.delete_expired(conn, now=now)
+        sessions.insert(
+            conn, session_id=session_id(nonce), actor=actor, now=now, expire_time=expire_time
+        )
+
+
+def session_principal(ctx: ServiceContext, nonce: str) -> access.Principal | None:
+    """The principal of a live session: None once it was ended (logout, the token revoked)
+    or when the store never opened it."""
+    with snapshot(ctx) as conn:
+        actor = sessions.actor_of(conn, session_id(nonce), now=ctx.clock())
+    if actor is None:
+        return None
+    return principal_for_actor(ctx, actor)
+
+
+def end_session(ctx: ServiceContext, nonce: str) -> None:
+    with ctx.db.write() as conn:
+        sessions.delete(conn, session_id(nonce))
 
 
 # -- which projects a call touches -------------------------------------------------------------
@@ -177,6 +219,99 @@ def record(ctx: ServiceContext, entry: AuditRecord) -> None:
         log.warning("audit record lost (%s): %s", e.message, entry)
     except Exception:  # not a storage fault: a defect, logged with its traceback
         log.exception("audit record lost: %s", entry)
+
+
+# -- refusals, bounded --------------------------------------------------------------------------
+
+# Per (actor, edge, action, outcome): this many refusal records a minute are written one by
+# one; beyond it they are counted, and the count is written as one summary record when the
+# minute ends. Across all keys, at most REFUSALS_PER_MINUTE records a minute (summaries
+# included, one per key and minute at most). Only authenticated callers reach here (a call
+# without a valid credential names no one and is never audited), so keys are bounded by the
+# tokens an admin created times the RPCs.
+REFUSAL_WINDOW_S = 60.0
+REFUSALS_PER_KEY = 10
+REFUSALS_PER_MINUTE = 600
+
+RefusalKey = tuple[str, str, str, str, str]  # actor, role, edge, action, outcome
+
+
+@dataclass
+class _Window:
+    start: float
+    written: int = 0
+    unwritten: int = 0
+    last: AuditRecord | None = field(default=None, repr=False)
+
+
+class RefusalBudget:
+    """Which refusal records are written one by one, and summaries of the rest. Thread-safe:
+    the edges record from worker threads."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._windows: dict[RefusalKey, _Window] = {}
+        self._minute = _Window(start=clock())
+        self.unwritten_total = 0
+
+    def admit(self, entry: AuditRecord) -> tuple[bool, list[AuditRecord]]:
+        """(write `entry`?, summary records of windows that ended, to write first)."""
+        now = self._clock()
+        key = (entry.actor, entry.role, entry.edge, entry.action, entry.outcome)
+        with self._lock:
+            summaries = self._ended(now)
+            if now - self._minute.start >= REFUSAL_WINDOW_S:
+                self._minute = _Window(start=now)
+            window = self._windows.setdefault(key, _Window(start=now))
+            if window.written < REFUSALS_PER_KEY and self._minute.written < REFUSALS_PER_MINUTE:
+                window.written += 1
+                self._minute.written += 1
+                return True, summaries
+            window.unwritten += 1
+            window.last = entry
+            self.unwritten_total += 1
+            return False, summaries
+
+    def ended(self) -> list[AuditRecord]:
+        """Summaries of the windows that ended by now (the hub calls this each minute)."""
+        with self._lock:
+            return self._ended(self._clock())
+
+    def _ended(self, now: float) -> list[AuditRecord]:
+        summaries: list[AuditRecord] = []
+        for key, window in list(self._windows.items()):
+            if now - window.start < REFUSAL_WINDOW_S:
+                continue
+            del self._windows[key]
+            if window.unwritten and window.last is not None:
+                summaries.append(_summary(window.last, window.unwritten, now - window.start))
+        return summaries
+
+
+def _summary(last: AuditRecord, count: int, span_s: float) -> AuditRecord:
+    message = (
+        f"{count} more refusals like this within {span_s:.0f} s, not recorded one by one"
+        f' (docs/security.md "Refusals, bounded"); the last: {last.message}'
+    )
+    return replace(last, message=message[:MAX_AUDIT_MESSAGE])
+
+
+def record_refusal(ctx: ServiceContext, budget: RefusalBudget, entry: AuditRecord) -> None:
+    """Record a refused call within `budget`: written, or counted into a later summary."""
+    admitted, summaries = budget.admit(entry)
+    for summary in summaries:
+        record(ctx, summary)
+    if admitted:
+        record(ctx, entry)
+
+
+def flush_refusals(ctx: ServiceContext, budget: RefusalBudget) -> int:
+    """Write the summaries of ended windows; how many."""
+    summaries = budget.ended()
+    for summary in summaries:
+        record(ctx, summary)
+    return len(summaries)
 
 
 def list_audit(

@@ -327,6 +327,8 @@ class IngestResult:
     nodes_written: int
     records: int
     capacity_changed: frozenset[str]
+    # Devices and allocations contradicting what the hub knows, not stored.
+    device_refusals: tuple[observations.DeviceRefusal, ...] = ()
 
 
 def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -> IngestResult:
@@ -363,6 +365,9 @@ class IngestOutcome:
     unwritten: dict[int, str] = field(default_factory=dict)
     revoked: set[int] = field(default_factory=set)
     capacity_changed: set[str] = field(default_factory=set)
+    # Devices and allocations refused field by field (the rest of their batch was written):
+    # counted in metrics, and told to the report's stream through `refused`.
+    device_refusals: list[observations.DeviceRefusal] = field(default_factory=list)
 
 
 def ingest_reports(ctx: ServiceContext, reports: Sequence[Report]) -> IngestOutcome:
@@ -398,6 +403,33 @@ def _write_reports(
     outcome.revoked.update(i for i, r in items if current.get(r.cluster_id) != r.token_hash)
     outcome.records += result.records
     outcome.capacity_changed |= result.capacity_changed
+    if result.device_refusals:
+        _tell_device_refusals(valid, result.device_refusals, outcome)
+
+
+def _tell_device_refusals(
+    reports: Sequence[tuple[int, Report]],
+    refusals: Sequence[observations.DeviceRefusal],
+    outcome: IngestOutcome,
+) -> None:
+    """Each refusal to the report that carried its node (its stream gets a Problem naming
+    the fields), and into the outcome's count."""
+    outcome.device_refusals.extend(refusals)
+    carriers = {
+        (report.cluster_id, node.node_id): index
+        for index, report in reports
+        for node in report.batch.nodes
+    }
+    by_index: dict[int, list[str]] = {}
+    for refusal in refusals:
+        index = carriers.get((refusal.cluster_id, refusal.node_id))
+        if index is not None:
+            by_index.setdefault(index, []).append(f"observations.{refusal.field}: {refusal.reason}")
+    for index, problems in by_index.items():
+        outcome.refused[index] = (
+            f"{len(problems)} record(s) contradict what the hub knows and were not stored"
+            " (the others were written): " + "; ".join(problems[:5])
+        )[:2048]
 
 
 def _write_records(
@@ -475,8 +507,9 @@ def _write_batches(
     # A deployment ready on its new digest may let the next wave of its workload's rollout go.
     advanced = rollouts.evaluate(ctx, tx, settled) if settled else set()
     nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
+    refusals: list[observations.DeviceRefusal] = []
     node_changes, nodes_written, node_records = observations.write_nodes(
-        tx.conn, nodes, known=ctx.node_hashes, written=written
+        tx.conn, nodes, known=ctx.node_hashes, written=written, refusals=refusals
     )
     changed |= node_changes
     records += node_records
@@ -496,7 +529,7 @@ def _write_batches(
         accounting.refresh_held(tx.conn, cluster_id)
     if changed or advanced:
         admit.run(ctx, tx, cluster_ids=changed | advanced)
-    return IngestResult(len(fresh), nodes_written, records, frozenset(changed))
+    return IngestResult(len(fresh), nodes_written, records, frozenset(changed), tuple(refusals))
 
 
 def _rejections_cleared(

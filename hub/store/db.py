@@ -97,22 +97,14 @@ _CANNOT_WRITE = {
 _CORRUPT = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
 _BUSY = {5: "SQLITE_BUSY", 6: "SQLITE_LOCKED"}
 _SQLITE_FULL = 13
+_SQLITE_IOERR = 10
 
 
 def store_error(error: sqlite3.Error, *, path: str) -> errors.StoreError:
     """The hub error for a SQLite failure that is not the caller's doing."""
     code = (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF
     if code in _CANNOT_WRITE:
-        cause = (
-            "the disk is full: free space on the database's volume"
-            if code == _SQLITE_FULL
-            else "check the database file, its directory and the volume (permissions, I/O"
-            " errors, a read-only mount)"
-        )
-        return errors.StoreCannotWrite(
-            f"the store cannot write ({error}): {cause}; reads still work, and writes resume"
-            " by themselves once it is fixed"
-        )
+        return errors.StoreCannotWrite(f"the store cannot write ({error}): {_what_to_do(code)}")
     if code in _CORRUPT:
         return errors.StoreCorrupt(
             f"database {path} is damaged or not a database ({error}): restore it from a backup"
@@ -120,6 +112,28 @@ def store_error(error: sqlite3.Error, *, path: str) -> errors.StoreError:
     if code in _BUSY:
         return errors.StoreError(f"database busy ({error}): retry")
     return errors.StoreError(f"database error ({error})")
+
+
+def _what_to_do(code: int) -> str:
+    """What is wrong and what to do, by SQLite's result code: only a full disk clears by
+    itself; a read-only or unwritable file, or an I/O error, needs the operator."""
+    if code == _SQLITE_FULL:
+        return (
+            "the disk is full: free space on the database's volume; reads still work, and"
+            " writes resume by themselves once there is space"
+        )
+    if code == _SQLITE_IOERR:
+        return (
+            "an I/O error on the database's volume: check the disk and the kernel log (dmesg);"
+            " writes fail until it is fixed, then restart the hub"
+        )
+    return (
+        "the database file, its -wal and -shm files or their directory cannot be written:"
+        " the volume is mounted read-only or the hub's user lacks write permission. Mount the"
+        " volume read-write (for Kubernetes: a ReadWriteOnce PersistentVolumeClaim, not"
+        " readOnly), give the hub's user write access to the file and its directory, then"
+        " start the hub again"
+    )
 
 
 def _ours(error: sqlite3.Error) -> bool:

@@ -33,6 +33,20 @@ from hub.store.port import Transaction
 
 
 @dataclass(frozen=True)
+class DeviceRefusal:
+    """A node report's device or allocation that contradicts what the hub knows, not stored
+    (docs/security.md "A cluster reports only its own devices"). `kind`: "device_bound" (a
+    UUID another node verified first) or "foreign_allocation" (a device id that is not one of
+    the reporting node's devices)."""
+
+    cluster_id: str
+    node_id: str
+    field: str
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class PodCounts:
     pods: int
     ready: int
@@ -278,10 +292,15 @@ def write_nodes(
     *,
     known: NodeHashes | None = None,
     written: NodeHashes | None = None,
+    refusals: list[DeviceRefusal] | None = None,
 ) -> tuple[set[str], int, int]:
     """Apply node observations (cluster id, observation) for a whole group, a statement per
     table. Pods come and go far more often than GPUs: only the table that changed is rewritten.
-    Returns (clusters whose devices or allocations changed, nodes changed, records written)."""
+    Returns (clusters whose devices or allocations changed, nodes changed, records written).
+
+    A device UUID belongs to the node that verified it first, for as long as that node
+    reports it; another node's claim on it is not stored, and an allocation of a device the
+    reporting node does not have is not stored either: each is added to `refusals`."""
     newest: dict[tuple[str, str], NodeObservation] = {}
     for cluster_id, obs in items:
         key = (cluster_id, obs.node_id)
@@ -297,12 +316,24 @@ def write_nodes(
     changed: set[str] = set()
     nodes_changed = records = 0
     applied: set[tuple[str, str]] = set()
+    claims: dict[str, tuple[str, str]] = {}  # verified UUIDs claimed in this group so far
     for (cluster_id, node_id), obs in newest.items():
         if stored.get((cluster_id, node_id), -1) >= obs.observe_ns:
             continue
         applied.add((cluster_id, node_id))
-        devices = _device_rows(() if obs.absent else obs.devices)
-        allocations = _allocation_rows(() if obs.absent else obs.allocations)
+        key = (cluster_id, node_id)
+        kept = () if obs.absent else obs.devices
+        devices = _device_rows(kept)
+        last = known.get(key) if known is not None else None
+        refused: list[DeviceRefusal] = []
+        if kept and (last is None or hash(frozenset(devices)) != last[0]):
+            # The device set changed since it was last written clean: check every claim.
+            kept = _bound_devices(conn, key, kept, claims, refused)
+            devices = _device_rows(kept)
+        owned = _own_allocations(key, () if obs.absent else obs.allocations, kept, refused)
+        allocations = _allocation_rows(owned)
+        if refusals is not None:
+            refusals.extend(refused)
         devices_changed, allocations_changed = _node_changes(
             conn,
             key=(cluster_id, node_id),
@@ -443,6 +474,90 @@ def write_rejection(
         " WHERE excluded.revision >= deployment_rejections.revision",
         (deployment_id, rejection.revision, rejection.generation, rejection.error, now),
     )
+
+
+def _bound_devices(
+    conn: Transaction,
+    key: tuple[str, str],
+    devices: Sequence[Device],
+    claims: dict[str, tuple[str, str]],
+    refused: list[DeviceRefusal],
+) -> tuple[Device, ...]:
+    """The node's devices whose UUID no other node holds verified (stored, or claimed earlier
+    in this group); the others go to `refused`. A verified device kept claims its UUID."""
+    cluster_id, node_id = key
+    holders: dict[str, tuple[str, str]] = {}
+    for chunk in _chunks([d.uuid for d in devices]):
+        for r in conn.execute(
+            "SELECT uuid, cluster_id, node_id FROM devices"
+            f" WHERE verified = 1 AND uuid IN ({_marks(chunk)})",
+            chunk,
+        ):
+            if (r["cluster_id"], r["node_id"]) != key:
+                holders[r["uuid"]] = (r["cluster_id"], r["node_id"])
+    kept: list[Device] = []
+    for device in devices:
+        holder = holders.get(device.uuid) or claims.get(device.uuid)
+        if holder is not None and holder != key:
+            # Another cluster's name is not told to this cluster's agent.
+            where = f"node {holder[1]}" if holder[0] == cluster_id else "another cluster"
+            refused.append(
+                DeviceRefusal(
+                    cluster_id,
+                    node_id,
+                    f"nodes[{node_id}].devices[{device.uuid}]",
+                    "device_bound",
+                    f"device {device.uuid} is bound to {where}, which verified it first;"
+                    " not stored",
+                )
+            )
+            continue
+        kept.append(device)
+        if device.verified:
+            claims[device.uuid] = key
+    return tuple(kept)
+
+
+def _own_allocations(
+    key: tuple[str, str],
+    allocations: Sequence[AllocationObservation],
+    devices: Sequence[Device],
+    refused: list[DeviceRefusal],
+) -> tuple[AllocationObservation, ...]:
+    """The allocations with only device ids of the node's own devices (a time-slicing
+    replica `<uuid>::<n>` names its GPU; `MIG-GPU-<uuid>/<gi>/<ci>` a slice of that GPU); an
+    allocation left with none is dropped. What is dropped goes to `refused`."""
+    if not allocations:
+        return ()
+    uuids = {d.uuid for d in devices} | {d.parent_uuid for d in devices if d.parent_uuid}
+    owned: list[AllocationObservation] = []
+    for allocation in allocations:
+        ids = tuple(i for i in allocation.device_ids if _device_of(i) in uuids)
+        if len(ids) < len(allocation.device_ids):
+            foreign = [i for i in allocation.device_ids if i not in ids]
+            refused.append(
+                DeviceRefusal(
+                    key[0],
+                    key[1],
+                    f"nodes[{key[1]}].allocations[{allocation.namespace}/{allocation.pod_name}]"
+                    ".device_ids",
+                    "foreign_allocation",
+                    f"{', '.join(foreign[:4])}: not a device of node {key[1]}; not stored",
+                )
+            )
+        if ids == allocation.device_ids:
+            owned.append(allocation)
+        elif ids:
+            owned.append(replace(allocation, device_ids=ids))
+    return tuple(owned)
+
+
+def _device_of(device_id: str) -> str:
+    """The device UUID a kubelet device id names."""
+    base = device_id.split("::", 1)[0]
+    if base.startswith("MIG-GPU-"):
+        return base[len("MIG-") :].split("/", 1)[0]
+    return base
 
 
 def _device_rows(devices: Iterable[Device]) -> set[tuple[object, ...]]:

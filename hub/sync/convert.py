@@ -36,6 +36,20 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 DIGEST = re.compile(r"^svg_[0-9a-f]{16}\Z")
 DEVICE_CLASS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}\Z")
 PRINTABLE = re.compile(r"^[\x20-\x7e]*\Z")
+# A device UUID as NVML reports it: "GPU-" or "MIG-" and a UUID in 8-4-4-4-12 hex digits.
+# Nothing around it (no spaces), no '/', no '..': it names a row, a metric label and a DGD
+# field, and is compared byte for byte with the kubelet's ids.
+_NVML_UUID = (
+    r"(?:GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+)
+DEVICE_UUID = re.compile(rf"^{_NVML_UUID}\Z")
+# A device id as the kubelet lists it for a pod (docs/kubelet.md): a device UUID, a
+# time-sliced replica of one (`<uuid>::<n>`), or a MIG device in the pre-R470 form
+# `MIG-GPU-<uuid>/<gi>/<ci>`.
+DEVICE_ID = re.compile(
+    rf"^(?:{_NVML_UUID}(?:::[0-9]{{1,4}})?|MIG-GPU-[0-9a-fA-F-]{{36}}/[0-9]{{1,3}}/[0-9]{{1,3}})\Z"
+)
+DEVICE_UUID_RULE = "an NVML device UUID: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx or MIG-..."
 # A pod name, or host:pid for an agent outside Kubernetes.
 # "", "adapter", or "autoscaler:" and a field manager's name (printable, no spaces).
 REPLICAS_OWNER = re.compile(r"^(|adapter|autoscaler:[\x21-\x7e]{1,128})\Z")
@@ -452,16 +466,15 @@ def _device(message: resources_pb2.Device, check: Checker, node_path: str, index
     device_class, reason = message.device_class, message.health_reason
     domain, parent = message.nvlink_domain, message.parent_uuid
     if (
-        uuid
+        DEVICE_UUID.match(uuid)
         and message.memory_bytes <= MAX_MEMORY_BYTES
-        and _printable(uuid, 128)
         and _printable(name, 128)
         and _printable(pci, 64)
         and len(device_class) <= 63
         and DEVICE_CLASS.match(device_class)
         and _printable(reason, 512)
         and _printable(domain, 128)
-        and _printable(parent, 128)
+        and (not parent or DEVICE_UUID.match(parent))
     ):
         return Device(
             uuid,
@@ -480,7 +493,7 @@ def _device(message: resources_pb2.Device, check: Checker, node_path: str, index
 
 def _device_checked(message: resources_pb2.Device, check: Checker, path: str) -> Device:
     return Device(
-        uuid=check.text(message.uuid, f"{path}.uuid", limit=128, required=True),
+        uuid=_device_uuid(message.uuid, f"{path}.uuid"),
         name=check.text(message.name, f"{path}.name", limit=128),
         memory_bytes=check.count(
             message.memory_bytes, f"{path}.memory_bytes", limit=MAX_MEMORY_BYTES
@@ -497,8 +510,18 @@ def _device_checked(message: resources_pb2.Device, check: Checker, path: str) ->
         health_reason=check.text(message.health_reason, f"{path}.health_reason", limit=512),
         verified=message.verified,
         nvlink_domain=check.text(message.nvlink_domain, f"{path}.nvlink_domain", limit=128),
-        parent_uuid=check.text(message.parent_uuid, f"{path}.parent_uuid", limit=128),
+        parent_uuid=_device_uuid(message.parent_uuid, f"{path}.parent_uuid", required=False),
     )
+
+
+def _device_uuid(value: str, path: str, *, required: bool = True) -> str:
+    if not value and not required:
+        return value
+    if not value:
+        raise errors.InvalidArgument(path, f"required: {DEVICE_UUID_RULE}")
+    if not DEVICE_UUID.match(value):
+        raise errors.InvalidArgument(path, f"invalid {value[:80]!r}: {DEVICE_UUID_RULE}")
+    return value
 
 
 def _allocation(
@@ -514,7 +537,7 @@ def _allocation(
         and DNS_LABEL.match(namespace)
         and ids
         and len(set(ids)) == len(ids)
-        and all(d and _printable(d, 128) for d in ids)
+        and all(DEVICE_ID.match(d) for d in ids)
         and _printable(message.resource_name, 253)
     ):
         return AllocationObservation(pod, namespace, ids, message.resource_name)
@@ -529,9 +552,13 @@ def _allocation_checked(
     if not message.device_ids:
         raise errors.InvalidArgument(f"{path}.device_ids", "required: at least one device id")
     check.unique(message.device_ids, f"{path}.device_ids", what="device id")
-    if not all(d and _printable(d, 128) for d in message.device_ids):
-        for i, device_id in enumerate(message.device_ids):
-            check.text(device_id, f"{path}.device_ids[{i}]", limit=128, required=True)
+    for i, device_id in enumerate(message.device_ids):
+        if not DEVICE_ID.match(device_id):
+            raise errors.InvalidArgument(
+                f"{path}.device_ids[{i}]",
+                f"invalid {device_id[:80]!r}: {DEVICE_UUID_RULE}, optionally '::<n>' for a"
+                " time-sliced replica (or MIG-GPU-<uuid>/<gi>/<ci>)",
+            )
     return AllocationObservation(
         pod_name=message.pod_name,
         namespace=message.namespace,

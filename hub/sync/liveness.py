@@ -25,6 +25,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 
+from hub.sync.episodes import FaultEpisode
+
 log = logging.getLogger(__name__)
 
 Flush = Callable[[Mapping[str, float], Mapping[str, int]], None]
@@ -39,6 +41,7 @@ class LivenessRecorder:
         self._interval_s = interval_s
         self._seen: dict[str, float] = {}
         self._applied: dict[str, int] = {}
+        self.fault = FaultEpisode(log, "liveness flush")
 
     def seen(self, cluster_id: str) -> None:
         self._seen[cluster_id] = self._clock()
@@ -68,13 +71,15 @@ class LivenessRecorder:
                 continue
             try:
                 await loop.run_in_executor(executor, self._flush, seen, applied)
-            except Exception:
-                log.exception("liveness flush failed; will retry")
+            except Exception as e:
+                self.fault.failed(e)
                 # Values only move forward: put them back under anything newer.
                 for cluster_id, at in seen.items():
                     self._seen.setdefault(cluster_id, at)
                 for cluster_id, revision in applied.items():
                     self.applied(cluster_id, revision)
+            else:
+                self.fault.succeeded()
 
 
 class StalenessWatch:
@@ -91,6 +96,7 @@ class StalenessWatch:
         # None until the first tick: then every stale cluster counts as changed, so waiting
         # deployments of a cluster stale since before a hub restart learn why at once.
         self._stale: set[str] | None = None
+        self._fault = FaultEpisode(log, "staleness check")
 
     def tick(self) -> list[str]:
         """Report the clusters whose staleness changed since the last tick; returns them."""
@@ -114,8 +120,10 @@ class StalenessWatch:
             await asyncio.sleep(self._interval_s)
             try:
                 await loop.run_in_executor(executor, self.tick)
-            except Exception:
-                log.exception("staleness check failed; will retry")
+            except Exception as e:
+                self._fault.failed(e)
+            else:
+                self._fault.succeeded()
 
 
 Node = tuple[str, str]
@@ -144,6 +152,7 @@ class ReporterWatch:
         self._grace_s = grace_s
         self._interval_s = interval_s
         self._missing_since: dict[Node, float] = {}
+        self._fault = FaultEpisode(log, "dropping unreported nodes")
 
     def tick(self) -> list[Node]:
         """Drop the nodes unreported for the grace period; returns them."""
@@ -171,5 +180,7 @@ class ReporterWatch:
             await asyncio.sleep(self._interval_s)
             try:
                 await loop.run_in_executor(executor, self.tick)
-            except Exception:
-                log.exception("dropping unreported nodes failed; will retry")
+            except Exception as e:
+                self._fault.failed(e)
+            else:
+                self._fault.succeeded()

@@ -10,11 +10,14 @@ Access (docs/dashboard.md):
 - Nothing but the login form and the static files is served without a session. Logging in
   takes a token once (the admin token or a scoped API token); the answer is a session cookie
   (HttpOnly, SameSite=Strict, Path=/ui, Secure over TLS) holding an expiry, a nonce and the
-  principal's name ("admin", "token/<name>"), signed with a key derived from the admin token:
-  a new admin token ends every session, revoking a scoped token ends its sessions at their
-  next request, and no token is ever in the cookie.
+  principal's name ("admin", "token/<name>"), signed with a key derived from the admin token,
+  and recorded server-side (the nonce's hash, in the store): logging out deletes that record,
+  so a copy of the cookie taken before opens nothing; revoking a scoped token deletes its
+  sessions; a new admin token ends every session (the key changes); no token is ever in the
+  cookie.
 - Each form carries a CSRF token (an HMAC of the session nonce); a POST without the right
-  one, or whose Origin is another site, is refused (403) before anything is done.
+  one, or whose Origin is another site, is refused (403) before anything is done. The login
+  form has no session yet, so no CSRF token, but checks Origin the same way.
 - Every answer carries a strict Content-Security-Policy (scripts and styles from /ui/static
   only: no inline script or style, no eval), no caching, no framing, no referrer.
 
@@ -34,6 +37,7 @@ import secrets
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp_jinja2
@@ -80,7 +84,8 @@ class Sessions:
         self._clock = clock
 
     def issue(self, actor: str) -> str:
-        """A session of `actor` ("admin", "token/<name>"): its nonce names it."""
+        """A session of `actor` ("admin", "token/<name>"): its nonce names it. Its expiry:
+        `expiry(cookie)`."""
         expiry = int(self._clock()) + SESSION_TTL_S
         body = f"{expiry}.{secrets.token_urlsafe(16)}~{actor}"
         return f"{body}.{self._sign(body)}"
@@ -88,6 +93,10 @@ class Sessions:
     @staticmethod
     def actor(nonce: str) -> str:
         return nonce.partition("~")[2]
+
+    @staticmethod
+    def expiry(cookie: str) -> float:
+        return float(cookie.partition(".")[0])
 
     def nonce(self, cookie: str | None) -> str | None:
         """The session's nonce when the cookie is ours and unexpired, else None."""
@@ -107,6 +116,18 @@ class Sessions:
         return hmac.new(self._key, text.encode(), hashlib.sha256).hexdigest()
 
 
+@dataclass(frozen=True)
+class SessionStore:
+    """The server-side record of sessions (hub/service/access.py), by the cookie's nonce."""
+
+    # (nonce, actor, expiry): at login.
+    open: Callable[[str, str, float], None]
+    # nonce -> its principal now; None once the session ended or its token was revoked.
+    principal_of: Callable[[str], access.Principal | None]
+    # nonce: at logout.
+    end: Callable[[str], None]
+
+
 class Dashboard:
     def __init__(
         self,
@@ -115,16 +136,16 @@ class Dashboard:
         dispatch: PrincipalDispatch,
         admin_token: str,
         authenticate: Callable[[str], access.Principal],
-        principal_of: Callable[[str], access.Principal | None],
+        store: SessionStore,
         secure_cookies: bool,
     ) -> None:
         """`authenticate`: a presented token -> its principal (Unauthenticated otherwise);
-        `principal_of`: a session's actor name -> its principal now, None once revoked. Both
-        may read the store: they run in a worker thread."""
+        `store`: the sessions held server-side. Both may read or write the store: they run in
+        a worker thread."""
         self._service = service
         self._dispatch = dispatch
         self._authenticate = authenticate
-        self._principal_of = principal_of
+        self._store = store
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
 
@@ -180,7 +201,7 @@ class Dashboard:
         nonce = self._sessions.nonce(request.cookies.get(SESSION_COOKIE))
         principal = None
         if nonce is not None:
-            principal = await asyncio.to_thread(self._principal_of, Sessions.actor(nonce))
+            principal = await asyncio.to_thread(self._store.principal_of, nonce)
         if nonce is None or principal is None:
             if request.method != "GET":
                 raise web.HTTPUnauthorized(text="log in first")
@@ -196,9 +217,7 @@ class Dashboard:
             _CALLER.reset(caller)
 
     async def _check_csrf(self, request: web.Request) -> None:
-        origin = request.headers.get("Origin")
-        if origin and origin != "null" and urllib.parse.urlsplit(origin).netloc != request.host:
-            raise web.HTTPForbidden(text="cross-site request refused")
+        _check_origin(request)
         form = await request.post()
         presented = str(form.get("csrf", ""))
         if not hmac.compare_digest(presented, request[CSRF_KEY]):
@@ -231,6 +250,9 @@ class Dashboard:
         return self._render(request, "login.html", {"next": _safe_next(request), "error": ""})
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
+        # No session yet, so no CSRF token: Origin is what tells a cross-site login (one that
+        # would log the victim into the attacker's session) from ours.
+        _check_origin(request)
         form = await request.post()
         presented = str(form.get("token", "")).strip()
         next_path = _safe_next(request, str(form.get("next", "")))
@@ -240,9 +262,13 @@ class Dashboard:
             context = {"next": next_path, "error": "unknown or revoked token"}
             return self._render(request, "login.html", context, status=401)
         response = web.HTTPSeeOther(next_path)
+        cookie = self._sessions.issue(principal.actor)
+        nonce = self._sessions.nonce(cookie)
+        assert nonce is not None
+        await asyncio.to_thread(self._store.open, nonce, principal.actor, Sessions.expiry(cookie))
         response.set_cookie(
             SESSION_COOKIE,
-            self._sessions.issue(principal.actor),
+            cookie,
             max_age=SESSION_TTL_S,
             path=PREFIX,
             httponly=True,
@@ -252,6 +278,10 @@ class Dashboard:
         raise response
 
     async def _logout(self, request: web.Request) -> web.StreamResponse:
+        # Ended server-side: a copy of the cookie opens nothing from now on.
+        nonce = self._sessions.nonce(request.cookies.get(SESSION_COOKIE))
+        if nonce is not None:
+            await asyncio.to_thread(self._store.end, nonce)
         response = web.HTTPSeeOther(f"{PREFIX}/login")
         response.del_cookie(SESSION_COOKIE, path=PREFIX)
         raise response
@@ -407,6 +437,14 @@ def _static_url(name: str) -> str:
 
 def _quote(text: object) -> str:
     return urllib.parse.quote(str(text), safe="")
+
+
+def _check_origin(request: web.Request) -> None:
+    """403 for a POST whose Origin is another site (a browser always sends one on a
+    cross-site POST; `null` comes from privacy-preserving contexts and file pages)."""
+    origin = request.headers.get("Origin")
+    if origin and origin != "null" and urllib.parse.urlsplit(origin).netloc != request.host:
+        raise web.HTTPForbidden(text="cross-site request refused")
 
 
 def _safe_next(request: web.Request, given: str = "") -> str:

@@ -185,7 +185,10 @@ def test_the_hub_refuses_cluster_state_from_a_follower_and_other_nodes(hub: Hub)
     assert hub.get(f"/v1/deployments/{deployment_id}")["status"] is None, "nothing written"
 
     device = resources_pb2.Device(
-        uuid="GPU-1", device_class="H100-80GB", healthy=True, verified=True
+        uuid="GPU-00000001-0000-4000-8000-000000000001",
+        device_class="H100-80GB",
+        healthy=True,
+        verified=True,
     )
     follower.send(
         observations=sync_pb2.ObservationBatch(

@@ -29,7 +29,7 @@ POISON = 2**64 - 1
 
 def _poisoned(seq: int) -> sync_pb2.ObservationBatch:
     healthy = resources_pb2.Device(
-        uuid="GPU-evil-0",
+        uuid="GPU-e0000000-0000-4000-8000-000000000000",
         name="H100",
         memory_bytes=80 << 30,
         device_class="H100-80GB",
@@ -37,7 +37,7 @@ def _poisoned(seq: int) -> sync_pb2.ObservationBatch:
         verified=True,
     )
     poisoned = resources_pb2.Device(
-        uuid="GPU-evil-1",
+        uuid="GPU-e0000000-0000-4000-8000-000000000001",
         name="H100",
         memory_bytes=POISON,
         device_class="H100-80GB",
@@ -140,8 +140,12 @@ def test_a_record_the_store_refuses_costs_no_other_batch_or_record(hub: Hub) -> 
     outcome = sync_service.ingest_reports(
         ctx,
         [
-            report("west", node("w1", gpu("GPU-w1", 80 << 30))),
-            report("east", node("e1", gpu("GPU-e1", 80 << 30)), node("e2", gpu("GPU-e2", POISON))),
+            report("west", node("w1", gpu("GPU-a1000000-0000-4000-8000-000000000001", 80 << 30))),
+            report(
+                "east",
+                node("e1", gpu("GPU-b1000000-0000-4000-8000-000000000001", 80 << 30)),
+                node("e2", gpu("GPU-b1000000-0000-4000-8000-000000000002", POISON)),
+            ),
         ],
     )
     assert list(outcome.refused) == [1] and outcome.unwritten == {}

@@ -121,7 +121,18 @@ def test_a_batch_queued_under_a_rotated_token_is_never_written(hub: Hub) -> None
     token = hub.register_cluster("east")
     assert hub.server is not None and hub.server.ctx is not None
     ctx = hub.server.ctx
-    gpu = Device("GPU-1", "H100", 80 << 30, "0000:01:00.0", "H100-80GB", True, "", True, "", "")
+    gpu = Device(
+        "GPU-00000001-0000-4000-8000-000000000001",
+        "H100",
+        80 << 30,
+        "0000:01:00.0",
+        "H100-80GB",
+        True,
+        "",
+        True,
+        "",
+        "",
+    )
     node = NodeObservation(node_id="n1", observe_ns=now_ns(), devices=(gpu,), allocations=())
     old = sync_service.Report(
         "east", cluster_service.token_hash(token), ObservationBatch(1, nodes=(node,))

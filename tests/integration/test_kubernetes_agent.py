@@ -60,7 +60,7 @@ def kubelet(tmp_path: Path) -> Iterator[FakeKubelet]:
     server = FakeKubelet(str(tmp_path / "kubelet.sock"))
     # The device plugin advertises two of NVML's three GPUs, and one id NVML does not know.
     server.allocatable = kubelet_builders.devices(
-        "nvidia.com/gpu", GPU.format(0), GPU.format(1), "GPU-ghost"
+        "nvidia.com/gpu", GPU.format(0), GPU.format(1), "GPU-9a057000-0000-4000-8000-00000000dead"
     )
     server.start()
     yield server
@@ -97,7 +97,9 @@ def test_a_daemonset_pod_elects_itself_reports_its_verified_node_and_applies_dgd
             assert node[0]["node_id"] == "gpu-node-1"
             assert devices[GPU.format(0)]["verified"] and devices[GPU.format(1)]["verified"]
             assert not devices[GPU.format(2)]["verified"], "NVML has it, the kubelet does not"
-            assert not devices["GPU-ghost"]["verified"], "the kubelet has it, NVML does not"
+            assert not devices["GPU-9a057000-0000-4000-8000-00000000dead"]["verified"], (
+                "the kubelet has it, NVML does not"
+            )
             capacity = hub.get("/v1/clusters/east")["devices"]["H100-80GB"]
             assert capacity["total"] == 2, "only verified, healthy devices count"
 

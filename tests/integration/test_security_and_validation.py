@@ -93,7 +93,10 @@ def test_a_malformed_observation_gets_a_problem_and_changes_nothing(hub: Hub) ->
     stream.hello("east")
     stream.receive_kind("welcome")
     good_device = resources_pb2.Device(
-        uuid="GPU-1", device_class="H100-80GB", healthy=True, verified=True
+        uuid="GPU-00000001-0000-4000-8000-000000000001",
+        device_class="H100-80GB",
+        healthy=True,
+        verified=True,
     )
     bad = sync_pb2.ObservationBatch(
         seq=1,
@@ -104,7 +107,11 @@ def test_a_malformed_observation_gets_a_problem_and_changes_nothing(hub: Hub) ->
             sync_pb2.NodeObservation(
                 node_id="node-b",
                 observe_unix_nanos=now_ns(),
-                devices=[resources_pb2.Device(uuid="GPU-2", device_class="H100 80GB")],
+                devices=[
+                    resources_pb2.Device(
+                        uuid="GPU-00000002-0000-4000-8000-000000000002", device_class="H100 80GB"
+                    )
+                ],
             ),
         ],
     )
@@ -272,3 +279,47 @@ def test_a_nul_character_anywhere_is_refused_naming_the_field_on_every_backend(
             if r["outcome"] == "INVALID_ARGUMENT"
         ]
         assert {r["action"] for r in refused} >= {"CreateWorkload", "UpdateProject"}
+
+
+@pytest.mark.parametrize(
+    ("model", "problem"),
+    [
+        ("meta-llama/Llama-3.3-70B-Instruct\r\nimage: evil", "control character"),
+        ("meta-llama/Llama-3.3-70B-Instruct\t", "control character"),
+        ("../x", "invalid model reference"),
+        ("..", "invalid model reference"),
+        ("meta-llama/../secrets", "invalid model reference"),
+    ],
+)
+def test_a_model_reference_with_control_characters_or_traversal_is_a_400_naming_it(
+    hub: Hub, model: str, problem: str
+) -> None:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    body = workload("chat", clusters=("east",))
+    body["serving"]["model"] = model
+    status, answer = hub.rest("POST", "/v1/workloads", body, check=False)
+    assert status == 400, answer
+    assert answer["error"]["message"].startswith("workload.serving.model: ")
+    assert problem in answer["error"]["message"]
+    assert hub.get("/v1/workloads")["workloads"] == []
+
+
+def test_a_control_character_in_any_string_field_is_a_400_naming_it(hub: Hub) -> None:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    body = workload("chat", clusters=("east",))
+    body["serving"]["engine_args"] = ["--chat-template", "{{ a }}\n{{ b }}", "--x\r"]
+    cases = [
+        ("POST", "/v1/workloads", body, "workload.serving.engine_args[2]"),
+        ("POST", "/v1/projects", {"name": "a\tb"}, "project.name"),
+        ("DELETE", "/v1/workloads/chat%0D", None, "ref"),
+        ("GET", "/v1/workloads/chat%1B", None, "ref"),
+    ]
+    for method, path, sent, field in cases:
+        status, answer = hub.rest(method, path, sent, check=False)
+        assert status == 400, (path, answer)
+        assert answer["error"]["message"].startswith(f"{field}: must not contain"), answer
+    # A tab or line feed in an engine argument is free text (a multi-line chat template).
+    body["serving"]["engine_args"] = ["--chat-template", "{{ a }}\n\t{{ b }}"]
+    assert hub.rest("POST", "/v1/workloads", body)[0] == 200

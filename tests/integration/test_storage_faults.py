@@ -21,6 +21,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import grpc
@@ -28,7 +29,16 @@ import pytest
 
 from hub import errors
 from hub.app import HubConfig, HubServer
-from tests.harness import ADMIN_TOKEN, FAST, Hub, LoopThread, running_hub, workload
+from tests.harness import (
+    ADMIN_TOKEN,
+    FAST,
+    Hub,
+    LoopThread,
+    running_hub,
+    start_agent,
+    wait_until,
+    workload,
+)
 from wingsmith.v1 import control_pb2, control_pb2_grpc, resources_pb2
 
 
@@ -251,3 +261,82 @@ def test_the_hub_command_says_why_it_refuses_an_empty_file(tmp_path: pathlib.Pat
     assert done.returncode != 0
     assert "empty file" in done.stderr and "--init-db" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_on_a_read_only_volume_the_hub_says_what_is_wrong_and_what_to_do(
+    small_volume: pathlib.Path,
+) -> None:
+    db_path = small_volume / "wingsmith.db"
+    loop, server = _start(db_path, init_db=True)
+    _stop(loop, server)
+    remounted = subprocess.run(
+        ["mount", "-o", "remount,ro", str(small_volume)], capture_output=True, text=True
+    )
+    assert remounted.returncode == 0, remounted.stderr
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hub",
+            "--db",
+            str(db_path),
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        env={**os.environ, "WINGSMITH_ADMIN_TOKEN": ADMIN_TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "read-only" in done.stderr and "read-write" in done.stderr, done.stderr
+    assert "resume by themselves" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_full_disk_under_a_connected_agent_is_told_once_then_summarized_then_cleared(
+    small_volume: pathlib.Path,
+) -> None:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.DEBUG)
+    logging.getLogger("hub").addHandler(keep)
+    try:
+        with running_hub(small_volume, backend="sqlite") as (loop, hub):
+            token = hub.register_cluster("east")
+            agent = start_agent(loop, hub, cluster_id="east", token=token)
+            try:
+                wait_until(lambda: hub.get("/v1/clusters/east")["connected"], what="connected")
+                filler = _fill(small_volume)
+                wait_until(
+                    lambda: any("liveness flush failed" in r.getMessage() for r in records),
+                    what="the liveness flush fault told",
+                )
+                # Several flush intervals (1 s each) pass while the disk stays full: the
+                # condition here is time itself.
+                time.sleep(4)
+                filler.unlink()
+                wait_until(
+                    lambda: any("liveness flush works again" in r.getMessage() for r in records),
+                    what="the end of the fault told",
+                )
+            finally:
+                agent.stop()
+    finally:
+        logging.getLogger("hub").removeHandler(keep)
+    flush = [r for r in records if r.getMessage().startswith("liveness flush")]
+    started = [r for r in flush if "liveness flush failed" in r.getMessage()]
+    assert len(started) == 1, [r.getMessage() for r in flush]
+    assert "disk is full" in started[0].getMessage()
+    assert not any(r.exc_info for r in records if r.name.startswith("hub.sync")), "no traceback"
+    ended = [r for r in flush if "works again" in r.getMessage()]
+    assert len(ended) == 1 and "failed attempts" in ended[0].getMessage()
+    # Told once, not once a second: at most the start, no summary yet (60 s), the end.
+    assert len(flush) == 2, [r.getMessage() for r in flush]

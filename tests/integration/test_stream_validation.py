@@ -11,7 +11,7 @@ import pytest
 
 from tests.harness import Hub, wait_until, workload
 from tests.integration.rawstream import RawStream, now_ns
-from wingsmith.v1 import sync_pb2
+from wingsmith.v1 import resources_pb2, sync_pb2
 
 
 def stream_error(stream: RawStream) -> grpc.RpcError:
@@ -211,3 +211,47 @@ def test_replicas_owned_by_an_autoscaler_show_on_the_deployment_and_are_no_drift
     problem = stream.receive_kind("problem").problem
     assert problem.code == "INVALID_ARGUMENT" and "replicas_owner" in problem.message
     stream.close()
+
+
+GOOD_UUID = "GPU-0f2c61a4-7c3e-4b1a-9d6e-2a4b8c0d1e2f"
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [
+        ("uuid", f" {GOOD_UUID}"),
+        ("uuid", f"{GOOD_UUID} "),
+        ("uuid", ".."),
+        ("uuid", "GPU-../../etc"),
+        ("uuid", "GPU-0f2c61a4/7c3e"),
+        ("uuid", "GPU-1"),
+        ("uuid", f"{GOOD_UUID}\n"),
+        ("parent_uuid", "../" + GOOD_UUID),
+        ("allocation", f"{GOOD_UUID}/.."),
+        ("allocation", f" {GOOD_UUID}"),
+    ],
+)
+def test_a_device_uuid_not_in_nvmls_form_gets_a_problem_naming_it(
+    hub: Hub, where: str, value: str
+) -> None:
+    token = hub.register_cluster("east")
+    stream = RawStream(hub.grpc_target, token)
+    stream.hello("east")
+    stream.receive_kind("welcome")
+    device = resources_pb2.Device(uuid=GOOD_UUID, device_class="H100-80GB", healthy=True)
+    allocation = sync_pb2.AllocationReport(
+        pod_name="p", namespace="ns", device_ids=[GOOD_UUID], resource_name="nvidia.com/gpu"
+    )
+    if where == "allocation":
+        allocation.device_ids[0] = value
+    else:
+        setattr(device, where, value)
+    node = sync_pb2.NodeObservation(
+        node_id="node-a", observe_unix_nanos=now_ns(), devices=[device], allocations=[allocation]
+    )
+    stream.send(observations=sync_pb2.ObservationBatch(seq=1, nodes=[node]))
+    problem = stream.receive_kind("problem").problem
+    field = "allocations[0].device_ids[0]" if where == "allocation" else f"devices[0].{where}"
+    assert field in problem.message and "NVML" in problem.message, problem.message
+    stream.close()
+    assert not hub.get("/v1/clusters/east")["nodes"], "nothing of the batch is stored"

@@ -108,6 +108,50 @@ def test_login_sets_a_strict_httponly_session_cookie_and_never_the_token(hub: Hu
     assert client.request("GET", "/ui/fleet").status == 303, "logged out"
 
 
+def copied_cookie(client: Client) -> str:
+    (cookie,) = list(client.jar)
+    return f"{SESSION_COOKIE}={cookie.value}"
+
+
+def test_logout_ends_the_session_so_a_copied_cookie_opens_nothing(hub: Hub) -> None:
+    client = Client(hub)
+    client.login()
+    copy = copied_cookie(client)
+    thief = Client(hub)
+    assert thief.request("GET", "/ui/fleet", Cookie=copy).status == 200
+    client.request("POST", "/ui/logout", {"csrf": client.csrf("/ui/fleet")})
+    assert thief.request("GET", "/ui/fleet", Cookie=copy).status == 303
+    assert thief.request("POST", "/ui/logout", {"csrf": "x"}, Cookie=copy).status == 401
+    # Another session of the same token lives on: logout ends the session it is sent from.
+    other = Client(hub)
+    other.login()
+    assert other.request("GET", "/ui/fleet").status == 200
+
+
+def test_revoking_an_admin_scoped_token_ends_every_session_it_opened(hub: Hub) -> None:
+    secret = hub.post("/v1/tokens", {"name": "ops", "role": "admin"})["secret"]
+    copies = []
+    for _ in range(2):
+        client = Client(hub)
+        answer = client.request("POST", "/ui/login", {"token": secret, "next": "/ui/fleet"})
+        assert answer.status == 303
+        copies.append(copied_cookie(client))
+    admin = Client(hub)
+    admin.login()
+    assert all(Client(hub).request("GET", "/ui/fleet", Cookie=c).status == 200 for c in copies)
+    hub.rest("DELETE", "/v1/tokens/ops")
+    assert all(Client(hub).request("GET", "/ui/fleet", Cookie=c).status == 303 for c in copies)
+    assert admin.request("GET", "/ui/fleet").status == 200, "other tokens' sessions stay"
+
+
+def test_the_login_form_refuses_another_origin(hub: Hub) -> None:
+    client = Client(hub)
+    form = {"token": ADMIN_TOKEN, "next": "/ui/fleet"}
+    evil = client.request("POST", "/ui/login", form, Origin="http://evil.example")
+    assert evil.status == 403 and not evil.set_cookies
+    assert client.request("POST", "/ui/login", form, Origin=client.base).status == 303
+
+
 def test_a_tampered_or_foreign_cookie_is_no_session(hub: Hub) -> None:
     client = Client(hub)
     client.login()

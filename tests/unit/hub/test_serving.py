@@ -153,3 +153,52 @@ def test_a_runtime_version_enters_the_digest_only_when_set() -> None:
     assert serving.digest(plain) == serving.digest(dataclasses.replace(plain, runtime_version=""))
     pinned = dataclasses.replace(plain, runtime_version="1.5.0")
     assert serving.digest(pinned) != serving.digest(plain)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "meta-llama/Llama-3.3-70B-Instruct",
+        "Qwen/Qwen3-30B-A3B",
+        "nvidia/Qwen3-30B-A3B-FP8",
+        "gpt2",
+        "mistralai/Mixtral-8x22B-Instruct-v0.1",
+        "/models/llama-70b",
+        "/mnt/weights/org_name/v1.2",
+    ],
+)
+def test_a_model_reference_the_engines_accept_is_kept(model: str) -> None:
+    assert serving.normalize(dataclasses.replace(BASE, model=model)).model == model
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "org/name\t",
+        "org/na\tme",
+        "org/name\r\nimage: evil",
+        "org/name\n",
+        " org/name",
+        "..",
+        "../x",
+        "org/../name",
+        "org/name/..",
+        "org/na..me",
+        "org/na--me",
+        "a/b/c",
+        "-org/name",
+        "org/name.",
+        "models/llama-70b/",
+        "/models/../etc/passwd",
+        "/models/./x",
+        "/models//x",
+        "/",
+        "hf://org/name",
+        "org/" + "n" * 97,
+        "/" + "m" * 600,
+    ],
+)
+def test_a_model_reference_with_control_characters_or_traversal_is_refused(model: str) -> None:
+    with pytest.raises(errors.InvalidArgument) as caught:
+        serving.normalize(dataclasses.replace(BASE, model=model))
+    assert caught.value.field == "serving.model"
