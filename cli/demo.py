@@ -45,7 +45,7 @@ import grpc
 
 from agent.app import Agent, AgentConfig
 from agent.cluster.port import LABEL_MANAGED_BY
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.simulation import build_simulated_agent
 from agent.sync.client import Backoff
 from hub import errors

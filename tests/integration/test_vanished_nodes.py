@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.simulation import node_sources
 from agent.sync.channel import open_channel
 from agent.sync.client import Backoff

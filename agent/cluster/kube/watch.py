@@ -19,7 +19,7 @@ sees at most one request per backoff delay, never a spinning core.
 
 `stop` is prompt: the stop event ends every backoff wait at once, and `interrupt()` shuts the
 socket of the watch in flight; the watch's client read timeout (server timeout + grace)
-bounds what is left. Called by agent/cluster/kube.py; the list functions it is handed are the
+bounds what is left. Called by kube/cluster.py; the list functions it is handed are the
 kubernetes client's, but this module imports nothing from the client.
 """
 
@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from agent.cluster import kube_errors
-from agent.cluster.kube_cache import KindCache
-from agent.cluster.kube_mapping import Key
+from agent.cluster.kube import errors
+from agent.cluster.kube.cache import KindCache
+from agent.cluster.kube.mapping import Key
 from agent.cluster.port import ClusterError
 
 log = logging.getLogger(__name__)
@@ -267,10 +267,10 @@ class Reflector(Generic[T]):
         """The raw response (headers read, body not), registered for `interrupt()`."""
         try:
             response = self._list_call(_preload_content=False, **query)
-        except kube_errors.CLIENT_ERRORS as e:
+        except errors.CLIENT_ERRORS as e:
             if getattr(e, "status", None) == 410:
                 raise Gone() from e
-            raise kube_errors.wrap(e, operation=f"{what} {self.name}") from e
+            raise errors.wrap(e, operation=f"{what} {self.name}") from e
         with self._response_lock:
             self._response = response
         # stop() sets `stopping` before interrupt() looks for a response: if it looked before
@@ -291,8 +291,8 @@ class Reflector(Generic[T]):
         operation = f"list {self.name}"
         try:
             data = response.data
-        except kube_errors.CLIENT_ERRORS as e:
-            raise kube_errors.wrap(e, operation=operation) from e
+        except errors.CLIENT_ERRORS as e:
+            raise errors.wrap(e, operation=operation) from e
         finally:
             self._release(response, close=False)
         try:
@@ -326,7 +326,7 @@ def _lines(response: Any, *, operation: str) -> Iterator[str]:
             for line in complete:
                 if line.strip():
                     yield line.decode("utf-8", errors="replace")
-    except kube_errors.CLIENT_ERRORS as e:
-        raise kube_errors.wrap(e, operation=operation) from e
+    except errors.CLIENT_ERRORS as e:
+        raise errors.wrap(e, operation=operation) from e
     if buffer.strip():
         yield buffer.decode("utf-8", errors="replace")

@@ -1,0 +1,7 @@
+"""The simulated cluster: `ClusterPort` over a GPU cluster held in memory.
+
+Nodes with GPUs, a scheduler that reads node selection as kube-scheduler does, a Dynamo
+operator that turns DGDs into pods and rolls them out, and the NVML and kubelet answers of
+each node. A product feature (the laptop demo, the fleet benchmark), not a test double.
+Never imports the Kubernetes adapter or its client (docs/simulated-cluster.md).
+"""
