@@ -9,8 +9,8 @@ from hub.model import Allocation
 from hub.service import validate, views
 from hub.service.context import ServiceContext, snapshot
 from hub.store import deployments, observations
-from hub.store.db import Connection
 from hub.store.observations import AllocationFilter, ReplicaFilter
+from hub.store.port import Transaction
 
 
 def list_replicas(
@@ -57,7 +57,7 @@ def list_allocations(
     return found, validate.next_token([a.replica_id for a in found], limit)
 
 
-def _deployment_id(conn: Connection, ref: str, projects: frozenset[str] | None = None) -> str:
+def _deployment_id(conn: Transaction, ref: str, projects: frozenset[str] | None = None) -> str:
     """The deployment a filter names; NotFound when there is none, or when it is of a project
     outside `projects` (a scoped token's: it reads as none, hub/access.py)."""
     found = deployments.get(conn, ref)
@@ -66,7 +66,7 @@ def _deployment_id(conn: Connection, ref: str, projects: frozenset[str] | None =
     return found.deployment_id
 
 
-def _replica_id(conn: Connection, ref: str) -> str:
+def _replica_id(conn: Transaction, ref: str) -> str:
     if ref.startswith("rep_"):
         return ref
     matches = observations.find_replica_ids(conn, ref)
