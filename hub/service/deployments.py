@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hub import errors
+from hub.filters import DeploymentFilter
 from hub.model import PHASE_FAILED, PHASE_ORDER, AppliedObject, Deployment
 from hub.service import admit, dryrun, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import deployments, observations, workloads
-from hub.store.deployments import DeploymentFilter
 from hub.store.port import Transaction
 
 

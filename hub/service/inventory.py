@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 from hub import errors
+from hub.filters import AllocationFilter, ReplicaFilter
 from hub.model import Allocation
 from hub.service import validate, views
 from hub.service.context import ServiceContext, snapshot
 from hub.store import deployments, observations
-from hub.store.observations import AllocationFilter, ReplicaFilter
 from hub.store.port import Transaction
 
 

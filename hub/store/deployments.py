@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import serving
+from hub.filters import DeploymentFilter
 from hub.model import Deployment
 from hub.store import clusters, codec, port
 from hub.store.port import Row, Transaction
@@ -71,15 +72,6 @@ _UPSERT = (
     " ON CONFLICT (deployment_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _STORED if c not in _IDENTITY)
 )
-
-
-@dataclass(frozen=True)
-class DeploymentFilter:
-    workload_id: str = ""
-    cluster_id: str = ""
-    project: str = ""
-    # Only these projects' (a scoped token's); None: every project.
-    projects: frozenset[str] | None = None
 
 
 def save(conn: Transaction, deployment: Deployment) -> int:

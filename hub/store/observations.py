@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
+from hub.filters import AllocationFilter, ReplicaFilter
 from hub.model import (
     Allocation,
     AllocationObservation,
@@ -631,15 +632,6 @@ def held_devices(
     return result
 
 
-@dataclass(frozen=True)
-class ReplicaFilter:
-    deployment_id: str = ""
-    cluster_id: str = ""
-    replica_id: str = ""
-    # Only replicas of these projects' deployments (a scoped token's); None: every one.
-    projects: frozenset[str] | None = None
-
-
 def list_replicas(
     conn: Transaction, *, where: ReplicaFilter, after: str, limit: int
 ) -> list[Replica]:
@@ -683,17 +675,6 @@ def list_replicas(
 def find_replica_ids(conn: Transaction, pod_name: str) -> list[str]:
     rows = conn.execute("SELECT replica_id FROM replicas WHERE name = ?", (pod_name,))
     return [r["replica_id"] for r in rows]
-
-
-@dataclass(frozen=True)
-class AllocationFilter:
-    replica_id: str = ""
-    deployment_id: str = ""
-    project: str = ""
-    cluster_id: str = ""
-    # Only allocations of these projects' replicas (a scoped token's; a pod of no deployment
-    # belongs to none); None: every one.
-    projects: frozenset[str] | None = None
 
 
 def list_allocations(

@@ -28,7 +28,10 @@ def test_writes_in_the_block_are_undone_and_the_transaction_goes_on(store_url: s
             assert projects.get(conn, "kept") is not None, "written before the block: kept"
             _project(conn, "after")
         with store.read() as conn:
-            assert sorted(p.name for p in projects.list_page(conn, after="", limit=10)) == ["after", "kept"]
+            assert sorted(p.name for p in projects.list_page(conn, after="", limit=10)) == [
+                "after",
+                "kept",
+            ]
     finally:
         store.close()
 
@@ -38,10 +41,9 @@ def test_a_block_that_raises_leaves_its_writes_to_the_transaction_rollback(
 ) -> None:
     store = port.open_store(store_url)
     try:
-        with pytest.raises(_Boom), store.write() as conn:
-            with port.undone(conn):
-                _project(conn, "never")
-                raise _Boom
+        with pytest.raises(_Boom), store.write() as conn, port.undone(conn):
+            _project(conn, "never")
+            raise _Boom
         with store.read() as conn:
             assert projects.get(conn, "never") is None
     finally:
