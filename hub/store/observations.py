@@ -106,10 +106,10 @@ def write_deployments(
         if current is None or obs.observe_ns > current[1].observe_ns:
             newest[obs.deployment_id] = (cluster_id, obs)
     stored: dict[str, int] = {}
-    for chunk in _chunks(list(newest)):
+    for chunk in port.chunks(list(newest)):
         for r in conn.execute(
             "SELECT deployment_id, observe_ns FROM deployment_reports"
-            f" WHERE deployment_id IN ({_marks(chunk)})",
+            f" WHERE deployment_id IN ({port.marks(chunk)})",
             chunk,
         ):
             stored[r["deployment_id"]] = r["observe_ns"]
@@ -227,11 +227,11 @@ def applied_objects(
     bulk: a list of deployments shows the object's coordinates and digest)."""
     body = "body" if with_body else "'' AS body"
     result: dict[str, AppliedObject] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, api_version, kind, namespace, name, digest, truncated,"
             f" observe_ns, {body} FROM deployment_applied"
-            f" WHERE deployment_id IN ({_marks(chunk)})",
+            f" WHERE deployment_id IN ({port.marks(chunk)})",
             chunk,
         ):
             result[r["deployment_id"]] = AppliedObject(
@@ -421,10 +421,10 @@ def _stored_node_versions(
         by_cluster.setdefault(cluster_id, []).append(node_id)
     stored: dict[tuple[str, str], int] = {}
     for cluster_id, node_ids in by_cluster.items():
-        for chunk in _chunks(node_ids):
+        for chunk in port.chunks(node_ids):
             for r in conn.execute(
                 "SELECT node_id, observe_ns FROM nodes"
-                f" WHERE cluster_id = ? AND node_id IN ({_marks(chunk)})",
+                f" WHERE cluster_id = ? AND node_id IN ({port.marks(chunk)})",
                 [cluster_id, *chunk],
             ):
                 stored[(cluster_id, r["node_id"])] = r["observe_ns"]
@@ -496,9 +496,9 @@ def _stored_allocations(conn: Transaction, cluster_id: str, node_id: str) -> set
 def reports(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, StatusReport | None]:
     """deployment id -> its last status report; None where it reported no status yet."""
     result: dict[str, StatusReport | None] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
-            f"SELECT * FROM deployment_reports WHERE deployment_id IN ({_marks(chunk)})", chunk
+            f"SELECT * FROM deployment_reports WHERE deployment_id IN ({port.marks(chunk)})", chunk
         ):
             result[r["deployment_id"]] = (
                 StatusReport(
@@ -522,9 +522,10 @@ def reports(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Statu
 
 def rejections(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Rejection]:
     result = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
-            f"SELECT * FROM deployment_rejections WHERE deployment_id IN ({_marks(chunk)})", chunk
+            f"SELECT * FROM deployment_rejections WHERE deployment_id IN ({port.marks(chunk)})",
+            chunk,
         ):
             result[r["deployment_id"]] = Rejection(r["revision"], r["generation"], r["error"])
     return result
@@ -532,10 +533,10 @@ def rejections(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Re
 
 def pod_counts(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, PodCounts]:
     result = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, COUNT(*) AS pods, SUM(ready) AS ready FROM replicas"
-            f" WHERE deployment_id IN ({_marks(chunk)}) GROUP BY deployment_id",
+            f" WHERE deployment_id IN ({port.marks(chunk)}) GROUP BY deployment_id",
             chunk,
         ):
             result[r["deployment_id"]] = PodCounts(pods=r["pods"], ready=r["ready"] or 0)
@@ -555,11 +556,11 @@ def digest_counts(
 ) -> dict[str, dict[str, DigestCount]]:
     """deployment id -> serving digest -> its pods (ready or not) and ready ones."""
     result: dict[str, dict[str, DigestCount]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, serving_digest, COUNT(*) AS pods, SUM(ready) AS ready,"
             " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
-            f" FROM replicas WHERE deployment_id IN ({_marks(chunk)})"
+            f" FROM replicas WHERE deployment_id IN ({port.marks(chunk)})"
             " GROUP BY deployment_id, serving_digest",
             chunk,
         ):
@@ -575,11 +576,11 @@ def digest_role_counts(
     """deployment id -> (serving digest, role) -> its pods, running and ready ones (a
     disaggregated replica is a set of pods of two roles: hub/service/views.py counts sets)."""
     result: dict[str, dict[tuple[str, str], DigestCount]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, serving_digest, role, COUNT(*) AS pods, SUM(ready) AS ready,"
             " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
-            f" FROM replicas WHERE deployment_id IN ({_marks(chunk)})"
+            f" FROM replicas WHERE deployment_id IN ({port.marks(chunk)})"
             " GROUP BY deployment_id, serving_digest, role",
             chunk,
         ):
@@ -591,10 +592,10 @@ def digest_role_counts(
 
 def engine_versions(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT DISTINCT deployment_id, engine_version FROM replicas"
-            f" WHERE engine_version != '' AND deployment_id IN ({_marks(chunk)})",
+            f" WHERE engine_version != '' AND deployment_id IN ({port.marks(chunk)})",
             chunk,
         ):
             result.setdefault(r["deployment_id"], set()).add(r["engine_version"])
@@ -607,7 +608,7 @@ def held_devices(
     """deployment id -> (replica id, pod) -> the devices it holds, with their NVLink domain
     and the pod's role and serving digest."""
     result: dict[str, dict[tuple[str, str], list[HeldDevice]]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         rows = conn.execute(
             "SELECT r.deployment_id, r.replica_id, r.name, r.role, r.serving_digest,"
             " a.device_id, a.node_id, dv.nvlink_domain, dv.uuid IS NOT NULL AS known"
@@ -615,7 +616,7 @@ def held_devices(
             " JOIN allocations a ON a.cluster_id = r.cluster_id AND a.namespace = r.namespace"
             "  AND a.pod_name = r.name"
             " LEFT JOIN devices dv ON dv.cluster_id = a.cluster_id AND dv.uuid = a.device_id"
-            f" WHERE r.deployment_id IN ({_marks(chunk)})",
+            f" WHERE r.deployment_id IN ({port.marks(chunk)})",
             chunk,
         )
         for r in rows:
@@ -797,13 +798,3 @@ def _devices_by_pod(
         if ids:
             result[(cluster_id, namespace, name)] = ids
     return result
-
-
-def _chunks(values: Sequence[str]) -> Iterable[list[str]]:
-    items = list(dict.fromkeys(values))
-    for start in range(0, len(items), 500):
-        yield items[start : start + 500]
-
-
-def _marks(values: Sequence[str]) -> str:
-    return ",".join("?" * len(values))
