@@ -32,12 +32,13 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
+from agent.backoff import Backoff
 from agent.cluster import dgd_versions
 from agent.cluster.kube import errors, mapping
 from agent.cluster.kube.cache import KindCache, Revision
 from agent.cluster.kube.mapping import Key
 from agent.cluster.kube.readonly import ReadOnlyApiClient
-from agent.cluster.kube.watch import Backoff, Reflector, WatchStats, WatchTuning
+from agent.cluster.kube.watch import Reflector, WatchStats, WatchTuning
 from agent.cluster.port import (
     DGD_GROUP,
     DGD_KIND,
@@ -381,8 +382,8 @@ class KubernetesCluster:
     def _discovery_loop(self) -> None:
         stopping = self._stopping
         backoff = Backoff(
-            initial=self._tuning.backoff_initial_s,
-            maximum=self._tuning.backoff_max_s,
+            base_s=self._tuning.backoff_initial_s,
+            cap_s=self._tuning.backoff_max_s,
             rng=random.Random(self._rng.random()),
         )
         failed = not self._discovered

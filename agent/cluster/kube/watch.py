@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from agent.backoff import Backoff
 from agent.cluster.kube import errors
 from agent.cluster.kube.cache import KindCache
 from agent.cluster.kube.mapping import Key
@@ -61,23 +62,6 @@ class WatchTuning:
     backoff_max_s: float = 30.0
     # A list+watch cycle shorter than this waits a backoff delay even if nothing failed.
     min_cycle_s: float = 1.0
-
-
-class Backoff:
-    """Exponential delays with jitter: the n-th in a row is uniform in [d/2, d], where
-    d = min(maximum, initial * 2**n). The jitter keeps many agents from retrying in step."""
-
-    def __init__(self, *, initial: float, maximum: float, rng: random.Random) -> None:
-        self._initial, self._maximum, self._rng = initial, maximum, rng
-        self._attempt = 0
-
-    def next_delay(self) -> float:
-        ceiling = min(self._maximum, self._initial * 2 ** min(self._attempt, 30))
-        self._attempt += 1
-        return self._rng.uniform(ceiling / 2, ceiling)
-
-    def reset(self) -> None:
-        self._attempt = 0
 
 
 class Gone(Exception):
@@ -124,7 +108,7 @@ class Reflector(Generic[T]):
         self._namespace, self._tuning, self._stopping = namespace, tuning, stopping
         self._clock = clock
         self._backoff = Backoff(
-            initial=tuning.backoff_initial_s, maximum=tuning.backoff_max_s, rng=rng
+            base_s=tuning.backoff_initial_s, cap_s=tuning.backoff_max_s, rng=rng
         )
         self._response_lock = threading.Lock()
         self._response: Any = None
