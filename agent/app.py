@@ -34,13 +34,14 @@ import grpc
 from opentelemetry import trace
 
 from agent import __version__, reconcile, tracing
+from agent.backoff import Backoff
 from agent.cluster import port
 from agent.departed import DepartedNodes
 from agent.desired import DesiredState
 from agent.metrics import AgentMetrics
 from agent.observe import NodeObservation, NodeSource, Observer
 from agent.sync import convert
-from agent.sync.client import Backoff, StreamClient
+from agent.sync.client import StreamClient
 from wingsmith.v1 import sync_pb2
 
 log = logging.getLogger("wingsmith.agent")
@@ -142,7 +143,7 @@ class Agent:
         self._on_fence = on_fence
         # Resending the full state when the hub asks (ResyncRequest): first within half a
         # second, up to 30 s apart while it keeps asking.
-        self._resync_backoff = Backoff(base_s=0.5, cap_s=30.0, floor=0.5)
+        self._resync_backoff = Backoff(base_s=0.5, cap_s=30.0)
         self._resync_due: asyncio.TimerHandle | None = None
         self._last_resync = -RESYNC_QUIET_S
         self.departed = DepartedNodes(own_node=config.node_name, grace_s=config.node_gone_grace_s)

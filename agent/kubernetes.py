@@ -7,14 +7,14 @@ it also reconciles the cluster's deployments and reports cluster-level state (de
 DGDs nobody declared, nodes that left the cluster); the hub fences a stale leader by term.
 
 Who leads (docs/daemonset.md):
-- managed: the holder of a coordination.k8s.io Lease (agent/cluster/kube_lease.py). When the
+- managed: the holder of a coordination.k8s.io Lease (agent/cluster/kube/lease.py). When the
   hub fences a pod that still holds the Lease (the Lease was recreated and its term restarted
   below the hub's), the pod moves the Lease's term past the hub's and claims again;
 - read-only: the pod the hub grants leadership to. A read-only agent sends no mutating request
   at all, so it cannot hold a Lease: the hub, which sees every pod's stream, picks one.
 
 Only the leader needs the cluster-wide caches of DGDs, Dynamo pods and nodes
-(agent/cluster/kube.py): a pod starts those watches when it comes to lead, and takes up
+(agent/cluster/kube/cluster.py): a pod starts those watches when it comes to lead, and takes up
 leadership only once they have listed (reconciling against empty caches would re-apply
 everything and report every deployment gone); it stops them when it no longer leads. A
 follower sends the API server nothing but its Lease attempts (managed) or nothing at all
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field, replace
 import grpc
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.kube import KubernetesCluster
-from agent.cluster.kube_config import load_api_client
-from agent.cluster.kube_lease import LeaseElector, LeaseTiming
+from agent.cluster.kube.cluster import KubernetesCluster
+from agent.cluster.kube.config import load_api_client
+from agent.cluster.kube.lease import LeaseElector, LeaseTiming
 from agent.devices.nvml import NvmlInventory
 from agent.devices.resolve import KubeletDevices, ResolvedInventory
 from agent.kubelet.client import PodResourcesClient

@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from agent import logformat, tracing
 from agent.app import AgentConfig
 from agent.cluster import dgd_versions
-from agent.cluster.kube import KubernetesCluster
-from agent.cluster.kube_config import load_api_client
+from agent.cluster.kube.cluster import KubernetesCluster
+from agent.cluster.kube.config import load_api_client
 from agent.cluster.port import ClusterError
-from agent.cluster.simulated import SimSpec, load_seed_file
-from agent.cluster.simulated_manifest import parse_manifest
-from agent.cluster.simulated_spec import KEYS as SIM_KEYS
+from agent.cluster.simulated.cluster import SimSpec, load_seed_file
+from agent.cluster.simulated.manifest import parse_manifest
+from agent.cluster.simulated.spec import KEYS as SIM_KEYS
 from agent.devices import diagnose
 from agent.kubernetes import KubernetesOptions, kubernetes_agent
 from agent.simulation import build_simulated_agent

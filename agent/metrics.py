@@ -10,7 +10,7 @@ given), on a registry of its own:
   kubelet PodResources calls (source kubelet);
 - wingsmith_agent_watch_lists_total, _relists_total, _watches_total, _failures_total{watch}
   and wingsmith_agent_watch_events_total{watch, type}: the Kubernetes adapter's list-then-watch
-  loops (agent/cluster/kube_watch.py), `watch` naming the kind (and version, namespace);
+  loops (agent/cluster/kube/watch.py), `watch` naming the kind (and version, namespace);
 - wingsmith_agent_connected (1 while its stream to the hub is up), wingsmith_agent_leading (1
   while it reconciles the cluster), wingsmith_agent_desired_revision (the revision it holds),
   wingsmith_agent_reconciles_total;
@@ -46,7 +46,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.cluster import port
-from agent.cluster.kube_watch import WatchStats
+from agent.cluster.kube.watch import WatchStats
 from agent.devices.model import DeviceInventory, Inventory
 from agent.kubelet.model import Allocatable, PodDevices, PodResourcesSource
 from agent.observe import NodeSource

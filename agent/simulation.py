@@ -15,11 +15,11 @@ from dataclasses import replace
 import grpc
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.simulated import SimulatedCluster
-from agent.cluster.simulated_node import SimulatedKubelet, SimulatedNvml
-from agent.cluster.simulated_seed import load_seed_file
+from agent.backoff import Backoff
+from agent.cluster.simulated.cluster import SimulatedCluster
+from agent.cluster.simulated.node import SimulatedKubelet, SimulatedNvml
+from agent.cluster.simulated.seed import load_seed_file
 from agent.observe import NodeSource
-from agent.sync.client import Backoff
 
 
 def simulated_cluster(

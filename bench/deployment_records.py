@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from hub import serving
+from hub import filters, serving
 from hub.model import Deployment, Placement, Serving, Workload
 from hub.store import clusters, deployments, workloads
 from hub.store.port import Store, open_store
@@ -132,7 +132,7 @@ def measure(db: Store, count: int) -> dict[str, float]:
         after, seen = "", 0
         with db.read() as conn:
             while page := deployments.list_page(
-                conn, where=deployments.DeploymentFilter(), after=after, limit=PAGE
+                conn, where=filters.DeploymentFilter(), after=after, limit=PAGE
             ):
                 after, seen = page[-1].deployment_id, seen + len(page)
         assert seen == count, (seen, count)

@@ -39,7 +39,7 @@ import grpc
 
 from agent import simulation
 from agent.app import Agent, AgentConfig
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.observe import NodeSource, Observations, Observer, workers_by_graph
 from agent.sync import convert
 from wingsmith.v1 import sync_pb2

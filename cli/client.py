@@ -18,6 +18,7 @@ Proxies from the environment are honoured, except for loopback hubs: a proxy can
 from __future__ import annotations
 
 import json
+import random
 import socket
 import time
 import urllib.error
@@ -42,9 +43,16 @@ __all__ = ["ApiError", "HubClient", "HubUnreachable", "JsonObject", "error_from_
 
 # Methods whose repetition changes nothing more than one call did.
 IDEMPOTENT = frozenset({"GET", "PATCH", "PUT"})
-# Pauses before each retry (seconds): about ten seconds in all, what a hub's restart behind a
-# balancer takes to be noticed and routed around.
+# The longest pause before each retry (seconds): about ten seconds in all, what a hub's restart
+# behind a balancer takes to be noticed and routed around.
 RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0, 3.0, 4.0)
+
+
+def jittered(longest: float) -> float:
+    """A pause in [longest/2, longest]: the agent's backoff rule (agent/backoff.py), which the
+    CLI may not import. Half certain, so a restarting hub is not asked again at once; half
+    random, so the clients it failed together do not come back in step."""
+    return random.uniform(longest / 2, longest)
 
 
 class HubClient:
@@ -129,7 +137,7 @@ class HubClient:
                 if pause is None or not _retryable(method, e):
                     raise
                 self.retried += 1
-                time.sleep(pause)
+                time.sleep(jittered(pause))
         raise AssertionError("unreachable")  # the last pause is None: the loop raised
 
     def _send(self, request: urllib.request.Request) -> tuple[int, bytes]:

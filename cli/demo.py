@@ -44,10 +44,10 @@ from pathlib import Path
 import grpc
 
 from agent.app import Agent, AgentConfig
+from agent.backoff import Backoff
 from agent.cluster.port import LABEL_MANAGED_BY
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.simulation import build_simulated_agent
-from agent.sync.client import Backoff
 from hub import errors
 from hub.app import HubConfig, HubServer, split_address
 from hub.model import FailoverPolicy, FailoverRecord, Placement, Serving

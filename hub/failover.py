@@ -34,7 +34,7 @@ rule (docs/placement.md "Failover and failback", "Cordon and drain"):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hub import placement
@@ -132,95 +132,154 @@ def decide(
     rooms: Mapping[str, placement.ClusterRoom],
     now: float,
 ) -> Plan:
-    policy = state.policy
+    """Three steps, each a function of the tally the one before left: (1) follow up every
+    failover in progress (end it, move on its drain, say what its failback waits for), (2) fail
+    over the shares on clusters newly lost, (3) settle the desired replicas that changed and
+    the deployments that only ever held stand-ins."""
     shares = {s.cluster_id: s for s in state.shares}
     active = {r.cluster_id: r for r in state.records if r.active}
-    standing = Counter[str]()
+    tally = _Tally.of(shares.values(), active.values())
+    followed: list[_Step] = []
     for record in active.values():
-        standing.update(record.stand_ins)
-    desired = {c: s.desired for c, s in shares.items()}
-    plan = Plan()
+        step, tally = _follow_up(record, state, shares, sites, tally, now)
+        followed.append(step)
+    opened, tally = _fail_over(state, sites, rooms, active, tally, now)
+    removed = [d for step in followed for d in step.remove]
+    desired, removed = _settle(state, tally, removed)
+    return Plan(
+        desired=desired,
+        records=[r for step in followed for r in step.records] + opened,
+        remove=removed,
+    )
 
-    def drop_stand_ins(record: FailoverRecord) -> None:
-        for cluster_id, count in record.stand_ins.items():
+
+@dataclass(frozen=True)
+class _Tally:
+    """Desired replicas per cluster, and how many of them are stand-ins, as the steps of
+    `decide` change them."""
+
+    desired: Mapping[str, int]
+    standing: Mapping[str, int]
+
+    @classmethod
+    def of(cls, shares: Iterable[Share], active: Iterable[FailoverRecord]) -> _Tally:
+        standing = Counter[str]()
+        for record in active:
+            standing.update(record.stand_ins)
+        return cls(desired={s.cluster_id: s.desired for s in shares}, standing=dict(standing))
+
+    def stand_ins_on(self, cluster_id: str) -> int:
+        return self.standing.get(cluster_id, 0)
+
+    def dropping(self, stand_ins: Mapping[str, int]) -> _Tally:
+        desired, standing = dict(self.desired), dict(self.standing)
+        for cluster_id, count in stand_ins.items():
             desired[cluster_id] = max(0, desired.get(cluster_id, 0) - count)
-            standing[cluster_id] -= count
+            standing[cluster_id] = standing.get(cluster_id, 0) - count
+        return _Tally(desired, standing)
 
-    for record in active.values():
-        share = shares.get(record.cluster_id)
-        cause = lost_cause(sites.get(record.cluster_id), policy)
-        if record.cause == CAUSE_PLACEMENT:
-            cause = CAUSE_PLACEMENT if record.cluster_id not in state.eligible else None
-        if share is None or share.deployment_id != record.deployment_id:
-            drop_stand_ins(record)
-            plan.records.append(
-                _ended(
-                    record, now, "failed_back", "its deployment there is gone: stand-ins removed"
-                )
-            )
-            continue
-        if record.cause in MOVES:
-            _drain_step(record, cause, shares, desired, now, plan, drop_stand_ins)
-            continue
-        if cause is not None:
-            if record.recovered_since is not None or record.cause != cause:
-                plan.records.append(
-                    replace(
-                        record,
-                        cause=cause,
-                        state=lost_state(record.stand_ins),
-                        recovered_since=None,
-                        message=_lost_message(record.cluster_id, cause, record.stand_ins),
-                    )
-                )
-            continue
-        site = sites.get(record.cluster_id, Site(record.cluster_id))
-        base = share.desired - standing[record.cluster_id]
-        waits_for = _failback_waits_for(record, site, share, base)
-        if waits_for:
-            if record.recovered_since is not None or (
-                not site.stale and not site.closed and record.message != waits_for
-            ):
-                # Back, but not ready yet: not `recovering`, and the message says what for.
-                plan.records.append(
-                    replace(
-                        record,
-                        state=lost_state(record.stand_ins),
-                        recovered_since=None,
-                        message=waits_for,
-                    )
-                )
-            continue
-        since = record.recovered_since if record.recovered_since is not None else now
-        window = policy.stabilization_s if policy else 0
-        if now - since >= window:
-            drop_stand_ins(record)
-            plan.records.append(
-                _ended(
-                    record,
-                    now,
-                    "failed_back",
-                    f"cluster {record.cluster_id} was back with its replicas ready for"
-                    f" {window}s: "
-                    + ("stand-ins removed" if record.stand_ins else "the failover ended"),
-                )
-            )
-        elif record.recovered_since is None:
-            plan.records.append(
-                replace(
-                    record,
-                    state="recovering",
-                    recovered_since=since,
-                    message=f"cluster {record.cluster_id} is back and its replicas ready:"
-                    + (" stand-ins go" if record.stand_ins else " the failover ends")
-                    + f" after {window}s unless it is lost again",
-                )
-            )
+    def adding(self, stand_ins: Mapping[str, int]) -> _Tally:
+        desired, standing = dict(self.desired), dict(self.standing)
+        for cluster_id, count in stand_ins.items():
+            desired[cluster_id] = desired.get(cluster_id, 0) + count
+            standing[cluster_id] = standing.get(cluster_id, 0) + count
+        return _Tally(desired, standing)
 
+
+@dataclass(frozen=True)
+class _Step:
+    """What following up one failover decided: records to save, deployments to remove."""
+
+    records: tuple[FailoverRecord, ...] = ()
+    remove: tuple[str, ...] = ()
+
+
+def _follow_up(
+    record: FailoverRecord,
+    state: WorkloadState,
+    shares: Mapping[str, Share],
+    sites: Mapping[str, Site],
+    tally: _Tally,
+    now: float,
+) -> tuple[_Step, _Tally]:
+    """Step 1, for one failover in progress."""
+    policy = state.policy
+    share = shares.get(record.cluster_id)
+    cause = lost_cause(sites.get(record.cluster_id), policy)
+    if record.cause == CAUSE_PLACEMENT:
+        cause = CAUSE_PLACEMENT if record.cluster_id not in state.eligible else None
+    if share is None or share.deployment_id != record.deployment_id:
+        gone = _ended(record, now, "failed_back", "its deployment there is gone: stand-ins removed")
+        return _Step(records=(gone,)), tally.dropping(record.stand_ins)
+    if record.cause in MOVES:
+        return _drain_step(record, cause, shares, tally, now)
+    if cause is not None:
+        if record.recovered_since is not None or record.cause != cause:
+            lost = replace(
+                record,
+                cause=cause,
+                state=lost_state(record.stand_ins),
+                recovered_since=None,
+                message=_lost_message(record.cluster_id, cause, record.stand_ins),
+            )
+            return _Step(records=(lost,)), tally
+        return _Step(), tally
+    site = sites.get(record.cluster_id, Site(record.cluster_id))
+    base = share.desired - tally.stand_ins_on(record.cluster_id)
+    waits_for = _failback_waits_for(record, site, share, base)
+    if waits_for:
+        if record.recovered_since is not None or (
+            not site.stale and not site.closed and record.message != waits_for
+        ):
+            # Back, but not ready yet: not `recovering`, and the message says what for.
+            waiting = replace(
+                record,
+                state=lost_state(record.stand_ins),
+                recovered_since=None,
+                message=waits_for,
+            )
+            return _Step(records=(waiting,)), tally
+        return _Step(), tally
+    since = record.recovered_since if record.recovered_since is not None else now
+    window = policy.stabilization_s if policy else 0
+    if now - since >= window:
+        back = _ended(
+            record,
+            now,
+            "failed_back",
+            f"cluster {record.cluster_id} was back with its replicas ready for {window}s: "
+            + ("stand-ins removed" if record.stand_ins else "the failover ended"),
+        )
+        return _Step(records=(back,)), tally.dropping(record.stand_ins)
+    if record.recovered_since is None:
+        recovering = replace(
+            record,
+            state="recovering",
+            recovered_since=since,
+            message=f"cluster {record.cluster_id} is back and its replicas ready:"
+            + (" stand-ins go" if record.stand_ins else " the failover ends")
+            + f" after {window}s unless it is lost again",
+        )
+        return _Step(records=(recovering,)), tally
+    return _Step(), tally
+
+
+def _fail_over(
+    state: WorkloadState,
+    sites: Mapping[str, Site],
+    rooms: Mapping[str, placement.ClusterRoom],
+    active: Mapping[str, FailoverRecord],
+    tally: _Tally,
+    now: float,
+) -> tuple[list[FailoverRecord], _Tally]:
+    """Step 2: a new failover, stand-ins placed, for each movable share on a cluster lost and
+    not failed over yet, by cluster id."""
+    policy = state.policy
+    opened: list[FailoverRecord] = []
     for share in sorted(state.shares, key=lambda s: s.cluster_id):
         if share.cluster_id in active or not share.movable:
             continue
-        base = share.desired - standing[share.cluster_id]
+        base = share.desired - tally.stand_ins_on(share.cluster_id)
         cause = lost_cause(sites.get(share.cluster_id), policy)
         if base <= 0 or cause is None:
             continue
@@ -229,7 +288,7 @@ def decide(
             for c in state.eligible
             if c != share.cluster_id and c in rooms and _open(sites.get(c), policy)
         ]
-        existing = {room.cluster_id: desired.get(room.cluster_id, 0) for room in candidates}
+        existing = {room.cluster_id: tally.desired.get(room.cluster_id, 0) for room in candidates}
         placed = placement.place(
             replicas=base,
             devices_per_replica=state.devices_per_replica,
@@ -238,10 +297,8 @@ def decide(
             steps=state.steps,
         )
         stand_ins = {c: n - existing[c] for c, n in placed.items() if n > existing[c]}
-        for cluster_id, count in stand_ins.items():
-            desired[cluster_id] = desired.get(cluster_id, 0) + count
-            standing[cluster_id] += count
-        plan.records.append(
+        tally = tally.adding(stand_ins)
+        opened.append(
             FailoverRecord(
                 workload_id=state.workload_id,
                 cluster_id=share.cluster_id,
@@ -254,21 +311,29 @@ def decide(
                 message=_lost_message(share.cluster_id, cause, stand_ins),
             )
         )
+    return opened, tally
 
-    plan.desired = {c: n for c, n in desired.items() if c not in shares or shares[c].desired != n}
-    # A deployment that only ever held stand-ins goes with them.
-    for cluster_id, count in list(plan.desired.items()):
+
+def _settle(
+    state: WorkloadState, tally: _Tally, removed: Sequence[str]
+) -> tuple[dict[str, int], list[str]]:
+    """Step 3: the desired replicas that changed, and the deployments to remove (those the
+    steps before removed, and one that only ever held stand-ins, now none)."""
+    shares = {s.cluster_id: s for s in state.shares}
+    desired = {c: n for c, n in tally.desired.items() if c not in shares or shares[c].desired != n}
+    remove = list(removed)
+    for cluster_id, count in list(desired.items()):
         share = shares.get(cluster_id)
         if (
             count == 0
             and share is not None
-            and share.deployment_id not in plan.remove
+            and share.deployment_id not in remove
             and share.desired > 0
             and _only_stand_ins(cluster_id, share, state.records)
         ):
-            plan.remove.append(share.deployment_id)
-            del plan.desired[cluster_id]
-    return plan
+            remove.append(share.deployment_id)
+            del desired[cluster_id]
+    return desired, remove
 
 
 def _failback_waits_for(record: FailoverRecord, site: Site, share: Share, base: int) -> str:
@@ -301,44 +366,38 @@ def _drain_step(
     record: FailoverRecord,
     cause: str | None,
     shares: Mapping[str, Share],
-    desired: dict[str, int],
+    tally: _Tally,
     now: float,
-    plan: Plan,
-    drop_stand_ins: Callable[[FailoverRecord], None],
-) -> None:
+) -> tuple[_Step, _Tally]:
+    """Step 1 for a make-before-break move (a drain, a placement change)."""
     moving = record.cause == CAUSE_PLACEMENT
     if cause != record.cause:
-        drop_stand_ins(record)
         what = "move off" if moving else "drain of"
-        plan.records.append(
-            _ended(
-                record,
-                now,
-                "failed_back",
-                f"the {what} cluster {record.cluster_id} was stopped"
-                + (": stand-ins removed" if record.stand_ins else ""),
-            )
+        stopped = _ended(
+            record,
+            now,
+            "failed_back",
+            f"the {what} cluster {record.cluster_id} was stopped"
+            + (": stand-ins removed" if record.stand_ins else ""),
         )
-        return
+        return _Step(records=(stopped,)), tally.dropping(record.stand_ins)
     if not record.stand_ins:
-        return  # nowhere to go: the deployment stays, its record says why
+        return _Step(), tally  # nowhere to go: the deployment stays, its record says why
     hosts = [shares.get(c) for c in record.stand_ins]
-    if all(h is not None and h.ready >= desired.get(h.cluster_id, 0) for h in hosts):
-        plan.remove.append(record.deployment_id)
-        done = (
-            f"cluster {record.cluster_id} left the placement"
-            if moving
-            else f"cluster {record.cluster_id} drained"
-        )
-        plan.records.append(
-            _ended(
-                record,
-                now,
-                "moved" if moving else "drained",
-                f"{done}: its replicas run on {_where(record.stand_ins)}; its deployment"
-                " there was removed",
-            )
-        )
+    if not all(h is not None and h.ready >= tally.desired.get(h.cluster_id, 0) for h in hosts):
+        return _Step(), tally
+    done = (
+        f"cluster {record.cluster_id} left the placement"
+        if moving
+        else f"cluster {record.cluster_id} drained"
+    )
+    moved = _ended(
+        record,
+        now,
+        "moved" if moving else "drained",
+        f"{done}: its replicas run on {_where(record.stand_ins)}; its deployment there was removed",
+    )
+    return _Step(records=(moved,), remove=(record.deployment_id,)), tally
 
 
 def _open(site: Site | None, policy: FailoverPolicy | None) -> bool:

@@ -30,10 +30,10 @@ from typing import Any, TypeVar
 import grpc
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.simulated import SimulatedCluster
+from agent.backoff import Backoff
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.simulation import build_simulated_agent
 from agent.sync.channel import ChannelSecurity, open_channel
-from agent.sync.client import Backoff
 from hub.app import HubConfig, HubServer
 from hub.service.context import Settings
 from hub.tls import TlsConfig

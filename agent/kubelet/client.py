@@ -9,7 +9,7 @@ over `unix://<socket>` with insecure credentials, as the kubelet serves it
 What it takes care of, so its callers do not:
 - the kubelet's rate limit (100 QPS, burst 10, shared by every client on the node): a local
   token bucket keeps us well under it, and RESOURCE_EXHAUSTED is retried with a bounded,
-  jittered exponential backoff before `KubeletRateLimited`;
+  jittered exponential backoff (agent/backoff.py) before `KubeletRateLimited`;
 - kubelet restarts: the kubelet deletes and recreates the socket, so a changed socket file or an
   UNAVAILABLE answer gets a fresh channel;
 - the kubelet's shape of answers: one ContainerDevices per device per NUMA node, merged here into
@@ -38,6 +38,7 @@ from typing import Any, Self, TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from agent import backoff
 from agent.kubelet.errors import (
     KubeletCallFailed,
     KubeletError,
@@ -232,9 +233,9 @@ class PodResourcesClient:
             return cast(_Response, response)
 
     def _backoff_delay(self, attempt: int) -> float:
-        ceiling = min(self._limits.backoff_cap_s, self._limits.backoff_base_s * 2.0**attempt)
-        # Half fixed, half jittered: always some wait, and clients on one node spread out.
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+        limits = self._limits
+        longest = backoff.ceiling(attempt, base_s=limits.backoff_base_s, cap_s=limits.backoff_cap_s)
+        return backoff.jittered(longest, self._rng)
 
     def _wrap(self, method: str, error: grpc.RpcError, *, attempts: int) -> KubeletError:
         code = error.code()

@@ -1,4 +1,4 @@
-"""agent/render: one deployment in, one DynamoGraphDeployment manifest out. Pure.
+"""Rendering: one deployment in, one DynamoGraphDeployment manifest out. Pure.
 
 The reconciler calls `dgd.render_dgd(spec, namespace=..., images=..., nodes=...)` for every managed,
 enabled deployment and hands the dict to `ClusterPort.apply_dgd`; a `errors.RenderError` it

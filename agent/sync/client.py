@@ -1,14 +1,15 @@
 """The agent's end of the sync stream: connect, hello, receive desired state, send the rest.
 
 One `StreamClient` per agent process holds one stream at a time and reconnects forever with
-jittered exponential backoff ("full jitter": a uniform delay in [0, min(cap, base x 2^n)]),
-reset once a session is welcomed. A handshake the hub refused because a herd is reconnecting
-(RESOURCE_EXHAUSTED with `wingsmith-retry-after-ms`) comes back at the slot the hub gave it. A
-stream the hub closed for a newer one of the same slot (ABORTED: another agent uses this
-cluster's token) waits on a separate, slower backoff that a welcome does not reset, and says so
-in an error log: two such agents settle instead of taking the stream from each other several
-times a second. Messages queued while disconnected are dropped: after a reconnect the
-agent's observer resends what the hub's Welcome says it lacks, and revisions are acked afresh.
+jittered exponential backoff (agent/backoff.py's rule: a uniform delay in [d/2, d], d =
+min(cap, base x 2^n)), reset once a session is welcomed. A handshake the hub refused because a
+herd is reconnecting (RESOURCE_EXHAUSTED with `wingsmith-retry-after-ms`) comes back at the
+slot the hub gave it. A stream the hub closed for a newer one of the same slot (ABORTED:
+another agent uses this cluster's token) waits on a separate, slower backoff that a welcome
+does not reset, and says so in an error log: two such agents settle instead of taking the
+stream from each other several times a second. Messages queued while disconnected are dropped:
+after a reconnect the agent's observer resends what the hub's Welcome says it lacks, and
+revisions are acked afresh.
 
 Desired state is handed to `on_desired`, which applies it and returns the rejects; the client
 then acks the revision. A delta that does not start at the revision held raises RevisionGap in
@@ -21,36 +22,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
 
+from agent.backoff import Backoff
 from agent.desired import RevisionGap
 from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Backoff:
-    base_s: float = 0.5
-    cap_s: float = 30.0
-    attempt: int = 0
-    rng: random.Random = field(default_factory=random.Random)
-    # The least share of the ceiling a delay takes: 0 is full jitter, 0.5 "equal jitter".
-    floor: float = 0.0
-
-    def next_delay(self) -> float:
-        ceiling = min(self.cap_s, self.base_s * 2**self.attempt)
-        delay = self.rng.uniform(ceiling * self.floor, ceiling)
-        self.attempt = min(self.attempt + 1, 30)
-        return delay
-
-    def reset(self) -> None:
-        self.attempt = 0
 
 
 # Trailing metadata of a refused handshake (hub/sync/session.py): ms until our slot.
@@ -91,9 +73,9 @@ def lost_status_note(error: grpc.aio.AioRpcError) -> str:
 def superseded_backoff() -> Backoff:
     """After the hub closed our stream for a newer one of the same cluster (and node): another
     agent holds this cluster's token. Wait long, and longer each time, so two such agents do not
-    take the stream from each other forever; never less than half the ceiling, so a lucky draw
-    cannot restart the fight at once."""
-    return Backoff(base_s=5.0, cap_s=120.0, floor=0.5)
+    take the stream from each other forever; never less than half the ceiling (the rule's), so
+    a lucky draw cannot restart the fight at once."""
+    return Backoff(base_s=5.0, cap_s=120.0)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from opentelemetry import trace
 from hub import access, errors, tracing, wire
 from hub.api import convert, permissions
 from hub.api.auth import Authenticator
+from hub.filters import AllocationFilter, AuditFilter, DeploymentFilter, ReplicaFilter
 from hub.model import AuditRecord
 from hub.service import access as access_service
 from hub.service import (
@@ -37,9 +38,6 @@ from hub.service import (
 )
 from hub.service.context import ServiceContext
 from hub.service.workloads import WorkloadChange
-from hub.store.audit import AuditFilter
-from hub.store.deployments import DeploymentFilter
-from hub.store.observations import AllocationFilter, ReplicaFilter
 from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
 

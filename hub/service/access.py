@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from hub import access, errors
+from hub.filters import AuditFilter
 from hub.model import ApiToken, AuditRecord
 from hub.service import adoption, deployments, validate, workloads
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import audit, projects, sessions, tokens
-from hub.store.audit import AuditFilter
 
 log = logging.getLogger(__name__)
 

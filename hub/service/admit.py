@@ -47,7 +47,7 @@ from hub.model import (
 from hub.service import credit
 from hub.service.context import AdmissionWait, ServiceContext, Tx
 from hub.store import accounting, clusters, deployments, projects
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 
 def run(
@@ -206,7 +206,7 @@ def _view(
 
 
 def open_free(
-    conn: Connection,
+    conn: Transaction,
     capacity: Mapping[tuple[str, str], Capacity],
     marks: Mapping[str, Maintenance],
 ) -> dict[tuple[str, str], int]:

@@ -22,7 +22,7 @@ from hub.service import workloads as workloads_service
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.workloads import MAX_WORKLOAD_NAME
 from hub.store import accounting, deployments, discovered, observations, projects, workloads
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 
 def list_page(
@@ -178,7 +178,7 @@ def _decide(ctx: ServiceContext, ref: str, state: str) -> Discovered:
         return _get(tx.conn, found.discovered_id)
 
 
-def _get(conn: Connection, ref: str) -> Discovered:
+def _get(conn: Transaction, ref: str) -> Discovered:
     found = discovered.get(conn, ref)
     if found is None:
         raise errors.NotFound("discovered workload", ref)

@@ -21,7 +21,7 @@ from hub.service import admit, dryrun, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.deployments import resolve
 from hub.store import deployments
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 TEMPLATE_FIELDS = frozenset({"serving_digest", "engine_args"})
 
@@ -86,7 +86,7 @@ def _set(
 
 
 def _promote(
-    ctx: ServiceContext, conn: Connection, current: Deployment, *, accept_differences: bool
+    ctx: ServiceContext, conn: Transaction, current: Deployment, *, accept_differences: bool
 ) -> Deployment:
     if current.desired_replicas and not current.admitted_replicas:
         raise errors.FailedPrecondition(
@@ -117,7 +117,7 @@ def _promote(
     return replace(current, authority="managed", rolling=the_review.restarts_pods)
 
 
-def _review(ctx: ServiceContext, conn: Connection, current: Deployment) -> Review:
+def _review(ctx: ServiceContext, conn: Transaction, current: Deployment) -> Review:
     view = views.deployment_views(ctx, conn, [current])[0]
     differences = view.drift
     restarts = any(d.field in TEMPLATE_FIELDS for d in differences)
@@ -139,5 +139,5 @@ def _review(ctx: ServiceContext, conn: Connection, current: Deployment) -> Revie
     return Review(view=view, differences=differences, restarts_pods=restarts, summary=summary)
 
 
-def _view(ctx: ServiceContext, conn: Connection, d: Deployment) -> views.DeploymentView:
+def _view(ctx: ServiceContext, conn: Transaction, d: Deployment) -> views.DeploymentView:
     return views.deployment_views(ctx, conn, [d])[0]

@@ -12,7 +12,7 @@ from hub.model import Cluster, Maintenance, evolve
 from hub.service import admit, dryrun, failover, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, clusters, deployments, observations
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 TOKEN_PREFIX = "wsa_"
 
@@ -271,7 +271,7 @@ def authenticate(ctx: ServiceContext, token: str) -> str:
     return cluster_id
 
 
-def _get(conn: Connection, cluster_id: str) -> Cluster:
+def _get(conn: Transaction, cluster_id: str) -> Cluster:
     cluster = clusters.get(conn, cluster_id)
     if cluster is None:
         raise errors.NotFound("cluster", cluster_id)

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hub.admission import Decision
-from hub.store.port import Store
-from hub.store.port import Transaction as Connection
+from hub.store.port import Store, Transaction
 
 
 class Publisher(Protocol):
@@ -138,7 +137,7 @@ def silenced(ctx: ServiceContext) -> ServiceContext:
 class Tx:
     """An open write transaction and the clusters whose desired state it changed."""
 
-    conn: Connection
+    conn: Transaction
     now: float
     touched: set[str] = field(default_factory=set)
     # Run once the transaction committed (never when it rolls back): observers of what it did.
@@ -165,6 +164,6 @@ def transaction(ctx: ServiceContext) -> Iterator[Tx]:
 
 
 @contextlib.contextmanager
-def snapshot(ctx: ServiceContext) -> Iterator[Connection]:
+def snapshot(ctx: ServiceContext) -> Iterator[Transaction]:
     with ctx.db.read() as conn:
         yield conn

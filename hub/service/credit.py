@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from hub.admission import Cover, QuotaKey
 from hub.model import Deployment
 from hub.store import accounting, deployments, failovers
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Credits:
     roles: dict[str, Role] = field(default_factory=dict)
 
 
-def read(conn: Connection, projects: Iterable[str]) -> Credits:
+def read(conn: Transaction, projects: Iterable[str]) -> Credits:
     """The covers of the workloads of these projects with a failover in progress."""
     result = Credits()
     workload_ids = failovers.active_workloads(conn, projects)

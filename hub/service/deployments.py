@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hub import errors
+from hub.filters import DeploymentFilter
 from hub.model import PHASE_FAILED, PHASE_ORDER, AppliedObject, Deployment
 from hub.service import admit, dryrun, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import deployments, observations, workloads
-from hub.store.db import Connection
-from hub.store.deployments import DeploymentFilter
+from hub.store.port import Transaction
 
 
 def get(ctx: ServiceContext, ref: str) -> views.DeploymentView:
@@ -100,11 +100,11 @@ def _set_enabled(ctx: ServiceContext, tx: Tx, ref: str, *, enabled: bool) -> Dep
     return current
 
 
-def resolve(conn: Connection, ref: str) -> Deployment:
+def resolve(conn: Transaction, ref: str) -> Deployment:
     return _get(conn, ref)
 
 
-def _get(conn: Connection, ref: str) -> Deployment:
+def _get(conn: Transaction, ref: str) -> Deployment:
     found = deployments.get(conn, ref)
     if found is None:
         raise errors.NotFound("deployment", ref)

@@ -3,8 +3,8 @@
 The call's own use-case code runs, unchanged, inside a write transaction that is then rolled
 back, so the answer cannot drift from what the real call does: the same validation, placement,
 admission (and preemption, on a hub started with --preemption) over the same view. The call
-runs after a savepoint; the deployments of every cluster it touched are read (after), the
-transaction goes back to the savepoint and reads them again (before), then rolls back whole.
+runs inside `port.undone`; the deployments of every cluster it touched are read (after), the
+block is undone and they are read again (before), then the transaction rolls back whole.
 One connection, one lock, the same SQL on SQLite and PostgreSQL; the difference is the answer.
 
 Nothing leaves the transaction: no row, no revision (the cluster revision counters are rows
@@ -25,7 +25,7 @@ from typing import TypeVar
 from hub.model import REASON_PREEMPTED, Deployment
 from hub.service import views
 from hub.service.context import ServiceContext, Tx, silenced
-from hub.store import deployments, workloads
+from hub.store import deployments, port, workloads
 from hub.store.port import Dialect, Listening, OnNotify, Store, Transaction
 
 R = TypeVar("R")
@@ -68,7 +68,6 @@ class DryRun:
 
 
 NO_CHANGE = "no change"
-_SAVEPOINT = "dry_run"
 
 
 class _Discard(Exception):
@@ -100,21 +99,20 @@ def preview(
     result: DryRun | None = None
     with _rolled_back(quiet) as tx:
         before_ids = _workload_clusters(tx, workload_ref)
-        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
-        workload_id = call(quiet, tx)
-        after_ids = _workload_clusters(tx, workload_id)
-        cluster_ids = sorted(tx.touched | before_ids | after_ids)
-        after = _views(quiet, tx, cluster_ids)
-        stored = workloads.get(tx.conn, workload_id)
-        workload = (
-            None
-            if stored is None
-            else views.workload_view(
-                stored, [v for v in after if v.deployment.workload_id == workload_id]
+        # Undone when the block ends, in the same transaction: then what is committed, as of now.
+        with port.undone(tx.conn):
+            workload_id = call(quiet, tx)
+            after_ids = _workload_clusters(tx, workload_id)
+            cluster_ids = sorted(tx.touched | before_ids | after_ids)
+            after = _views(quiet, tx, cluster_ids)
+            stored = workloads.get(tx.conn, workload_id)
+            workload = (
+                None
+                if stored is None
+                else views.workload_view(
+                    stored, [v for v in after if v.deployment.workload_id == workload_id]
+                )
             )
-        )
-        # Back to before the call, in the same transaction: what is committed, as of now.
-        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
         before = _views(quiet, tx, cluster_ids)
         changes = diff(before, after, subject=workload_id)
         result = DryRun(workload=workload, changes=tuple(changes), summary=summary(changes))
@@ -135,11 +133,10 @@ def rehearse(
     quiet = silenced(ctx)
     result: tuple[R, DryRun] | None = None
     with _rolled_back(quiet) as tx:
-        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
-        value = call(quiet, tx)
-        touched = sorted(tx.touched | set(cluster_ids))
-        after = _views(quiet, tx, touched)
-        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        with port.undone(tx.conn):
+            value = call(quiet, tx)
+            touched = sorted(tx.touched | set(cluster_ids))
+            after = _views(quiet, tx, touched)
         before = _views(quiet, tx, touched)
         changes = diff(before, after, subject="")
         result = value, DryRun(workload=None, changes=tuple(changes), summary=summary(changes))
@@ -204,11 +201,10 @@ def whole(ctx: ServiceContext, call: Callable[[ServiceContext], R]) -> tuple[R, 
     result: tuple[R, DryRun] | None = None
     with _rolled_back(quiet) as tx:
         pinned = dataclasses.replace(quiet, db=_Pinned(ctx.db, tx.conn))
-        tx.conn.execute(f"SAVEPOINT {_SAVEPOINT}")
-        value = call(pinned)
-        cluster_ids = sorted(touched.clusters)
-        after = _views(quiet, tx, cluster_ids)
-        tx.conn.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
+        with port.undone(tx.conn):
+            value = call(pinned)
+            cluster_ids = sorted(touched.clusters)
+            after = _views(quiet, tx, cluster_ids)
         before = _views(quiet, tx, cluster_ids)
         changes = diff(before, after, subject="")
         result = value, DryRun(workload=None, changes=tuple(changes), summary=summary(changes))

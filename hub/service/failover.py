@@ -19,7 +19,7 @@ from hub.model import Cluster, Deployment, FailoverRecord, StatusReport, Workloa
 from hub.service import admit, shares
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, clusters, deployments, failovers, observations, workloads
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def _apply(tx: Tx, planned: _Planned) -> set[str]:
 
 def _plans(
     ctx: ServiceContext,
-    conn: Connection,
+    conn: Transaction,
     *,
     now: float,
     workload_ids: Iterable[str] | None = None,
@@ -304,5 +304,5 @@ def _share(
     )
 
 
-def records_of(conn: Connection, workload_ids: Sequence[str]) -> dict[str, list[FailoverRecord]]:
+def records_of(conn: Transaction, workload_ids: Sequence[str]) -> dict[str, list[FailoverRecord]]:
     return failovers.of_workloads(conn, workload_ids)

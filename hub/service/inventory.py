@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 from hub import errors
+from hub.filters import AllocationFilter, ReplicaFilter
 from hub.model import Allocation
 from hub.service import validate, views
 from hub.service.context import ServiceContext, snapshot
-from hub.store import deployments, observations
-from hub.store.db import Connection
-from hub.store.observations import AllocationFilter, ReplicaFilter
+from hub.store import deployments, inventory
+from hub.store.port import Transaction
 
 
 def list_replicas(
@@ -22,7 +22,7 @@ def list_replicas(
             where = dataclasses.replace(
                 where, deployment_id=_deployment_id(conn, where.deployment_id, where.projects)
             )
-        found = observations.list_replicas(conn, where=where, after=after, limit=limit)
+        found = inventory.list_replicas(conn, where=where, after=after, limit=limit)
         result = views.replica_views(ctx, conn, found)
     return result, validate.next_token([r.replica_id for r in found], limit)
 
@@ -31,7 +31,7 @@ def get_replica(ctx: ServiceContext, ref: str) -> views.ReplicaView:
     """By replica id, or by pod name when only one cluster has a pod of that name."""
     with snapshot(ctx) as conn:
         replica_id = _replica_id(conn, ref)
-        found = observations.list_replicas(
+        found = inventory.list_replicas(
             conn, where=ReplicaFilter(replica_id=replica_id), after="", limit=1
         )
         if not found:
@@ -53,11 +53,11 @@ def list_allocations(
                 else ""
             ),
         )
-        found = observations.list_allocations(conn, where=where, after=after, limit=limit)
+        found = inventory.list_allocations(conn, where=where, after=after, limit=limit)
     return found, validate.next_token([a.replica_id for a in found], limit)
 
 
-def _deployment_id(conn: Connection, ref: str, projects: frozenset[str] | None = None) -> str:
+def _deployment_id(conn: Transaction, ref: str, projects: frozenset[str] | None = None) -> str:
     """The deployment a filter names; NotFound when there is none, or when it is of a project
     outside `projects` (a scoped token's: it reads as none, hub/access.py)."""
     found = deployments.get(conn, ref)
@@ -66,10 +66,10 @@ def _deployment_id(conn: Connection, ref: str, projects: frozenset[str] | None =
     return found.deployment_id
 
 
-def _replica_id(conn: Connection, ref: str) -> str:
+def _replica_id(conn: Transaction, ref: str) -> str:
     if ref.startswith("rep_"):
         return ref
-    matches = observations.find_replica_ids(conn, ref)
+    matches = inventory.find_replica_ids(conn, ref)
     if not matches:
         raise errors.NotFound("replica", ref)
     if len(matches) > 1:

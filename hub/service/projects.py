@@ -9,7 +9,7 @@ from hub.model import Project
 from hub.service import admit, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import deployments, projects, workloads
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 
 def create(
@@ -92,7 +92,7 @@ def delete(ctx: ServiceContext, name: str) -> None:
         projects.delete(tx.conn, name)
 
 
-def _get(conn: Connection, name: str) -> Project:
+def _get(conn: Transaction, name: str) -> Project:
     project = projects.get(conn, name)
     if project is None:
         raise errors.NotFound("project", name)

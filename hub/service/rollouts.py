@@ -32,7 +32,7 @@ from hub.service import admit, dryrun, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, deployments, observations, workloads
 from hub.store.deployments import RolloutRow
-from hub.store.port import Transaction as Connection
+from hub.store.port import Transaction
 
 
 def apply_change(
@@ -256,7 +256,7 @@ def _step(ctx: ServiceContext, tx: Tx, workload: Workload) -> WorkloadRollout:
     )
 
 
-def _has_work(conn: Connection, workload_id: str, now: float) -> bool:
+def _has_work(conn: Transaction, workload_id: str, now: float) -> bool:
     workload = workloads.get(conn, workload_id)
     if workload is None or workload.rollout.state != ROLLOUT_ROLLING:
         return False
@@ -277,7 +277,7 @@ def _wave_view(workload: Workload, current: Sequence[RolloutRow], now: float) ->
 
 
 def _ready_on_target(
-    ctx: ServiceContext, conn: Connection, current: Sequence[Deployment]
+    ctx: ServiceContext, conn: Transaction, current: Sequence[Deployment]
 ) -> dict[str, int]:
     return {
         view.deployment.cluster_id: view.rollout.ready_on_target if view.rollout else 0
@@ -298,7 +298,7 @@ def _said(record: WorkloadRollout) -> str:
     return record.state or "none"
 
 
-def _rejected_with_nothing_running(conn: Connection, candidates: Sequence[Deployment]) -> set[str]:
+def _rejected_with_nothing_running(conn: Transaction, candidates: Sequence[Deployment]) -> set[str]:
     """The deployments among these whose current generation the agent rejected and of which
     nothing is in the cluster (no DGD reported, no device held): taking their admission back
     deletes nothing."""
@@ -319,7 +319,7 @@ def _rejected_with_nothing_running(conn: Connection, candidates: Sequence[Deploy
     return result
 
 
-def _get(conn: Connection, ref: str) -> Workload:
+def _get(conn: Transaction, ref: str) -> Workload:
     workload = workloads.get(conn, ref)
     if workload is None:
         raise errors.NotFound("workload", ref)

@@ -10,7 +10,7 @@ from hub import placement, serving
 from hub.model import Deployment, Workload
 from hub.service import admit
 from hub.store import accounting, clusters
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 
 def new_deployment(workload: Workload, *, cluster_id: str, replicas: int, now: float) -> Deployment:
@@ -41,7 +41,7 @@ def new_deployment(workload: Workload, *, cluster_id: str, replicas: int, now: f
 
 
 def rooms(
-    conn: Connection, eligible: Sequence[str], device_class: str
+    conn: Transaction, eligible: Sequence[str], device_class: str
 ) -> list[placement.ClusterRoom]:
     """Each eligible cluster's free and total devices of the class, as placement reads them:
     free as new demand may take it (a cordoned node's idle devices left out), and whether it

@@ -42,7 +42,7 @@ from hub.service.context import ServiceContext
 from hub.store import accounting, observations
 from hub.store import clusters as cluster_store
 from hub.store import failovers as failover_store
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def is_stale(ctx: ServiceContext, cluster: Cluster, now: float) -> bool:
     return now - cluster.last_seen > ctx.settings.stale_after_s
 
 
-def stale_clusters(ctx: ServiceContext, conn: Connection, cluster_ids: Sequence[str]) -> set[str]:
+def stale_clusters(ctx: ServiceContext, conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
     return _stale(ctx, cluster_store.get_many(conn, cluster_ids))
 
 
@@ -193,7 +193,7 @@ def _stale(ctx: ServiceContext, clusters: Mapping[str, Cluster]) -> set[str]:
 
 
 def deployment_views(
-    ctx: ServiceContext, conn: Connection, deployments: Sequence[Deployment]
+    ctx: ServiceContext, conn: Transaction, deployments: Sequence[Deployment]
 ) -> list[DeploymentView]:
     ids = [d.deployment_id for d in deployments]
     reports = observations.reports(conn, ids)
@@ -336,7 +336,7 @@ def template_kept(d: Deployment, report: StatusReport | None) -> bool:
     return d.adopted and (not d.engine_args or tuple(d.engine_args) == live)
 
 
-def rolls_out(conn: Connection, d: Deployment) -> bool:
+def rolls_out(conn: Transaction, d: Deployment) -> bool:
     """Would the agent's next apply of `d` change its pod template (so pods restart)? A DGD
     we render: yes, a new digest is a new template. An adopted one: only when its engine_args
     are set and differ from the flags its engine runs."""
@@ -436,7 +436,7 @@ def _waves(
     return tuple(dataclasses.replace(w, drifted=w.cluster_id in drifted) for w in waves)
 
 
-def cluster_view(ctx: ServiceContext, conn: Connection, cluster: Cluster) -> ClusterView:
+def cluster_view(ctx: ServiceContext, conn: Transaction, cluster: Cluster) -> ClusterView:
     capacity = {
         device_class: cap
         for (_, device_class), cap in accounting.capacities(conn, [cluster.cluster_id]).items()
@@ -453,7 +453,7 @@ def cluster_view(ctx: ServiceContext, conn: Connection, cluster: Cluster) -> Clu
     )
 
 
-def project_view(conn: Connection, project: Project) -> ProjectView:
+def project_view(conn: Transaction, project: Project) -> ProjectView:
     charges = accounting.quota_charges(conn, [project.name])
     credits = credit.read(conn, [project.name])
     classes = set(project.quotas) | {device_class for (_, device_class) in charges}
@@ -479,7 +479,7 @@ def quota_usage(charge: tuple[int, int], *, covered: int, limit: int) -> QuotaUs
 
 
 def replica_views(
-    ctx: ServiceContext, conn: Connection, replicas: Sequence[Replica]
+    ctx: ServiceContext, conn: Transaction, replicas: Sequence[Replica]
 ) -> list[ReplicaView]:
     stale = stale_clusters(ctx, conn, [r.cluster_id for r in replicas])
     return [ReplicaView(replica=r, stale=r.cluster_id in stale) for r in replicas]

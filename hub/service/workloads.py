@@ -37,7 +37,7 @@ from hub.store import (
     projects,
     workloads,
 )
-from hub.store.db import Connection
+from hub.store.port import Transaction
 
 MAX_WORKLOAD_NAME = 40
 PREFERENCES_FIELD = "workload.placement.preferences"
@@ -512,7 +512,7 @@ def _valid_rollout_policy(policy: RolloutPolicy) -> RolloutPolicy:
     return policy
 
 
-def _eligible(conn: Connection, wanted: Placement) -> list[str]:
+def _eligible(conn: Transaction, wanted: Placement) -> list[str]:
     # An explicit list needs only those clusters' rows, not every cluster's labels.
     labels = clusters.labels_by_cluster(conn, wanted.clusters or None)
     eligible = placement.eligible_clusters(wanted, labels)
@@ -524,7 +524,7 @@ def _eligible(conn: Connection, wanted: Placement) -> list[str]:
     return eligible
 
 
-def _steps(conn: Connection, wanted: Placement, eligible: Sequence[str]) -> list[placement.Step]:
+def _steps(conn: Transaction, wanted: Placement, eligible: Sequence[str]) -> list[placement.Step]:
     """The preferences as ordered steps; [] (no preferences) keeps today's levelling."""
     if not wanted.preferences:
         return []
@@ -534,19 +534,19 @@ def _steps(conn: Connection, wanted: Placement, eligible: Sequence[str]) -> list
 
 
 def _rooms(
-    conn: Connection, eligible: Sequence[str], device_class: str
+    conn: Transaction, eligible: Sequence[str], device_class: str
 ) -> list[placement.ClusterRoom]:
     return shares.rooms(conn, eligible, device_class)
 
 
-def _get(conn: Connection, ref: str) -> Workload:
+def _get(conn: Transaction, ref: str) -> Workload:
     workload = workloads.get(conn, ref)
     if workload is None:
         raise errors.NotFound("workload", ref)
     return workload
 
 
-def _view(ctx: ServiceContext, conn: Connection, ref: str) -> views.WorkloadView:
+def _view(ctx: ServiceContext, conn: Transaction, ref: str) -> views.WorkloadView:
     workload = _get(conn, ref)
     found = deployments.of_workload(conn, workload.workload_id)
     records = failovers.of_workloads(conn, [workload.workload_id]).get(workload.workload_id, [])

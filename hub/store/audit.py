@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from hub.filters import AuditFilter
 from hub.model import AuditRecord
 from hub.store.port import Row, Transaction
-
-
-@dataclass(frozen=True)
-class AuditFilter:
-    actor: str = ""
-    action: str = ""
-    target: str = ""
-    outcome: str = ""
-    since: float | None = None
-    until: float | None = None
 
 
 def append(conn: Transaction, record: AuditRecord) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hub import serving
+from hub.filters import DeploymentFilter
 from hub.model import Deployment
 from hub.store import clusters, codec, port
 from hub.store.port import Row, Transaction
@@ -71,15 +72,6 @@ _UPSERT = (
     " ON CONFLICT (deployment_id) DO UPDATE SET "
     + ", ".join(f"{c} = excluded.{c}" for c in _STORED if c not in _IDENTITY)
 )
-
-
-@dataclass(frozen=True)
-class DeploymentFilter:
-    workload_id: str = ""
-    cluster_id: str = ""
-    project: str = ""
-    # Only these projects' (a scoped token's); None: every project.
-    projects: frozenset[str] | None = None
 
 
 def save(conn: Transaction, deployment: Deployment) -> int:
@@ -187,12 +179,10 @@ def of_workload_on(
     conn: Transaction, workload_id: str, cluster_ids: Iterable[str]
 ) -> list[Deployment]:
     """The workload's deployments on these clusters."""
-    wanted = sorted(set(cluster_ids))
     result: list[Deployment] = []
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
+    for chunk in port.chunks(cluster_ids):
         rows = conn.execute(
-            _select(f"d.workload_id = ? AND d.cluster_id IN ({','.join('?' * len(chunk))})")
+            _select(f"d.workload_id = ? AND d.cluster_id IN ({port.marks(chunk)})")
             + " ORDER BY d.cluster_id",
             [workload_id, *chunk],
         ).fetchall()
@@ -201,25 +191,25 @@ def of_workload_on(
 
 
 def of_workloads(conn: Transaction, workload_ids: Sequence[str]) -> list[Deployment]:
-    if not workload_ids:
-        return []
-    marks = ",".join("?" * len(workload_ids))
-    rows = conn.execute(
-        _select(f"d.workload_id IN ({marks})") + " ORDER BY d.cluster_id", list(workload_ids)
-    ).fetchall()
-    return [_deployment(r) for r in rows]
+    """The deployments of these workloads, by cluster."""
+    result: list[Deployment] = []
+    for chunk in port.chunks(workload_ids):
+        rows = conn.execute(_select(f"d.workload_id IN ({port.marks(chunk)})"), chunk)
+        result.extend(_deployment(r) for r in rows)
+    return sorted(result, key=lambda d: d.cluster_id)
 
 
 def on_clusters(conn: Transaction, cluster_ids: Sequence[str]) -> list[Deployment]:
     """Every deployment on these clusters, by cluster then id."""
-    if not cluster_ids:
-        return []
-    marks = ",".join("?" * len(cluster_ids))
-    rows = conn.execute(
-        _select(f"d.cluster_id IN ({marks})") + " ORDER BY d.cluster_id, d.deployment_id",
-        list(cluster_ids),
-    ).fetchall()
-    return [_deployment(r) for r in rows]
+    result: list[Deployment] = []
+    for chunk in port.chunks(cluster_ids):  # sorted chunks: the order holds across them
+        rows = conn.execute(
+            _select(f"d.cluster_id IN ({port.marks(chunk)})")
+            + " ORDER BY d.cluster_id, d.deployment_id",
+            chunk,
+        )
+        result.extend(_deployment(r) for r in rows)
+    return result
 
 
 def changed_since(conn: Transaction, cluster_id: str, revision: int) -> list[Deployment]:
@@ -315,24 +305,25 @@ def waiting(conn: Transaction, *, cluster_ids: Sequence[str] | None = None) -> l
         " OR (d.rolling = 1 AND d.surge_replicas < d.admitted_replicas)"
         " OR (d.surge_replicas > 0 AND (d.rolling = 0 OR d.surge_replicas > d.admitted_replicas)))"
     )
-    params: list[object] = []
-    if cluster_ids is not None:
-        clause += f" AND d.cluster_id IN ({','.join('?' * len(cluster_ids))})"
-        params = list(cluster_ids)
-    rows = conn.execute(_select(clause) + " ORDER BY d.pending_since", params).fetchall()
-    return [_deployment(r) for r in rows]
+    if cluster_ids is None:
+        everywhere = conn.execute(_select(clause) + " ORDER BY d.pending_since")
+        return [_deployment(r) for r in everywhere]
+    result: list[Deployment] = []
+    for chunk in port.chunks(cluster_ids):
+        rows = conn.execute(_select(f"{clause} AND d.cluster_id IN ({port.marks(chunk)})"), chunk)
+        result.extend(_deployment(r) for r in rows)
+    return sorted(result, key=lambda d: d.pending_since)
 
 
 def admitted_managed(conn: Transaction, cluster_ids: Sequence[str]) -> list[Deployment]:
     """Enabled managed deployments on these clusters with admitted replicas: what a
     higher-priority demand there could preempt (docs/admission.md)."""
     result: list[Deployment] = []
-    for start in range(0, len(cluster_ids), 500):
-        chunk = list(cluster_ids[start : start + 500])
+    for chunk in port.chunks(cluster_ids):
         rows = conn.execute(
             _select(
                 "d.enabled = 1 AND d.admitted_replicas > 0 AND d.authority = 'managed'"
-                f" AND d.cluster_id IN ({','.join('?' * len(chunk))})"
+                f" AND d.cluster_id IN ({port.marks(chunk)})"
             ),
             chunk,
         ).fetchall()
@@ -352,11 +343,9 @@ def clusters_of_project(conn: Transaction, project: str) -> list[str]:
 def rolling(conn: Transaction, deployment_ids: Sequence[str]) -> list[Deployment]:
     """The deployments among these that are rolling out."""
     result: list[Deployment] = []
-    ids = list(dict.fromkeys(deployment_ids))
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in port.chunks(deployment_ids):
         rows = conn.execute(
-            _select(f"d.rolling = 1 AND d.deployment_id IN ({','.join('?' * len(chunk))})"),
+            _select(f"d.rolling = 1 AND d.deployment_id IN ({port.marks(chunk)})"),
             chunk,
         ).fetchall()
         result.extend(_deployment(r) for r in rows)
@@ -366,12 +355,10 @@ def rolling(conn: Transaction, deployment_ids: Sequence[str]) -> list[Deployment
 def owners(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, str]:
     """deployment id -> cluster id, for the ids that exist."""
     result: dict[str, str] = {}
-    ids = list(dict.fromkeys(deployment_ids))
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in port.chunks(deployment_ids):
         rows = conn.execute(
             "SELECT deployment_id, cluster_id FROM deployments"
-            f" WHERE deployment_id IN ({','.join('?' * len(chunk))})",
+            f" WHERE deployment_id IN ({port.marks(chunk)})",
             chunk,
         )
         result.update({r["deployment_id"]: r["cluster_id"] for r in rows})
@@ -379,14 +366,15 @@ def owners(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, str]:
 
 
 def tombstoned(conn: Transaction, cluster_id: str, deployment_ids: Sequence[str]) -> set[str]:
-    if not deployment_ids:
-        return set()
-    rows = conn.execute(
-        "SELECT deployment_id FROM tombstones WHERE cluster_id = ?"
-        f" AND deployment_id IN ({','.join('?' * len(deployment_ids))})",
-        [cluster_id, *deployment_ids],
-    )
-    return {r["deployment_id"] for r in rows}
+    result: set[str] = set()
+    for chunk in port.chunks(deployment_ids):
+        rows = conn.execute(
+            "SELECT deployment_id FROM tombstones WHERE cluster_id = ?"
+            f" AND deployment_id IN ({port.marks(chunk)})",
+            [cluster_id, *chunk],
+        )
+        result |= {r["deployment_id"] for r in rows}
+    return result
 
 
 def delete(conn: Transaction, deployment: Deployment, *, now: float) -> int:
@@ -412,13 +400,11 @@ def delete(conn: Transaction, deployment: Deployment, *, now: float) -> int:
 
 def workloads_on(conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
     """The workloads with a deployment on any of these clusters."""
-    ids = sorted(set(cluster_ids))
     result: set[str] = set()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in port.chunks(cluster_ids):
         rows = conn.execute(
             "SELECT DISTINCT workload_id FROM deployments"
-            f" WHERE cluster_id IN ({','.join('?' * len(chunk))})",
+            f" WHERE cluster_id IN ({port.marks(chunk)})",
             chunk,
         )
         result |= {r["workload_id"] for r in rows}

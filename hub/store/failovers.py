@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from hub.model import FailoverRecord
-from hub.store import codec
+from hub.store import codec, port
 from hub.store.port import Row, Transaction
 
 _COLUMNS = (
@@ -43,13 +43,11 @@ def save(conn: Transaction, record: FailoverRecord) -> None:
 
 def of_workloads(conn: Transaction, workload_ids: Iterable[str]) -> dict[str, list[FailoverRecord]]:
     """Every record (active and ended) of these workloads, by workload, by cluster id."""
-    ids = sorted(set(workload_ids))
     result: dict[str, list[FailoverRecord]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in port.chunks(workload_ids):
         for row in conn.execute(
             f"SELECT {_COLUMNS} FROM failovers"
-            f" WHERE workload_id IN ({','.join('?' * len(chunk))}) ORDER BY cluster_id",
+            f" WHERE workload_id IN ({port.marks(chunk)}) ORDER BY cluster_id",
             chunk,
         ):
             record = _record(row)
@@ -65,24 +63,19 @@ def active_workloads(conn: Transaction, projects: Iterable[str] | None = None) -
     )
     if projects is None:
         return [r["workload_id"] for r in conn.execute(query)]
-    names = sorted(set(projects))
-    if not names:
-        return []
-    rows = conn.execute(query + f" AND w.project IN ({','.join('?' * len(names))})", names)
-    return [r["workload_id"] for r in rows]
+    clause, names = port.among("w.project", projects)
+    return [r["workload_id"] for r in conn.execute(f"{query} AND {clause}", names)]
 
 
 def active_workloads_among(conn: Transaction, workload_ids: Iterable[str]) -> list[str]:
     """Those of these workloads with a failover in progress."""
-    ids = sorted(set(workload_ids))
     result: list[str] = []
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
+    for chunk in port.chunks(workload_ids):
         result += [
             r["workload_id"]
             for r in conn.execute(
                 "SELECT DISTINCT workload_id FROM failovers WHERE end_time IS NULL"
-                f" AND workload_id IN ({','.join('?' * len(chunk))})",
+                f" AND workload_id IN ({port.marks(chunk)})",
                 chunk,
             )
         ]

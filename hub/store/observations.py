@@ -15,7 +15,6 @@ from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
 from hub.model import (
-    Allocation,
     AllocationObservation,
     AppliedObject,
     DeploymentObservation,
@@ -24,7 +23,6 @@ from hub.model import (
     Node,
     NodeObservation,
     Rejection,
-    Replica,
     ReplicaObservation,
     StatusReport,
 )
@@ -119,10 +117,10 @@ def write_deployments(
         if current is None or obs.observe_ns > current[1].observe_ns:
             newest[obs.deployment_id] = (cluster_id, obs)
     stored: dict[str, int] = {}
-    for chunk in _chunks(list(newest)):
+    for chunk in port.chunks(list(newest)):
         for r in conn.execute(
             "SELECT deployment_id, observe_ns FROM deployment_reports"
-            f" WHERE deployment_id IN ({_marks(chunk)})",
+            f" WHERE deployment_id IN ({port.marks(chunk)})",
             chunk,
         ):
             stored[r["deployment_id"]] = r["observe_ns"]
@@ -240,11 +238,11 @@ def applied_objects(
     bulk: a list of deployments shows the object's coordinates and digest)."""
     body = "body" if with_body else "'' AS body"
     result: dict[str, AppliedObject] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, api_version, kind, namespace, name, digest, truncated,"
             f" observe_ns, {body} FROM deployment_applied"
-            f" WHERE deployment_id IN ({_marks(chunk)})",
+            f" WHERE deployment_id IN ({port.marks(chunk)})",
             chunk,
         ):
             result[r["deployment_id"]] = AppliedObject(
@@ -451,10 +449,10 @@ def _stored_node_versions(
         by_cluster.setdefault(cluster_id, []).append(node_id)
     stored: dict[tuple[str, str], int] = {}
     for cluster_id, node_ids in by_cluster.items():
-        for chunk in _chunks(node_ids):
+        for chunk in port.chunks(node_ids):
             for r in conn.execute(
                 "SELECT node_id, observe_ns FROM nodes"
-                f" WHERE cluster_id = ? AND node_id IN ({_marks(chunk)})",
+                f" WHERE cluster_id = ? AND node_id IN ({port.marks(chunk)})",
                 [cluster_id, *chunk],
             ):
                 stored[(cluster_id, r["node_id"])] = r["observe_ns"]
@@ -487,10 +485,10 @@ def _bound_devices(
     in this group); the others go to `refused`. A verified device kept claims its UUID."""
     cluster_id, node_id = key
     holders: dict[str, tuple[str, str]] = {}
-    for chunk in _chunks([d.uuid for d in devices]):
+    for chunk in port.chunks([d.uuid for d in devices]):
         for r in conn.execute(
             "SELECT uuid, cluster_id, node_id FROM devices"
-            f" WHERE verified = 1 AND uuid IN ({_marks(chunk)})",
+            f" WHERE verified = 1 AND uuid IN ({port.marks(chunk)})",
             chunk,
         ):
             if (r["cluster_id"], r["node_id"]) != key:
@@ -610,9 +608,9 @@ def _stored_allocations(conn: Transaction, cluster_id: str, node_id: str) -> set
 def reports(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, StatusReport | None]:
     """deployment id -> its last status report; None where it reported no status yet."""
     result: dict[str, StatusReport | None] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
-            f"SELECT * FROM deployment_reports WHERE deployment_id IN ({_marks(chunk)})", chunk
+            f"SELECT * FROM deployment_reports WHERE deployment_id IN ({port.marks(chunk)})", chunk
         ):
             result[r["deployment_id"]] = (
                 StatusReport(
@@ -636,9 +634,10 @@ def reports(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Statu
 
 def rejections(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Rejection]:
     result = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
-            f"SELECT * FROM deployment_rejections WHERE deployment_id IN ({_marks(chunk)})", chunk
+            f"SELECT * FROM deployment_rejections WHERE deployment_id IN ({port.marks(chunk)})",
+            chunk,
         ):
             result[r["deployment_id"]] = Rejection(r["revision"], r["generation"], r["error"])
     return result
@@ -646,10 +645,10 @@ def rejections(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, Re
 
 def pod_counts(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, PodCounts]:
     result = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, COUNT(*) AS pods, SUM(ready) AS ready FROM replicas"
-            f" WHERE deployment_id IN ({_marks(chunk)}) GROUP BY deployment_id",
+            f" WHERE deployment_id IN ({port.marks(chunk)}) GROUP BY deployment_id",
             chunk,
         ):
             result[r["deployment_id"]] = PodCounts(pods=r["pods"], ready=r["ready"] or 0)
@@ -669,11 +668,11 @@ def digest_counts(
 ) -> dict[str, dict[str, DigestCount]]:
     """deployment id -> serving digest -> its pods (ready or not) and ready ones."""
     result: dict[str, dict[str, DigestCount]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, serving_digest, COUNT(*) AS pods, SUM(ready) AS ready,"
             " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
-            f" FROM replicas WHERE deployment_id IN ({_marks(chunk)})"
+            f" FROM replicas WHERE deployment_id IN ({port.marks(chunk)})"
             " GROUP BY deployment_id, serving_digest",
             chunk,
         ):
@@ -689,11 +688,11 @@ def digest_role_counts(
     """deployment id -> (serving digest, role) -> its pods, running and ready ones (a
     disaggregated replica is a set of pods of two roles: hub/service/views.py counts sets)."""
     result: dict[str, dict[tuple[str, str], DigestCount]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT deployment_id, serving_digest, role, COUNT(*) AS pods, SUM(ready) AS ready,"
             " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
-            f" FROM replicas WHERE deployment_id IN ({_marks(chunk)})"
+            f" FROM replicas WHERE deployment_id IN ({port.marks(chunk)})"
             " GROUP BY deployment_id, serving_digest, role",
             chunk,
         ):
@@ -705,10 +704,10 @@ def digest_role_counts(
 
 def engine_versions(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
     result: dict[str, set[str]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
             "SELECT DISTINCT deployment_id, engine_version FROM replicas"
-            f" WHERE engine_version != '' AND deployment_id IN ({_marks(chunk)})",
+            f" WHERE engine_version != '' AND deployment_id IN ({port.marks(chunk)})",
             chunk,
         ):
             result.setdefault(r["deployment_id"], set()).add(r["engine_version"])
@@ -721,7 +720,7 @@ def held_devices(
     """deployment id -> (replica id, pod) -> the devices it holds, with their NVLink domain
     and the pod's role and serving digest."""
     result: dict[str, dict[tuple[str, str], list[HeldDevice]]] = {}
-    for chunk in _chunks(deployment_ids):
+    for chunk in port.chunks(deployment_ids):
         rows = conn.execute(
             "SELECT r.deployment_id, r.replica_id, r.name, r.role, r.serving_digest,"
             " a.device_id, a.node_id, dv.nvlink_domain, dv.uuid IS NOT NULL AS known"
@@ -729,7 +728,7 @@ def held_devices(
             " JOIN allocations a ON a.cluster_id = r.cluster_id AND a.namespace = r.namespace"
             "  AND a.pod_name = r.name"
             " LEFT JOIN devices dv ON dv.cluster_id = a.cluster_id AND dv.uuid = a.device_id"
-            f" WHERE r.deployment_id IN ({_marks(chunk)})",
+            f" WHERE r.deployment_id IN ({port.marks(chunk)})",
             chunk,
         )
         for r in rows:
@@ -744,120 +743,6 @@ def held_devices(
                 )
             )
     return result
-
-
-@dataclass(frozen=True)
-class ReplicaFilter:
-    deployment_id: str = ""
-    cluster_id: str = ""
-    replica_id: str = ""
-    # Only replicas of these projects' deployments (a scoped token's); None: every one.
-    projects: frozenset[str] | None = None
-
-
-def list_replicas(
-    conn: Transaction, *, where: ReplicaFilter, after: str, limit: int
-) -> list[Replica]:
-    clauses, params = ["r.replica_id > ?"], [after]
-    for column, value in (
-        ("r.deployment_id", where.deployment_id),
-        ("r.cluster_id", where.cluster_id),
-        ("r.replica_id", where.replica_id),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.projects is not None:
-        clause, values = port.among("project", where.projects)
-        clauses.append(f"r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})")
-        params += values
-    rows = conn.execute(
-        f"SELECT r.* FROM replicas r WHERE {' AND '.join(clauses)} ORDER BY r.replica_id LIMIT ?",
-        [*params, limit],
-    ).fetchall()
-    devices = _devices_by_pod(conn, [(r["cluster_id"], r["namespace"], r["name"]) for r in rows])
-    return [
-        Replica(
-            replica_id=r["replica_id"],
-            deployment_id=r["deployment_id"],
-            cluster_id=r["cluster_id"],
-            name=r["name"],
-            namespace=r["namespace"],
-            node_id=r["node_id"],
-            ready=bool(r["ready"]),
-            serving_digest=r["serving_digest"],
-            engine_version=r["engine_version"],
-            role=r["role"],
-            observe_ns=r["observe_ns"],
-            device_ids=devices.get((r["cluster_id"], r["namespace"], r["name"]), ()),
-        )
-        for r in rows
-    ]
-
-
-def find_replica_ids(conn: Transaction, pod_name: str) -> list[str]:
-    rows = conn.execute("SELECT replica_id FROM replicas WHERE name = ?", (pod_name,))
-    return [r["replica_id"] for r in rows]
-
-
-@dataclass(frozen=True)
-class AllocationFilter:
-    replica_id: str = ""
-    deployment_id: str = ""
-    project: str = ""
-    cluster_id: str = ""
-    # Only allocations of these projects' replicas (a scoped token's; a pod of no deployment
-    # belongs to none); None: every one.
-    projects: frozenset[str] | None = None
-
-
-def list_allocations(
-    conn: Transaction, *, where: AllocationFilter, after: str, limit: int
-) -> list[Allocation]:
-    """Allocations grouped per pod; keyed (for paging) by replica id."""
-    clauses, params = [], []
-    for column, value in (
-        ("r.replica_id", where.replica_id),
-        ("r.deployment_id", where.deployment_id),
-        ("d.project", where.project),
-        ("a.cluster_id", where.cluster_id),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.projects is not None:
-        clause, values = port.among("d.project", where.projects)
-        clauses.append(clause)
-        params += values
-    rows = conn.execute(
-        "SELECT a.cluster_id, a.node_id, a.namespace, a.pod_name, a.device_id,"
-        " r.replica_id, r.deployment_id, d.project FROM allocations a"
-        " LEFT JOIN replicas r ON r.cluster_id = a.cluster_id AND r.namespace = a.namespace"
-        "  AND r.name = a.pod_name"
-        " LEFT JOIN deployments d ON d.deployment_id = r.deployment_id"
-        f" {'WHERE ' + ' AND '.join(clauses) if clauses else ''}"
-        " ORDER BY a.cluster_id, a.namespace, a.pod_name, a.device_id",
-        params,
-    ).fetchall()
-    grouped: dict[str, Allocation] = {}
-    for r in rows:
-        rid = r["replica_id"] or replica_id(r["cluster_id"], r["namespace"], r["pod_name"])
-        current = grouped.get(rid)
-        if current is None:
-            grouped[rid] = Allocation(
-                replica_id=rid,
-                deployment_id=r["deployment_id"] or "",
-                cluster_id=r["cluster_id"],
-                project=r["project"] or "",
-                node_id=r["node_id"],
-                pod_name=r["pod_name"],
-                namespace=r["namespace"],
-                device_ids=(r["device_id"],),
-            )
-        else:
-            grouped[rid] = replace(current, device_ids=(*current.device_ids, r["device_id"]))
-    ordered = sorted((rid, a) for rid, a in grouped.items() if rid > after)
-    return [a for _, a in ordered[:limit]]
 
 
 def observed_versions(
@@ -915,29 +800,3 @@ def nodes_of(conn: Transaction, cluster_id: str) -> list[Node]:
         )
         for n in node_rows
     ]
-
-
-def _devices_by_pod(
-    conn: Transaction, pods: Sequence[tuple[str, str, str]]
-) -> dict[tuple[str, str, str], tuple[str, ...]]:
-    result: dict[tuple[str, str, str], tuple[str, ...]] = {}
-    for cluster_id, namespace, name in pods:
-        rows = conn.execute(
-            "SELECT device_id FROM allocations WHERE cluster_id = ? AND namespace = ?"
-            " AND pod_name = ? ORDER BY device_id",
-            (cluster_id, namespace, name),
-        )
-        ids = tuple(r["device_id"] for r in rows)
-        if ids:
-            result[(cluster_id, namespace, name)] = ids
-    return result
-
-
-def _chunks(values: Sequence[str]) -> Iterable[list[str]]:
-    items = list(dict.fromkeys(values))
-    for start in range(0, len(items), 500):
-        yield items[start : start + 500]
-
-
-def _marks(values: Sequence[str]) -> str:
-    return ",".join("?" * len(values))

@@ -17,6 +17,7 @@ Migrations are written once too (hub/store/migrations), with SQLite's type names
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -180,6 +181,21 @@ class NotListening:
 
     def close(self) -> None:
         return None
+
+
+_UNDO = "wingsmith_undo"
+
+
+@contextlib.contextmanager
+def undone(conn: Transaction) -> Iterator[None]:
+    """Run the block inside `conn`'s open transaction, then undo what it wrote and keep the
+    transaction open, so what was there before reads again at the same moment (a dry run's
+    before and after). A savepoint: the same SQL on both engines. When the block raises, its
+    writes are left to the transaction's own rollback."""
+    conn.execute(f"SAVEPOINT {_UNDO}")
+    yield
+    conn.execute(f"ROLLBACK TO SAVEPOINT {_UNDO}")
+    conn.execute(f"RELEASE SAVEPOINT {_UNDO}")
 
 
 # Ids bound per `IN (...)`: well below SQLite's 32,766 and PostgreSQL's 65,535 parameters.

@@ -13,7 +13,7 @@ A pod comes to lead in one of two ways:
   older term is fenced at once (a pod that lost the Lease while partitioned), and so is a second
   session claiming the term already held (the first claim stands). A fenced holder whose Lease
   is still its own (the Lease was deleted and recreated, restarting its transitions) moves the
-  Lease past the hub's term and claims again (agent/cluster/kube_lease.py);
+  Lease past the hub's term and claims again (agent/cluster/kube/lease.py);
 - **granted** (a read-only DaemonSet, which may write nothing, a Lease included): read-only
   node agents *stand*; while no session leads, the hub grants leadership to the one that has
   stood longest, with a term one past the newest, and grants it again to the next when that

@@ -1,4 +1,4 @@
-"""A small Kubernetes API emulator for the Kubernetes adapter's tests (agent/cluster/kube*.py).
+"""A small Kubernetes API emulator for the Kubernetes adapter's tests (agent/cluster/kube/).
 
 Real HTTP on 127.0.0.1 port 0, spoken to by the real kubernetes client through a kubeconfig
 file: lists, watches (resourceVersion, bookmarks, 410 Gone), server-side apply with field

@@ -1,6 +1,6 @@
 """A small Kubernetes API server for the adapter's tests: real HTTP on 127.0.0.1, port 0.
 
-Speaks enough of the API for agent/cluster/kube*.py, over the same wire the real client uses:
+Speaks enough of the API for agent/cluster/kube/, over the same wire the real client uses:
 - GET list of pods, nodes and DGDs (cluster-wide or in a namespace) with labelSelector,
   limit/continue, and the list's resourceVersion; GET one object;
 - watch (?watch=true): chunked JSON lines from a resourceVersion (or every object as ADDED

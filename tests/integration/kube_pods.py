@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.kube_lease import LeaseTiming
+from agent.cluster.kube.lease import LeaseTiming
 from agent.kubernetes import KubernetesOptions, kubernetes_agent
 from agent.sync.channel import open_channel
 from tests.fake_kube import KubeEmulator

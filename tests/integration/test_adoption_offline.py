@@ -9,9 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.simulated import SimulatedCluster
+from agent.backoff import Backoff
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.simulation import node_sources
-from agent.sync.client import Backoff
 from tests.harness import (
     SHORT_GRACE,
     Hub,

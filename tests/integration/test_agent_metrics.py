@@ -12,9 +12,9 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.app import AgentConfig
+from agent.backoff import Backoff
 from agent.simulation import build_simulated_agent
 from agent.sync.channel import open_channel
-from agent.sync.client import Backoff
 from tests.harness import Hub, LoopThread, SimAgent, start_agent, wait_until, workload
 
 

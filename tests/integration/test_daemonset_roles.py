@@ -12,10 +12,10 @@ import grpc
 import pytest
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.simulated import SimulatedCluster
+from agent.backoff import Backoff
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.simulation import node_sources
 from agent.sync.channel import open_channel
-from agent.sync.client import Backoff
 from tests.harness import Hub, LoopThread, wait_until, workload
 from tests.integration.rawstream import RawStream, now_ns
 from wingsmith.v1 import resources_pb2, sync_pb2

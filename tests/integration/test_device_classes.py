@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent.cluster.simulated import NodeGroup
+from agent.cluster.simulated.cluster import NodeGroup
 from tests.harness import Hub, SimAgent, wait_until, workload
 
 MIXED = "nodes=1,gpus=8,class=H100-80GB;nodes=1,gpus=8,class=A100-40GB,ready_after=0.1s"

@@ -16,7 +16,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from agent.sync.client import Backoff, StreamClient
+from agent.backoff import Backoff
+from agent.sync.client import StreamClient
 from hub.app import HubConfig, HubServer
 from hub.service import clusters
 from hub.sync.ratelimit import TokenBucket
@@ -79,7 +80,7 @@ def test_a_refused_handshake_carries_its_slot_and_the_client_reads_it(tmp_path: 
         assert 0 < waits[0] <= 500 and 400 <= waits[1] - waits[0] <= 600
 
         # The agent's own client, refused next: it must come back at its slot, not on its
-        # backoff (30 s here, so a client ignoring the slot fails the wait below).
+        # backoff (30 s at least here, so a client ignoring the slot fails the wait below).
         async def connect_with_client() -> tuple[StreamClient, float]:
             channel = grpc.aio.insecure_channel(target)
             client = StreamClient(
@@ -87,7 +88,7 @@ def test_a_refused_handshake_carries_its_slot_and_the_client_reads_it(tmp_path: 
                 token=token,
                 hello=lambda: sync_pb2.Hello(cluster_id="east", agent_instance="pushed-back"),
                 on_desired=no_rejects,
-                backoff=Backoff(base_s=30.0, cap_s=30.0, floor=1.0),
+                backoff=Backoff(base_s=60.0, cap_s=60.0),  # 30 s at least
             )
             started = time.monotonic()
             task = asyncio.create_task(client.run())

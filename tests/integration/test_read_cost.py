@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from hub.filters import DeploymentFilter
 from hub.service import deployments as deployment_service
-from hub.store.deployments import DeploymentFilter
 from tests import stores
 from tests.harness import Hub, workload
 

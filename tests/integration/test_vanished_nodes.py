@@ -15,10 +15,10 @@ import grpc
 import pytest
 
 from agent.app import Agent, AgentConfig
-from agent.cluster.simulated import SimulatedCluster
+from agent.backoff import Backoff
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.simulation import node_sources
 from agent.sync.channel import open_channel
-from agent.sync.client import Backoff
 from tests.harness import SHORT_GRACE, Hub, LoopThread, SimAgent, running_hub, wait_until, workload
 from tests.integration.test_adoption import legacy_dgd, seeded
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from agent.cluster import simulated_spec
+from agent.cluster.simulated import spec
 from hub import errors
 from hub.service import validate
 from hub.sync import convert
@@ -25,8 +25,8 @@ MODULES = [
     "hub.adoption",
     "hub.store.db",
     "agent.render.validation",
-    "agent.cluster.simulated_spec",
-    "agent.cluster.node_selection",
+    "agent.cluster.simulated.spec",
+    "agent.cluster.simulated.node_selection",
     "agent.cluster.dgd_versions",
     "agent.devices.node_labels",
 ]
@@ -85,8 +85,8 @@ def test_stream_patterns_refuse_a_trailing_newline() -> None:
 
 
 def test_agent_spec_patterns_refuse_a_trailing_newline() -> None:
-    assert simulated_spec._CLASS_RE.match("H100-80GB")
-    assert not simulated_spec._CLASS_RE.match("H100-80GB\n")
+    assert spec._CLASS_RE.match("H100-80GB")
+    assert not spec._CLASS_RE.match("H100-80GB\n")
 
 
 def test_quota_classes_are_capped() -> None:

@@ -1,1 +1,1 @@
-"""Versioned schema migrations, NNNN_name.sql, applied in order at start by hub/store/db.py."""
+"""Versioned schema migrations, NNNN_name.sql, applied in order at start by the store (db.py)."""

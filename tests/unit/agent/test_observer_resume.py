@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 from agent.observe import Observer
 from agent.simulation import node_sources
 

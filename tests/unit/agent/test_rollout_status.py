@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent.cluster import dgd_versions, kube_mapping, port
+from agent.cluster import dgd_versions, port
+from agent.cluster.kube import mapping
 from agent.observe import REASON_UPDATING, rollout_state
 
 READY = {
@@ -38,7 +39,7 @@ def beta_dgd(status: dict[str, Any], *, generation: int = 3) -> port.Dgd:
         "spec": {"components": []},
         "status": status,
     }
-    return kube_mapping.dgd(obj)
+    return mapping.dgd(obj)
 
 
 def test_a_converged_dgd_is_successful() -> None:

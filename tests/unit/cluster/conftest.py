@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 from tests.unit.cluster.helpers import FakeClock
 
 MakeCluster = Callable[..., SimulatedCluster]

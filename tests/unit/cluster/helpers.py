@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.cluster.port import Pod
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 
 
 class FakeClock:

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from agent.cluster.node_selection import (
+from agent.cluster.port import ClusterError
+from agent.cluster.simulated.node_selection import (
     InvalidSelection,
     NodeSelection,
     Requirement,
@@ -16,7 +17,6 @@ from agent.cluster.node_selection import (
     fit_error,
     parse,
 )
-from agent.cluster.port import ClusterError
 from tests.unit.cluster import builders
 from tests.unit.cluster.conftest import MakeCluster
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.cluster.port import ClusterError, ClusterPort, ReadOnlyViolation
-from agent.cluster.simulated import (
+from agent.cluster.simulated.cluster import (
     InvalidManifest,
     SeedFileError,
     SimulatedCluster,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cluster.simulated import NodeGroup, SimulatedCluster
-from agent.cluster.simulated_node import SimulatedKubelet, SimulatedNvml
+from agent.cluster.simulated.cluster import NodeGroup, SimulatedCluster
+from agent.cluster.simulated.node import SimulatedKubelet, SimulatedNvml
 from tests.unit.cluster import builders
 from tests.unit.cluster.conftest import MakeCluster
 from tests.unit.cluster.helpers import FakeClock, drive, pods_of

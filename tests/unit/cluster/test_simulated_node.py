@@ -5,8 +5,8 @@ from __future__ import annotations
 import uuid
 
 from agent.cluster.port import GPU_RESOURCE
-from agent.cluster.simulated import SimulatedCluster
-from agent.cluster.simulated_node import SimulatedKubelet, SimulatedNvml
+from agent.cluster.simulated.cluster import SimulatedCluster
+from agent.cluster.simulated.node import SimulatedKubelet, SimulatedNvml
 from agent.devices.model import DeviceInventory
 from agent.kubelet.model import PodResourcesSource
 from tests.unit.cluster import builders

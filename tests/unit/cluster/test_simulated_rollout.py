@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.cluster import port
-from agent.cluster.simulated import SimulatedCluster
-from agent.cluster.simulated_rollout import (
+from agent.cluster.simulated.cluster import SimulatedCluster
+from agent.cluster.simulated.rollout import (
     Holder,
     RoomPlan,
     fits_all,
@@ -411,7 +411,7 @@ def assert_at_most(cluster: SimulatedCluster, gpus: int) -> None:
 
 
 def test_an_unreadable_surge_limit_counts_as_zero() -> None:
-    from agent.cluster.simulated_rollout import MAX_SURGE_ANNOTATION, max_surge
+    from agent.cluster.simulated.rollout import MAX_SURGE_ANNOTATION, max_surge
 
     assert max_surge({}, "VllmWorker") is None
     assert max_surge({MAX_SURGE_ANNOTATION: "{}"}, "VllmWorker") is None

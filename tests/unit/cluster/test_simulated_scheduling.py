@@ -7,7 +7,7 @@ import re
 import pytest
 
 from agent.cluster import port
-from agent.cluster.simulated import SimulatedCluster
+from agent.cluster.simulated.cluster import SimulatedCluster
 from tests.unit.cluster import builders
 from tests.unit.cluster.conftest import MakeCluster
 from tests.unit.cluster.helpers import FakeClock, gpus_in_use, pods_of

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cluster.simulated_spec import GIB, NodeGroup, SimSpec
+from agent.cluster.simulated.spec import GIB, NodeGroup, SimSpec
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.cluster.simulated_spec import CATALOG
+from agent.cluster.simulated.spec import CATALOG
 from agent.devices import classes
 
 MIB = 1024**2

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.cluster.kube import KubernetesCluster, WatchTuning
-from agent.cluster.kube_config import load_api_client
+from agent.cluster.kube.cluster import KubernetesCluster, WatchTuning
+from agent.cluster.kube.config import load_api_client
 from tests.fake_kube import KubeEmulator
 
 FAST = WatchTuning(

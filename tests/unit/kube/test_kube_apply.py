@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from agent.cluster.kube import APPLY_PATCH, FIELD_MANAGER
-from agent.cluster.kube_errors import ApplyConflict
+from agent.cluster.kube.cluster import APPLY_PATCH, FIELD_MANAGER
+from agent.cluster.kube.errors import ApplyConflict
 from agent.cluster.port import ClusterError
 from tests.fake_kube import DGDS, KubeEmulator
 from tests.unit.cluster.builders import aggregated, scaled

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.cluster.kube import KubernetesCluster
-from agent.cluster.kube_config import load_api_client
-from agent.cluster.kube_errors import KubeConfigError
+from agent.cluster.kube.cluster import KubernetesCluster
+from agent.cluster.kube.config import load_api_client
+from agent.cluster.kube.errors import KubeConfigError
 from tests.fake_kube import NODES
 from tests.fake_kube.tls import make_certificates
 from tests.unit.kube import builders

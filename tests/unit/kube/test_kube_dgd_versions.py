@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from agent import discover
-from agent.cluster import dgd_versions, kube_mapping
+from agent.cluster import dgd_versions
+from agent.cluster.kube import mapping
 from agent.cluster.port import ClusterError
 from agent.main import main as agent_main
 from agent.reconcile import rendered
@@ -284,8 +285,8 @@ def test_discovery_describes_a_v1beta1_dgd_as_it_describes_the_same_v1alpha1_one
     """Adoption reads a v1beta1 DGD's components and args as a v1alpha1 DGD's services."""
     internal = disaggregated_render()
     beta = dgd_versions.to_served(internal, "v1beta1")
-    as_alpha = kube_mapping.dgd(internal)
-    as_beta = kube_mapping.dgd(beta)
+    as_alpha = mapping.dgd(internal)
+    as_beta = mapping.dgd(beta)
     described, expected = discover.describe(as_beta, [], {}), discover.describe(as_alpha, [], {})
     # The same, but for the order of services: v1beta1 keeps components sorted by name.
     by_name = sorted(expected.services, key=lambda s: s.name)

@@ -1,4 +1,4 @@
-"""kube_errors.wrap: which client failures are worth retrying, and what they say."""
+"""errors.wrap: which client failures are worth retrying, and what they say."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import urllib3.exceptions
 from kubernetes.client.exceptions import ApiException
 
-from agent.cluster import kube_errors
-from agent.cluster.kube_errors import ApplyConflict
+from agent.cluster.kube import errors
+from agent.cluster.kube.errors import ApplyConflict
 from agent.cluster.port import ClusterError
 
 
@@ -38,21 +38,21 @@ def api_error(code: int, message: str = "boom", **status: object) -> ApiExceptio
 def test_server_side_trouble_is_retryable_and_rejections_are_not(
     code: int, retryable: bool
 ) -> None:
-    error = kube_errors.wrap(api_error(code, "the server's words"), operation="apply x/y")
+    error = errors.wrap(api_error(code, "the server's words"), operation="apply x/y")
     assert type(error) is ClusterError
     assert error.retryable is retryable
     assert str(error) == f"apply x/y: HTTP {code}: the server's words"
 
 
 def test_a_body_that_is_not_a_status_falls_back_to_the_reason() -> None:
-    error = kube_errors.wrap(
+    error = errors.wrap(
         ApiException(status=502, reason="Bad Gateway", body="<html>"), operation="list pods"
     )
     assert str(error) == "list pods: HTTP 502: Bad Gateway"
 
 
 def test_an_apply_conflict_names_managers_and_fields() -> None:
-    error = kube_errors.wrap(
+    error = errors.wrap(
         api_error(
             409,
             'Apply failed with 2 conflicts: conflicts with "helm" using nvidia.com/v1alpha1',
@@ -80,7 +80,7 @@ def test_an_apply_conflict_names_managers_and_fields() -> None:
 
 
 def test_a_conflict_message_without_causes_still_names_the_manager() -> None:
-    error = kube_errors.wrap(
+    error = errors.wrap(
         api_error(409, 'Apply failed with 1 conflict: conflict with "argocd": .spec.x'),
         operation="apply",
     )
@@ -88,7 +88,7 @@ def test_a_conflict_message_without_causes_still_names_the_manager() -> None:
 
 
 def test_an_optimistic_concurrency_conflict_is_retryable() -> None:
-    error = kube_errors.wrap(
+    error = errors.wrap(
         api_error(409, "the object has been modified; please apply your changes"),
         operation="update",
     )
@@ -105,8 +105,8 @@ def test_an_optimistic_concurrency_conflict_is_retryable() -> None:
     ],
 )
 def test_network_failures_are_retryable(cause: BaseException) -> None:
-    assert kube_errors.wrap(cause, operation="watch pods").retryable is True
+    assert errors.wrap(cause, operation="watch pods").retryable is True
 
 
 def test_arguments_the_client_rejects_are_not_retryable() -> None:
-    assert kube_errors.wrap(ValueError("bad name"), operation="apply").retryable is False
+    assert errors.wrap(ValueError("bad name"), operation="apply").retryable is False

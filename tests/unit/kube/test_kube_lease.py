@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from agent.cluster.kube_lease import LeaseElector, LeaseTiming
+from agent.cluster.kube.lease import LeaseElector, LeaseTiming
 from tests.fake_kube import KubeEmulator
 
 T0 = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)

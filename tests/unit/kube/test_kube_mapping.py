@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent.cluster import kube_mapping
+from agent.cluster.kube import mapping
 from agent.cluster.port import DYNAMO_GRAPH, Dgd, Node, Pod
 from tests.fake_kube import DGDS, NODES, PODS, KubeEmulator
 from tests.unit.cluster.builders import aggregated
@@ -18,7 +18,7 @@ ENGINE = ("python3", "-m", "dynamo.vllm", "--model", "Qwen/Qwen3-0.6B")
 
 
 def test_a_ready_worker_pod_maps_to_a_ready_replica_with_its_gpus_and_argv() -> None:
-    pod = kube_mapping.pod(builders.pod(containers=[builders.container(gpus=2)]))
+    pod = mapping.pod(builders.pod(containers=[builders.container(gpus=2)]))
     assert pod == Pod(
         name="llama-worker-0",
         namespace="default",
@@ -63,7 +63,7 @@ def test_a_ready_worker_pod_maps_to_a_ready_replica_with_its_gpus_and_argv() -> 
 def test_the_main_container_gives_gpus_and_argv(
     containers: list[dict[str, Any]], gpus: int, argv: tuple[str, ...]
 ) -> None:
-    pod = kube_mapping.pod(builders.pod(containers=containers))
+    pod = mapping.pod(builders.pod(containers=containers))
     assert (pod.gpu_request, pod.argv) == (gpus, argv)
 
 
@@ -125,16 +125,16 @@ def test_the_main_container_gives_gpus_and_argv(
     ],
 )
 def test_why_a_pod_is_not_ready(obj: dict[str, Any], reason: str) -> None:
-    assert kube_mapping.pod(obj).reason == reason
+    assert mapping.pod(obj).reason == reason
 
 
 def test_an_unscheduled_pod_has_no_node_and_is_pending() -> None:
-    pod = kube_mapping.pod(builders.unschedulable())
+    pod = mapping.pod(builders.unschedulable())
     assert (pod.node_name, pod.phase, pod.ready) == ("", "Pending", False)
 
 
 def test_a_pod_with_missing_fields_still_maps() -> None:
-    pod = kube_mapping.pod({"metadata": {"name": "bare", "namespace": "x"}})
+    pod = mapping.pod({"metadata": {"name": "bare", "namespace": "x"}})
     assert pod == Pod(
         name="bare",
         namespace="x",
@@ -148,7 +148,7 @@ def test_a_pod_with_missing_fields_still_maps() -> None:
 
 @pytest.mark.parametrize(("gpus", "allocatable"), [(8, 8), (None, 0), (0, 0)])
 def test_nodes_report_allocatable_gpus(gpus: int | None, allocatable: int) -> None:
-    node = kube_mapping.node(builders.node("n1", gpus=gpus, labels={"zone": "a"}))
+    node = mapping.node(builders.node("n1", gpus=gpus, labels={"zone": "a"}))
     assert node == Node(name="n1", labels={"zone": "a"}, allocatable_gpus=allocatable)
 
 
@@ -156,7 +156,7 @@ def test_a_dgd_keeps_spec_status_labels_annotations_and_generation() -> None:
     manifest = aggregated(labels=builders.ours())
     manifest["metadata"].update(annotations={"wingsmith.dev/spec-hash": "abc"}, generation=3)
     manifest["status"] = {"state": "successful"}
-    assert kube_mapping.dgd(manifest) == Dgd(
+    assert mapping.dgd(manifest) == Dgd(
         namespace="default",
         name="llama",
         labels=builders.ours(),
@@ -177,6 +177,6 @@ def test_objects_read_over_the_wire_map_the_same(
 
     [dgd], [pod], [node] = cluster.list_dgds(), cluster.list_pods(), cluster.list_nodes()
     assert (dgd.name, dgd.generation, dgd.spec) == ("llama", 1, aggregated()["spec"])
-    assert pod == kube_mapping.pod(builders.unschedulable())
+    assert pod == mapping.pod(builders.unschedulable())
     assert pod.reason.startswith("Unschedulable: ")
     assert node.allocatable_gpus == 8

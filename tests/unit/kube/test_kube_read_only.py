@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes.client import CoreV1Api, CustomObjectsApi
 
-from agent.cluster.kube_readonly import ReadOnlyApiClient
+from agent.cluster.kube.readonly import ReadOnlyApiClient
 from agent.cluster.port import ReadOnlyViolation
 from tests.fake_kube import DGDS, PODS, KubeEmulator
 from tests.unit.cluster.builders import aggregated

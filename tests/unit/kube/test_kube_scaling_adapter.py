@@ -18,7 +18,7 @@ from kubernetes.client import CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 from agent.cluster import dgd_versions
-from agent.cluster.kube import KubernetesCluster
+from agent.cluster.kube.cluster import KubernetesCluster
 from agent.observe import replicas_owner
 from agent.reconcile import plan, rendered
 from tests.fake_kube import KubeEmulator

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from agent.cluster.node_selection import parse
 from agent.cluster.port import Node
+from agent.cluster.simulated.node_selection import parse
 from agent.devices.node_labels import gfd_labels, node_class, product_label
 from agent.render import dgd
 from agent.render.errors import InvalidField

@@ -1,21 +1,21 @@
 """The Kubernetes adapter: `ClusterPort` over the official client, for a real GPU cluster.
 
-The agent's wiring builds one ApiClient (agent/cluster/kube_config.py), hands it to
+The agent's wiring builds one ApiClient (agent/cluster/kube/config.py), hands it to
 `KubernetesCluster`, calls `start()` and `wait_synced()`, then the reconciler and observer
-use it exactly as they use the simulated cluster (agent/cluster/simulated.py). In a DaemonSet
+use it exactly as they use the simulated cluster (agent/cluster/simulated/). In a DaemonSet
 only the leader needs the caches: the wiring (agent/kubernetes.py) starts the watches when its
 pod comes to lead and stops them when it no longer does; `start()` after `stop()` lists
 everything afresh.
 
-Reads come from memory: list-then-watch loops (agent/cluster/kube_watch.py) keep a cache of
+Reads come from memory: list-then-watch loops (agent/cluster/kube/watch.py) keep a cache of
 DGDs (all namespaces, or the configured ones: the agent also needs the DGDs it did not
 create, for adoption), of the pods Dynamo made (label `nvidia.com/dynamo-graph-deployment-
 name` exists) and of nodes; `revision()` moves when any of them changes. Writes are
 server-side apply of DGDs with our field manager and force=False, and deletes. Read-only mode
 refuses both before a request is built, and wraps the client so that nothing but GET can be
-sent (agent/cluster/kube_readonly.py).
+sent (agent/cluster/kube/readonly.py).
 
-The only modules in the project that import `kubernetes` are agent/cluster/kube*.py; what
+The only modules in the project that import `kubernetes` are agent/cluster/kube/; what
 the adapter reads and writes, and the RBAC it needs, are in docs/kubernetes.md.
 """
 
@@ -32,11 +32,13 @@ from typing import Any, TypeVar
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
-from agent.cluster import dgd_versions, kube_errors, kube_mapping
-from agent.cluster.kube_cache import KindCache, Revision
-from agent.cluster.kube_mapping import Key
-from agent.cluster.kube_readonly import ReadOnlyApiClient
-from agent.cluster.kube_watch import Backoff, Reflector, WatchStats, WatchTuning
+from agent.backoff import Backoff
+from agent.cluster import dgd_versions
+from agent.cluster.kube import errors, mapping
+from agent.cluster.kube.cache import KindCache, Revision
+from agent.cluster.kube.mapping import Key
+from agent.cluster.kube.readonly import ReadOnlyApiClient
+from agent.cluster.kube.watch import Reflector, WatchStats, WatchTuning
 from agent.cluster.port import (
     DGD_GROUP,
     DGD_KIND,
@@ -342,9 +344,9 @@ class KubernetesCluster:
             except ApiException as e:
                 if e.status == 404:
                     continue  # the group version is not served at all
-                raise kube_errors.wrap(e, operation=f"discover {DGD_GROUP}/{version}") from e
-            except kube_errors.CLIENT_ERRORS as e:
-                raise kube_errors.wrap(e, operation=f"discover {DGD_GROUP}/{version}") from e
+                raise errors.wrap(e, operation=f"discover {DGD_GROUP}/{version}") from e
+            except errors.CLIENT_ERRORS as e:
+                raise errors.wrap(e, operation=f"discover {DGD_GROUP}/{version}") from e
             names = {getattr(r, "name", "") for r in getattr(resources, "resources", None) or []}
             if DGD_PLURAL in names:
                 served.append(version)
@@ -380,8 +382,8 @@ class KubernetesCluster:
     def _discovery_loop(self) -> None:
         stopping = self._stopping
         backoff = Backoff(
-            initial=self._tuning.backoff_initial_s,
-            maximum=self._tuning.backoff_max_s,
+            base_s=self._tuning.backoff_initial_s,
+            cap_s=self._tuning.backoff_max_s,
             rng=random.Random(self._rng.random()),
         )
         failed = not self._discovered
@@ -415,12 +417,12 @@ class KubernetesCluster:
                 return call(version)
             except ApiException as e:
                 if e.status != 404:
-                    raise kube_errors.wrap(e, operation=operation) from e
+                    raise errors.wrap(e, operation=operation) from e
                 if attempt == 0 and self._discover_or_raise(operation) != version:
                     continue
-                raise _NotFound(kube_errors.wrap(e, operation=operation)) from e
-            except kube_errors.CLIENT_ERRORS as e:
-                raise kube_errors.wrap(e, operation=operation) from e
+                raise _NotFound(errors.wrap(e, operation=operation)) from e
+            except errors.CLIENT_ERRORS as e:
+                raise errors.wrap(e, operation=operation) from e
         raise AssertionError("unreachable")
 
     def _discover_or_raise(self, operation: str) -> str:
@@ -491,7 +493,7 @@ class KubernetesCluster:
                     "pods",
                     namespace=namespace,
                     list_call=self._pod_lister(namespace),
-                    mapper=kube_mapping.pod,
+                    mapper=mapping.pod,
                     cache=self._pods,
                 )
             )
@@ -500,7 +502,7 @@ class KubernetesCluster:
                 "nodes",
                 namespace=None,
                 list_call=self._core.list_node,
-                mapper=kube_mapping.node,
+                mapper=mapping.node,
                 cache=self._nodes,
             )
         )
@@ -517,7 +519,7 @@ class KubernetesCluster:
         stopping: threading.Event | None = None,
     ) -> Reflector[T]:
         def map_item(obj: Mapping[str, Any]) -> tuple[Key, T]:
-            return kube_mapping.key(obj), mapper(obj)
+            return mapping.key(obj), mapper(obj)
 
         return Reflector(
             name=kind if namespace is None else f"{kind}/{namespace}",
@@ -539,7 +541,7 @@ class KubernetesCluster:
                     f"dgds.{version}",
                     namespace=namespace,
                     list_call=self._dgd_lister(namespace, version, DGD_PLURAL),
-                    mapper=kube_mapping.dgd,
+                    mapper=mapping.dgd,
                     cache=self._dgds,
                     stopping=self._dgd_stopping,
                 )
@@ -551,7 +553,7 @@ class KubernetesCluster:
                         namespace=namespace,
                         list_call=self._dgd_lister(namespace, version, DGDSA_PLURAL),
                         mapper=functools.partial(
-                            kube_mapping.scaling_adapter, own_manager=FIELD_MANAGER
+                            mapping.scaling_adapter, own_manager=FIELD_MANAGER
                         ),
                         cache=self._adapters,
                         stopping=self._dgd_stopping,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import builtins
 
 from agent.cluster.port import GPU_RESOURCE
-from agent.cluster.simulated import DRIVER_VERSION, SimulatedCluster
+from agent.cluster.simulated.cluster import DRIVER_VERSION, SimulatedCluster
 from agent.devices.model import Inventory
 from agent.kubelet.model import Allocatable, PodDevices
 

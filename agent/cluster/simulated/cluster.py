@@ -3,7 +3,7 @@
 A product feature, not a test double: `hangar --simulate "nodes=2,gpus=8,class=H100-80GB"` runs
 the agent against one on a laptop, and the fleet benchmark runs thousands in one process. The
 agent's reconciler and observer use it exactly as they use the Kubernetes adapter; the node
-adapters (agent/cluster/simulated_node.py) stand in for NVML and the kubelet.
+adapters (agent/cluster/simulated/node.py) stand in for NVML and the kubelet.
 
 Time: `clock` is a zero-argument monotonic clock in seconds. Nothing moves by itself: apply,
 delete and fault injection take effect at once (the operator reacts instantly); readiness,
@@ -35,11 +35,11 @@ from agent.cluster.port import (
     ReadOnlyViolation,
     ScalingAdapter,
 )
-from agent.cluster.simulated_dynamo import DynamoController
-from agent.cluster.simulated_hardware import DRIVER_VERSION, Hardware
-from agent.cluster.simulated_manifest import Graph, InvalidManifest, parse_manifest
-from agent.cluster.simulated_seed import SeedFileError, load_seed_file
-from agent.cluster.simulated_spec import NodeGroup, SimSpec
+from agent.cluster.simulated.dynamo import DynamoController
+from agent.cluster.simulated.hardware import DRIVER_VERSION, Hardware
+from agent.cluster.simulated.manifest import Graph, InvalidManifest, parse_manifest
+from agent.cluster.simulated.seed import SeedFileError, load_seed_file
+from agent.cluster.simulated.spec import NodeGroup, SimSpec
 from agent.devices.model import Gpu
 from agent.kubelet.model import PodDevices
 
@@ -193,7 +193,7 @@ class SimulatedCluster:
             self._ctl.capacity_changed(now=self._clock())
             return node.name
 
-    # -- what a node's NVML and kubelet see (agent/cluster/simulated_node.py) ---------------
+    # -- what a node's NVML and kubelet see (agent/cluster/simulated/node.py) ---------------
 
     def node_gpus(self, node_name: str) -> tuple[Gpu, ...]:
         """KeyError if the node is not (or no longer) in the cluster."""

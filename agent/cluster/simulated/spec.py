@@ -1,7 +1,7 @@
 """The shape of a simulated cluster, parsed from the CLI string "nodes=2,gpus=8,class=H100-80GB".
 
 Callers: the CLI (`--simulate SPEC`), the fleet benchmark and tests build a `SimSpec` and hand it
-to `SimulatedCluster` (agent/cluster/simulated.py). Pure: parsing only, no cluster state.
+to `SimulatedCluster` (agent/cluster/simulated/cluster.py). Pure: parsing only, no cluster state.
 
 Grammar: groups separated by ";", each a comma-separated list of key=value:
 - `nodes`       nodes in this group (1..1000, default 1)

@@ -7,9 +7,9 @@
     └── KubeConfigError                      no usable in-cluster config nor kubeconfig
 
 `wrap()` is the one place that turns an ApiException or a urllib3/socket error into a
-ClusterError; callers do `raise kube_errors.wrap(e, operation=...) from e`. Retryable: 5xx,
+ClusterError; callers do `raise errors.wrap(e, operation=...) from e`. Retryable: 5xx,
 429, 408, timeouts and connection failures. Not retryable: other 4xx (validation, RBAC, not
-found), reported with the server's own message. Called by agent/cluster/kube*.py only; must
+found), reported with the server's own message. Called within agent/cluster/kube/ only; must
 not import anything of the agent above agent/cluster.
 """
 

@@ -1,8 +1,8 @@
 """Which nodes a pod may run on: `nodeSelector` and required node affinity, as kube-scheduler
 reads them, and the message it gives when no node fits. Pure.
 
-Caller: the simulated cluster (agent/cluster/simulated_manifest.py parses a service's pod spec
-with `parse`; agent/cluster/simulated_dynamo.py schedules with `NodeSelection.matches` and
+Caller: the simulated cluster (agent/cluster/simulated/manifest.py parses a service's pod spec
+with `parse`; agent/cluster/simulated/dynamo.py schedules with `NodeSelection.matches` and
 explains with `fit_error`). It is the ground truth of every test and of the demo, so it
 follows Kubernetes' rules (k8s.io/component-helpers/scheduling/corev1/nodeaffinity, and the
 API server's validation of NodeSelectorRequirement):

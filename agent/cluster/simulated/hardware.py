@@ -1,6 +1,6 @@
 """The machines of a simulated cluster: nodes, their GPUs, and which pod holds which GPU.
 
-Used only by the simulated Dynamo controller (agent/cluster/simulated_dynamo.py), which decides
+Used only by the simulated Dynamo controller (agent/cluster/simulated/dynamo.py), which decides
 what to schedule, and by `SimulatedCluster` for views and fault injection. This module decides
 nothing about pods: it answers "where do N free healthy devices fit" (first fit, in node order,
 lowest device index first) and books devices to a holder key. Identities are deterministic:
@@ -16,9 +16,9 @@ import uuid
 from collections.abc import Iterable, Iterator
 from types import MappingProxyType
 
-from agent.cluster.node_selection import ANYWHERE, NOT_MATCHED, NodeSelection, fit_error
 from agent.cluster.port import GPU_RESOURCE, Node
-from agent.cluster.simulated_spec import NodeGroup, SimSpec
+from agent.cluster.simulated.node_selection import ANYWHERE, NOT_MATCHED, NodeSelection, fit_error
+from agent.cluster.simulated.spec import NodeGroup, SimSpec
 from agent.devices.model import Gpu
 from agent.devices.node_labels import gfd_labels
 

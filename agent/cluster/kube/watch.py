@@ -19,7 +19,7 @@ sees at most one request per backoff delay, never a spinning core.
 
 `stop` is prompt: the stop event ends every backoff wait at once, and `interrupt()` shuts the
 socket of the watch in flight; the watch's client read timeout (server timeout + grace)
-bounds what is left. Called by agent/cluster/kube.py; the list functions it is handed are the
+bounds what is left. Called by kube/cluster.py; the list functions it is handed are the
 kubernetes client's, but this module imports nothing from the client.
 """
 
@@ -35,9 +35,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from agent.cluster import kube_errors
-from agent.cluster.kube_cache import KindCache
-from agent.cluster.kube_mapping import Key
+from agent.backoff import Backoff
+from agent.cluster.kube import errors
+from agent.cluster.kube.cache import KindCache
+from agent.cluster.kube.mapping import Key
 from agent.cluster.port import ClusterError
 
 log = logging.getLogger(__name__)
@@ -61,23 +62,6 @@ class WatchTuning:
     backoff_max_s: float = 30.0
     # A list+watch cycle shorter than this waits a backoff delay even if nothing failed.
     min_cycle_s: float = 1.0
-
-
-class Backoff:
-    """Exponential delays with jitter: the n-th in a row is uniform in [d/2, d], where
-    d = min(maximum, initial * 2**n). The jitter keeps many agents from retrying in step."""
-
-    def __init__(self, *, initial: float, maximum: float, rng: random.Random) -> None:
-        self._initial, self._maximum, self._rng = initial, maximum, rng
-        self._attempt = 0
-
-    def next_delay(self) -> float:
-        ceiling = min(self._maximum, self._initial * 2 ** min(self._attempt, 30))
-        self._attempt += 1
-        return self._rng.uniform(ceiling / 2, ceiling)
-
-    def reset(self) -> None:
-        self._attempt = 0
 
 
 class Gone(Exception):
@@ -124,7 +108,7 @@ class Reflector(Generic[T]):
         self._namespace, self._tuning, self._stopping = namespace, tuning, stopping
         self._clock = clock
         self._backoff = Backoff(
-            initial=tuning.backoff_initial_s, maximum=tuning.backoff_max_s, rng=rng
+            base_s=tuning.backoff_initial_s, cap_s=tuning.backoff_max_s, rng=rng
         )
         self._response_lock = threading.Lock()
         self._response: Any = None
@@ -267,10 +251,10 @@ class Reflector(Generic[T]):
         """The raw response (headers read, body not), registered for `interrupt()`."""
         try:
             response = self._list_call(_preload_content=False, **query)
-        except kube_errors.CLIENT_ERRORS as e:
+        except errors.CLIENT_ERRORS as e:
             if getattr(e, "status", None) == 410:
                 raise Gone() from e
-            raise kube_errors.wrap(e, operation=f"{what} {self.name}") from e
+            raise errors.wrap(e, operation=f"{what} {self.name}") from e
         with self._response_lock:
             self._response = response
         # stop() sets `stopping` before interrupt() looks for a response: if it looked before
@@ -291,8 +275,8 @@ class Reflector(Generic[T]):
         operation = f"list {self.name}"
         try:
             data = response.data
-        except kube_errors.CLIENT_ERRORS as e:
-            raise kube_errors.wrap(e, operation=operation) from e
+        except errors.CLIENT_ERRORS as e:
+            raise errors.wrap(e, operation=operation) from e
         finally:
             self._release(response, close=False)
         try:
@@ -326,7 +310,7 @@ def _lines(response: Any, *, operation: str) -> Iterator[str]:
             for line in complete:
                 if line.strip():
                     yield line.decode("utf-8", errors="replace")
-    except kube_errors.CLIENT_ERRORS as e:
-        raise kube_errors.wrap(e, operation=operation) from e
+    except errors.CLIENT_ERRORS as e:
+        raise errors.wrap(e, operation=operation) from e
     if buffer.strip():
         yield buffer.decode("utf-8", errors="replace")

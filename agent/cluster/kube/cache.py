@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
-from agent.cluster.kube_mapping import Key
+from agent.cluster.kube.mapping import Key
 
 log = logging.getLogger(__name__)
 

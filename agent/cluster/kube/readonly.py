@@ -9,7 +9,7 @@ leaves the process. Both raise the port's ReadOnlyViolation.
 It is a view of a shared ApiClient: same configuration (auth, token refresh, CA), same
 connection pool, but the shared client itself stays writable, for a managed agent's Lease
 elector (a read-only agent runs none: agent/kubernetes.py). Closing the view does not close
-the shared pool. Used by agent/cluster/kube.py.
+the shared pool. Used by agent/cluster/kube/cluster.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The records of a simulated cluster's workloads: pods, services and graphs.
 
-Mutable on purpose and private to the simulated operator (agent/cluster/simulated_dynamo.py),
+Mutable on purpose and private to the simulated operator (agent/cluster/simulated/dynamo.py),
 which is the only writer; everything else sees them through `view()`, which gives the frozen
 `Pod` and `Dgd` values of agent/cluster/port.py. A pod's view is cached until it changes
 (pods are listed far more often than they change); a graph's view is a fresh copy each time
@@ -13,8 +13,8 @@ import copy
 from typing import Any
 
 from agent.cluster.port import Dgd, Pod
-from agent.cluster.simulated_manifest import Graph, Template
-from agent.cluster.simulated_rollout import removal_rank
+from agent.cluster.simulated.manifest import Graph, Template
+from agent.cluster.simulated.rollout import removal_rank
 
 PHASE_PENDING = "Pending"
 PHASE_RUNNING = "Running"

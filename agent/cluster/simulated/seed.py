@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from agent.cluster.simulated_manifest import InvalidManifest, parse_manifest
+from agent.cluster.simulated.manifest import InvalidManifest, parse_manifest
 
 
 class SeedFileError(ValueError):

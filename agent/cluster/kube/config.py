@@ -2,7 +2,7 @@
 
 `load_api_client()` is called once by the agent's wiring; the client it returns is shared by
 the watch caches of `KubernetesCluster` and, later, by the Lease elector, so keep it free of
-anything cluster-adapter specific (read-only mode wraps it, agent/cluster/kube_readonly.py,
+anything cluster-adapter specific (read-only mode wraps it, agent/cluster/kube/readonly.py,
 and leaves the shared client as it is).
 
 Order: with an explicit kubeconfig (or context), that file; otherwise the pod's service
@@ -10,7 +10,7 @@ account (KUBERNETES_SERVICE_HOST/PORT, token and CA under /var/run/secrets), fal
 the default kubeconfig ($KUBECONFIG, else ~/.kube/config) for a developer's laptop. The service
 account token is re-read as the kubelet rotates it (the client's refresh hook). The token
 and CA paths and the environment are parameters so tests can point them at files of their
-own. Only agent/cluster/kube*.py import this.
+own. Only agent/cluster/kube/ imports this.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kubernetes.client import ApiClient, Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
-from agent.cluster.kube_errors import KubeConfigError
+from agent.cluster.kube.errors import KubeConfigError
 
 SERVICE_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 SERVICE_CA_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"

@@ -1,6 +1,6 @@
 """Kubernetes objects (JSON dicts as the API server sends them) -> the port's values. Pure.
 
-Called by the watch caches (agent/cluster/kube_watch.py) for every listed or watched object;
+Called by the watch caches (agent/cluster/kube/watch.py) for every listed or watched object;
 the results are what `KubernetesCluster.list_*` return. Works on raw dicts, not the client's
 models: lists and watch streams are read with `_preload_content=False`, which skips the
 client's model deserialization (slow, and lossy for custom resources). Every field is read

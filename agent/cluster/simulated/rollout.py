@@ -1,6 +1,6 @@
 """The rollout arithmetic of the simulated Dynamo operator. Pure.
 
-Called by agent/cluster/simulated_dynamo.py, which owns the pods and applies what these
+Called by agent/cluster/simulated/dynamo.py, which owns the pods and applies what these
 functions decide. Nothing here touches cluster state.
 
 Rules, per service with D desired replicas (docs/simulated-cluster.md):

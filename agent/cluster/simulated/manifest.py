@@ -1,7 +1,7 @@
 """What the simulated Dynamo operator reads from a DGD manifest: validation and pod templates.
 
 Called by `SimulatedCluster.apply_dgd`/`seed` and by the seed-file loader
-(agent/cluster/simulated_seed.py). Pure: it turns a manifest dict into a frozen `Graph`, or
+(agent/cluster/simulated/seed.py). Pure: it turns a manifest dict into a frozen `Graph`, or
 raises `InvalidManifest` naming the field. It checks only what the simulator needs to act
 (apiVersion, kind, metadata.name/namespace, spec.services and the fields pods are made from);
 Dynamo's own admission webhook checks far more, and we do not pretend to.
@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from agent.cluster import node_selection
-from agent.cluster.node_selection import ANYWHERE, NodeSelection
 from agent.cluster.port import (
     DGD_GROUP,
     DGD_KIND,
@@ -36,6 +34,8 @@ from agent.cluster.port import (
     DYNAMO_SUB_COMPONENT_TYPE,
     DYNAMO_WORKER_HASH,
 )
+from agent.cluster.simulated import node_selection
+from agent.cluster.simulated.node_selection import ANYWHERE, NodeSelection
 
 API_VERSION = f"{DGD_GROUP}/{DGD_VERSION}"
 MAX_SERVICES = 25

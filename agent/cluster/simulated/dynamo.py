@@ -1,8 +1,8 @@
 """The simulated Dynamo operator and kube-scheduler of one simulated cluster.
 
-`SimulatedCluster` (agent/cluster/simulated.py) owns one `DynamoController` and calls it under
+`SimulatedCluster` (simulated/cluster.py) owns one `DynamoController` and calls it under
 its lock with the clock's `now`; nothing else may touch it. It turns applied graphs into pods,
-books devices through `Hardware` (agent/cluster/simulated_hardware.py), makes pods ready
+books devices through `Hardware` (agent/cluster/simulated/hardware.py), makes pods ready
 `ready_after` seconds after they are scheduled, rolls out new templates and keeps each graph's
 status. It knows nothing of Kubernetes clients, NVML or Wingsmith's own labels.
 
@@ -15,10 +15,10 @@ Every operation ends in `_settle`, which runs three steps until none makes progr
   1. reconcile the graphs marked stale: scale each service's current generation to its
      replicas and retire old-generation pods that new ready pods replace;
   2. schedule pending pods, oldest first, first fit among the nodes the pod's nodeSelector and
-     required node affinity admit (agent/cluster/node_selection.py); a pod that does not fit
+     required node affinity admit (simulated/node_selection.py); a pod that does not fit
      does not block a later one that does, and waits with kube-scheduler's message;
   3. for graphs in a rollout, make room: retire old pods within maxUnavailable so that new
-     pods that fit nowhere get their devices (agent/cluster/simulated_rollout.py).
+     pods that fit nowhere get their devices (agent/cluster/simulated/rollout.py).
 Then the status of every graph touched is recomputed.
 """
 
@@ -30,9 +30,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from agent.cluster.port import Dgd, Pod
-from agent.cluster.simulated_hardware import Hardware, SimNode
-from agent.cluster.simulated_manifest import Graph, Template
-from agent.cluster.simulated_objects import (
+from agent.cluster.simulated.hardware import Hardware, SimNode
+from agent.cluster.simulated.manifest import Graph, Template
+from agent.cluster.simulated.objects import (
     PHASE_FAILED,
     PHASE_RUNNING,
     REASON_STARTING,
@@ -40,14 +40,14 @@ from agent.cluster.simulated_objects import (
     Service,
     SimPod,
 )
-from agent.cluster.simulated_rollout import (
+from agent.cluster.simulated.rollout import (
     Holder,
     fits_all,
     max_surge,
     max_unavailable,
     plan_room,
 )
-from agent.cluster.simulated_status import ServiceCounts, graph_status
+from agent.cluster.simulated.status import ServiceCounts, graph_status
 
 
 class DynamoController:

@@ -1,6 +1,6 @@
 """The status a simulated DGD reports, shaped like Dynamo's (shared/reference/dynamo-dgd.md). Pure.
 
-agent/cluster/simulated_dynamo.py counts each service's pods into `ServiceCounts` and calls
+agent/cluster/simulated/dynamo.py counts each service's pods into `ServiceCounts` and calls
 `graph_status`; the result is what `list_dgds()` shows as `Dgd.status`.
 
 state, in order of precedence:

@@ -1,0 +1,75 @@
+"""Queries over a set of ids bind them a statement's worth at a time (`port.chunks`), so a set
+larger than either engine binds in one statement (SQLite 32,766 parameters, PostgreSQL
+65,535) is answered whole, in the order the query promises, on each backend."""
+
+from __future__ import annotations
+
+from hub.model import Placement, Workload
+from hub.store import clusters, deployments, failovers, observations, workloads
+from hub.store.port import IN_CHUNK, chunks, open_store
+from tests.records import CONFIG, every_field_deployment
+
+MANY = 70_000  # past both engines' limits on bound parameters
+
+
+def _ids(prefix: str, *real: str) -> list[str]:
+    return [*(f"{prefix}-{i}" for i in range(MANY)), *real]
+
+
+def test_chunks_are_sorted_without_repeats_and_none_too_long() -> None:
+    values = [f"id-{i % 1234}" for i in range(5000)]
+    got = list(chunks(values))
+    assert [v for chunk in got for v in chunk] == sorted(set(values))
+    assert all(0 < len(chunk) <= IN_CHUNK for chunk in got)
+    assert list(chunks([])) == []
+
+
+def test_more_ids_than_a_statement_binds_are_all_answered(store_url: str) -> None:
+    db = open_store(store_url)
+    saved = every_field_deployment(cluster_id="west", pending_since=2.0)
+    other = every_field_deployment(
+        deployment_id="dep_0000000000000002", cluster_id="east", pending_since=1.0
+    )
+    with db.write() as conn:
+        conn.execute(
+            "INSERT INTO projects (name, create_time, update_time) VALUES ('search', 1, 1)"
+        )
+        for cluster_id in ("east", "west"):
+            clusters.insert(conn, cluster_id=cluster_id, labels={}, token_hash=cluster_id, now=1.0)
+        workloads.insert(
+            conn,
+            Workload(
+                workload_id=saved.workload_id,
+                name="chat",
+                project="search",
+                replicas=5,
+                device_class="H100-80GB",
+                serving=CONFIG,
+                placement=Placement(clusters=("east", "west"), topology="nvlink"),
+                create_time=1.0,
+                update_time=1.0,
+            ),
+        )
+        deployments.save(conn, saved)
+        deployments.save(conn, other)
+    both = ["dep_0000000000000002", "dep_0000000000000001"]
+    with db.read() as conn:
+        cluster_ids = _ids("c", "west", "east")
+        assert [d.cluster_id for d in deployments.on_clusters(conn, cluster_ids)] == [
+            "east",
+            "west",
+        ]
+        assert [
+            d.cluster_id for d in deployments.of_workloads(conn, _ids("w", saved.workload_id))
+        ] == [
+            "east",
+            "west",
+        ]
+        assert [d.deployment_id for d in deployments.waiting(conn, cluster_ids=cluster_ids)] == both
+        assert deployments.workloads_on(conn, cluster_ids) == {saved.workload_id}
+        assert deployments.owners(conn, _ids("d", *both)) == {both[0]: "east", both[1]: "west"}
+        assert deployments.tombstoned(conn, "east", _ids("d", *both)) == set()
+        assert failovers.of_workloads(conn, _ids("w", saved.workload_id)) == {}
+        assert failovers.active_workloads_among(conn, _ids("w", saved.workload_id)) == []
+        assert observations.rejections(conn, _ids("d", *both)) == {}
+    db.close()
