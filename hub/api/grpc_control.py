@@ -60,6 +60,7 @@ def _stream(
         task: asyncio.Future[None] = asyncio.ensure_future(
             stream(method, request, metadata, handed.put)
         )
+        getter: asyncio.Future[Message] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(handed.get())
@@ -81,6 +82,8 @@ def _stream(
             log.exception("%s failed", method.full_name)
             await context.abort(grpc.StatusCode.INTERNAL, "internal error; see the hub's log")
         finally:
+            if getter is not None and not getter.done():
+                getter.cancel()
             if not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
