@@ -340,3 +340,38 @@ def test_a_client_that_stops_reading_is_cut_off_with_a_clear_status(tmp_path: Pa
         assert errors, "the stream ends with an error event"
         error = json.loads(errors[-1]["data"])["error"]
         assert error["status"] == "RESOURCE_EXHAUSTED" and "since_revision" in error["message"]
+
+
+def test_a_watcher_on_one_hub_sees_changes_committed_on_another_and_resumes_on_it(
+    tmp_path: Path,
+) -> None:
+    """Two hubs on one PostgreSQL database: the feed lives in the store, so a change made
+    through hub b reaches a watcher of hub a, and a revision from a resumes on b."""
+    url = stores.store_url(tmp_path, "postgres")
+    loop = LoopThread()
+    a = Hub(loop=loop, db_path=url, settings=WATCH).start()
+    b = Hub(loop=loop, db_path=url, settings=WATCH).start()
+    try:
+        b.register_cluster("east")
+        b.create_project("search", H100_80GB=16)
+        on_a = SseWatcher(a, "?kinds=workloads")
+        try:
+            ref = b.post("/v1/workloads", workload("llama", tp=1))["workload_id"]
+            wait_until(lambda: seen(on_a, "workload", "added", workload_id=ref), what="on a")
+            revision = max(e["revision"] for e in on_a.events)
+        finally:
+            on_a.close()
+        a.patch(f"/v1/workloads/{ref}", {"replicas": 3})
+        on_b = GrpcWatcher(b, kinds=["workloads"], since_revision=revision)
+        try:
+            wait_until(
+                lambda: seen(on_b, "workload", "modified", workload_id=ref, replicas=3),
+                what="the change made on a, resumed on b",
+            )
+            assert all(e["revision"] > revision for e in on_b.events)
+        finally:
+            on_b.close()
+    finally:
+        a.stop()
+        b.stop()
+        loop.close()
