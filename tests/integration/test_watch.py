@@ -380,3 +380,32 @@ def test_a_watcher_on_one_hub_sees_changes_committed_on_another_and_resumes_on_i
         a.stop()
         b.stop()
         loop.close()
+
+
+def test_a_grpc_client_that_stops_reading_is_cut_off_with_resource_exhausted(
+    tmp_path: Path,
+) -> None:
+    settings = dataclasses.replace(WATCH, watch_buffer=4, watch_heartbeat_s=30.0)
+    with running_hub(tmp_path, settings) as (_, hub):
+        hub.create_project("search", H100_80GB=1000)
+        hub.register_cluster("east")
+        with grpc.insecure_channel(hub.grpc_target) as channel:
+            stub = control_pb2_grpc.ControlServiceStub(channel)
+            metadata = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
+            stream = stub.Watch(control_pb2.WatchRequest(kinds=["workloads"]), metadata=metadata)
+            assert next(stream).type == control_pb2.WatchEvent.TYPE_BOOKMARK  # then no reads
+            feed = hub.server.watch_feed if hub.server else None
+            assert feed is not None
+            args = ["--flag-" + "x" * 2000 for _ in range(8)]
+            deadline = time.monotonic() + 120
+            n = 0
+            while feed.cut_offs == 0 and time.monotonic() < deadline:
+                hub.post("/v1/workloads", workload(f"w{n}", tp=1, replicas=0, engine_args=args))
+                n += 1
+            assert feed.cut_offs == 1, f"not cut off after {n} workloads"
+            # What was in flight still arrives, then the status says why it ended.
+            with pytest.raises(grpc.RpcError) as ended:
+                for _ in stream:
+                    pass
+            assert ended.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "since_revision" in (ended.value.details() or "")
