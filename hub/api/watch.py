@@ -25,11 +25,9 @@ from typing import Any
 
 from hub import access, errors
 from hub.api import convert, jsonmap
-from hub.service import clusters, deployments, projects, watch, workloads
+from hub.service import projects, watch
 from hub.service.context import ServiceContext
-from hub.service.watch import Rendered
-from hub.store.deployments import DeploymentFilter
-from hub.store.watch import Event
+from hub.service.watch import Event, Rendered
 from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
 
@@ -124,30 +122,17 @@ def bookmark(revision: int) -> cpb.WatchEvent:
 
 def render(ctx: ServiceContext) -> list[Rendered]:
     """Every watched object as the List calls show it (to an admin)."""
-    found: list[Rendered] = []
-    token = ""
-    while True:
-        page, token = workloads.list_page(ctx, project="", page_size=_PAGE, page_token=token)
-        for v in page:
-            shown = convert.workload(v)
-            found.append(_rendered("workload", v.workload.workload_id, shown.project, shown))
-        if not token:
-            break
-    while True:
-        dpage, token = deployments.list_page(
-            ctx, where=DeploymentFilter(), page_size=_PAGE, page_token=token
-        )
-        for d in dpage:
-            dep = convert.deployment(d)
-            found.append(_rendered("deployment", d.deployment.deployment_id, dep.project, dep))
-        if not token:
-            break
-    while True:
-        cpage, token = clusters.list_page(ctx, page_size=_PAGE, page_token=token)
-        found += [_rendered("cluster", c.cluster.cluster_id, "", convert.cluster(c)) for c in cpage]
-        if not token:
-            break
-    return found
+    found = watch.watched(ctx)
+    rendered: list[Rendered] = []
+    for w in found.workloads:
+        shown = convert.workload(w)
+        rendered.append(_rendered("workload", w.workload.workload_id, shown.project, shown))
+    for d in found.deployments:
+        dep = convert.deployment(d)
+        rendered.append(_rendered("deployment", d.deployment.deployment_id, dep.project, dep))
+    for c in found.clusters:
+        rendered.append(_rendered("cluster", c.cluster.cluster_id, "", convert.cluster(c)))
+    return rendered
 
 
 def _rendered(kind: str, object_id: str, project: str, shown: Any) -> Rendered:

@@ -21,9 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hub import errors
+from hub.service import clusters, deployments, views, workloads
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import watch
+from hub.store.deployments import DeploymentFilter
 from hub.store.watch import Event, Seen
+
+__all__ = ["KINDS", "Event", "Rendered", "Start", "Watched", "record", "since", "start", "watched"]
 
 KINDS = ("workload", "deployment", "cluster")
 LOCK = "watch"
@@ -42,6 +46,39 @@ class Rendered:
 
 
 Current = Callable[[], Sequence[Rendered]]
+_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Watched:
+    """Every watched object, as the List calls read them (for an admin)."""
+
+    workloads: list[views.WorkloadView]
+    deployments: list[views.DeploymentView]
+    clusters: list[views.ClusterView]
+
+
+def watched(ctx: ServiceContext) -> Watched:
+    found = Watched([], [], [])
+    token = ""
+    while True:
+        page, token = workloads.list_page(ctx, project="", page_size=_PAGE, page_token=token)
+        found.workloads.extend(page)
+        if not token:
+            break
+    while True:
+        placed, token = deployments.list_page(
+            ctx, where=DeploymentFilter(), page_size=_PAGE, page_token=token
+        )
+        found.deployments.extend(placed)
+        if not token:
+            break
+    while True:
+        fleet, token = clusters.list_page(ctx, page_size=_PAGE, page_token=token)
+        found.clusters.extend(fleet)
+        if not token:
+            break
+    return found
 
 
 def record(ctx: ServiceContext, current: Current) -> int:
