@@ -121,11 +121,11 @@ def fetch(
     if show_all and kind.all_param:
         params[kind.all_param] = "true"
     if "workload" in filters:
-        params["workload_id"] = workload_id(ctx.client, filters["workload"])
+        params["workload_id"] = _workload_id(ctx.client, filters["workload"])
     return ctx.client.list_all(kind.path, kind.plural, params)
 
 
-def workload_id(client: HubClient, ref: str) -> str:
+def _workload_id(client: HubClient, ref: str) -> str:
     """ListDeployments filters by workload id only; a name is looked up first.
 
     Names are DNS labels (no '_'), so "wl_..." is always an id and costs no extra call.

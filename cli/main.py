@@ -379,7 +379,10 @@ def _selection(
         wanted[id_field] = str(ctx.client.get(commands.resource_path(kind, ref))[id_field])
     for name, value in filters.items():
         param = kinds.FILTER_PARAMS[name]
-        wanted[param] = commands.workload_id(ctx.client, value) if name == "workload" else value
+        if name == "workload":  # a name or an id; deployments carry the id
+            workload = ctx.client.get(commands.resource_path(kinds.WORKLOAD, value))
+            value = str(workload["workload_id"])
+        wanted[param] = value
     return lambda obj: all(str(obj.get(k)) == v for k, v in wanted.items())
 
 
