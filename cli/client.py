@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cli.errors import ApiError, CliError, HubUnreachable
@@ -110,6 +110,35 @@ class HubClient:
                 return items
             query["page_token"] = token
 
+    def events(
+        self, path: str, params: Mapping[str, str] | None = None, *, read_timeout_s: float
+    ) -> Iterator[JsonObject]:
+        """A streaming GET (Server-Sent Events, docs/rest.md "Watch"): each event's data. An
+        `error` event, or an error answer, raises ApiError; a stream that goes quiet for
+        `read_timeout_s` (the hub sends bookmarks as heartbeats) raises HubUnreachable, as a
+        lost connection does. Never retried here: the caller resumes from a revision."""
+        url = self.base_url + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params, doseq=True)
+        headers = {"accept": "text/event-stream"}
+        if self._token:
+            headers["authorization"] = f"Bearer {self._token}"
+        request = urllib.request.Request(url, headers=headers, method="GET")
+        try:
+            with self._opener.open(request, timeout=read_timeout_s) as response:
+                yield from _sse_events(response)
+        except urllib.error.HTTPError as e:
+            with e:
+                raise error_from_body(e.code, e.read(), reason=str(e.reason)) from e
+        except urllib.error.URLError as e:
+            raise HubUnreachable(self.base_url, _describe(e.reason)) from e
+        except TimeoutError as e:
+            raise HubUnreachable(
+                self.base_url, f"the stream was quiet for {read_timeout_s:g}s"
+            ) from e
+        except OSError as e:
+            raise HubUnreachable(self.base_url, _describe(e)) from e
+
     def _request(
         self,
         method: str,
@@ -154,6 +183,41 @@ class HubClient:
         except OSError as e:
             # Resets and early disconnects surface here, after the connection was made.
             raise HubUnreachable(self.base_url, _describe(e)) from e
+
+
+def _sse_events(lines: Iterable[bytes]) -> Iterator[JsonObject]:
+    event, data = "", []
+    for raw in lines:
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if line.startswith(":"):
+            continue  # a comment
+        if line:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+            continue
+        if data:
+            text = "\n".join(data)
+            if event == "error":
+                raise error_from_body(_status_of(text), text.encode())
+            try:
+                parsed = json.loads(text)
+            except ValueError as e:
+                raise ApiError(200, "INVALID_RESPONSE", f"an event is not JSON: {e}") from e
+            if isinstance(parsed, dict):
+                yield parsed
+        event, data = "", []
+
+
+def _status_of(text: str) -> int:
+    """The HTTP status an `error` event's body names (its stream began with 200)."""
+    try:
+        return int(json.loads(text)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return 0
 
 
 def _retryable(method: str, error: CliError) -> bool:

@@ -19,13 +19,13 @@ import importlib.metadata
 import os
 import pathlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import shtab
 
 from cli import commands, config, explain, jsonpath, kinds, manifests, output, verbs
-from cli.client import HubClient
+from cli.client import HubClient, JsonObject
 from cli.errors import CliError, UsageError
 from cli.kinds import PRIORITIES
 
@@ -345,6 +345,15 @@ def _get(args: argparse.Namespace) -> Action:
             raise UsageError("--watch-interval must be more than 0")
 
         def watch(ctx: commands.Context) -> None:
+            if kind.name in verbs.STREAMED:
+                verbs.stream_watch(
+                    ctx,
+                    kind=kind,
+                    matches=_selection(ctx, kind, ref, filters),
+                    project=filters.get("project", ""),
+                    timeout_s=timeout,
+                )
+                return
             verbs.watch(
                 ctx,
                 fetch=lambda: commands.fetch(
@@ -357,6 +366,24 @@ def _get(args: argparse.Namespace) -> Action:
 
         return watch
     return lambda ctx: commands.get(ctx, kind=kind, ref=ref, filters=filters, show_all=show_all)
+
+
+def _selection(
+    ctx: commands.Context, kind: kinds.Kind, ref: str | None, filters: Mapping[str, str]
+) -> Callable[[JsonObject], bool]:
+    """Which streamed objects `get -w` shows: the one REF names (looked up once, so a name or
+    an id both work and a typo is NOT_FOUND at once), those the list filters keep."""
+    wanted: dict[str, str] = {}
+    id_field = f"{kind.name}_id"
+    if ref is not None:
+        wanted[id_field] = str(ctx.client.get(commands.resource_path(kind, ref))[id_field])
+    for name, value in filters.items():
+        param = kinds.FILTER_PARAMS[name]
+        if name == "workload":  # a name or an id; deployments carry the id
+            workload = ctx.client.get(commands.resource_path(kinds.WORKLOAD, value))
+            value = str(workload["workload_id"])
+        wanted[param] = value
+    return lambda obj: all(str(obj.get(k)) == v for k, v in wanted.items())
 
 
 def _add_describe(sub: Subparsers, client: argparse.ArgumentParser) -> None:

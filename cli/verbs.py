@@ -15,7 +15,7 @@ from typing import Any
 from cli import kinds, manifests, output
 from cli.client import JsonObject
 from cli.commands import VALIDATE_ONLY, Context, agent_token_notice, resource_path, suggesting
-from cli.errors import ApiError, CliError, ManifestError
+from cli.errors import ApiError, CliError, HubUnreachable, ManifestError
 
 # What PATCH may change per kind (the UpdateX masks); anything else in a file that differs
 # from the hub is refused: the object must be deleted and created again.
@@ -236,6 +236,70 @@ def watch(
         if deadline is not None and clock() + interval_s > deadline:
             return
         sleep(interval_s)
+
+
+# Kinds the hub's watch stream carries (GET /v1/watch); `get -w` of others polls.
+STREAMED = frozenset({"workload", "deployment", "cluster"})
+# Errors after which a watch resumes (from its last revision): the hub went away, or cut the
+# stream off because this client read too slowly.
+_RESUMABLE = frozenset({"UNAVAILABLE", "RESOURCE_EXHAUSTED"})
+# With no deadline: how long the stream may stay quiet (the hub sends a bookmark every 15 s).
+_QUIET_S = 60.0
+
+
+def stream_watch(
+    ctx: Context,
+    *,
+    kind: kinds.Kind,
+    matches: Callable[[JsonObject], bool],
+    project: str,
+    timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """`get -w` from the hub's watch stream (docs/cli.md): the current objects (those
+    `matches` keeps), then each change as it happens; until `timeout_s` (0: until Ctrl-C).
+    A lost connection resumes from the last revision seen, so nothing is missed or shown
+    twice; a revision the hub no longer keeps starts over with the current list."""
+    deadline = clock() + timeout_s if timeout_s else None
+    revision, started = 0, False
+    initial: list[JsonObject] = []
+    widths: list[int] = []
+    while deadline is None or clock() < deadline:
+        query: dict[str, str] = {"kinds": kind.plural}
+        if project:
+            query["project"] = project
+        if revision:
+            query["since_revision"] = str(revision)
+        quiet_s = _QUIET_S if deadline is None else max(0.05, min(_QUIET_S, deadline - clock()))
+        try:
+            for event in ctx.client.events("/v1/watch", query, read_timeout_s=quiet_s):
+                revision = max(revision, int(event.get("revision") or 0))
+                obj = event.get(kind.name)
+                if event.get("type") == "bookmark" and not started:
+                    widths = _show_watched(
+                        ctx, initial, kind=kind, headers=ctx.headers, widths=widths
+                    )
+                    started, initial = True, []
+                elif isinstance(obj, dict) and matches(obj):
+                    if not started:
+                        initial.append(obj)
+                    elif event.get("type") == "deleted":
+                        ctx.note(f"{kind.name}/{obj.get(kind.name_field)} deleted")
+                    else:
+                        widths = _show_watched(ctx, [obj], kind=kind, headers=False, widths=widths)
+                ctx.out.flush()
+                if deadline is not None and clock() >= deadline:
+                    return
+        except HubUnreachable:
+            sleep(1.0)  # reconnect (through the balancer, maybe to another hub) and resume
+        except ApiError as e:
+            if e.code == "OUT_OF_RANGE" and revision:
+                revision, started, initial = 0, False, []  # too far behind: list again
+            elif e.code not in _RESUMABLE:
+                raise
+            else:
+                sleep(1.0)
 
 
 def _without_noise(item: Mapping[str, Any]) -> Any:

@@ -33,7 +33,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from hub import __version__, logformat, tracing
-from hub.api import control, grpc_control, grpc_edge, measured, openapi, rest
+from hub.api import control, grpc_control, grpc_edge, measured, openapi, rest, watch
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,
     MIN_TOKEN_LENGTH,
@@ -127,6 +127,7 @@ class HubServer:
         self._http: web.AppRunner | None = None
         self._db: store_port.Store | None = None
         self._listening: store_port.Listening | None = None
+        self.watch_feed: watch.WatchFeed | None = None
         self._sync: SyncServicer | None = None
         self._liveness: LivenessRecorder | None = None
         self._writer: ThreadPoolExecutor | None = None
@@ -227,10 +228,14 @@ class HubServer:
         )
         handlers = self._handlers = control.ControlHandlers(ctx)
         authenticator = self._authenticator = Authenticator(self.admin_token, ctx)
+        self.watch_feed = watch.WatchFeed(ctx)
+        streams = control.stream_dispatcher(self.watch_feed, authenticator)
         await self._start_grpc(
-            ctx, fanout, control.dispatcher(handlers, authenticator, ctx, edge="grpc")
+            ctx, fanout, control.dispatcher(handlers, authenticator, ctx, edge="grpc"), streams
         )
-        await self._start_http(control.dispatcher(handlers, authenticator, ctx, edge="rest"))
+        await self._start_http(
+            control.dispatcher(handlers, authenticator, ctx, edge="rest"), streams
+        )
         self._tasks = [
             asyncio.create_task(pump.run(), name="desired-pump"),
             asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
@@ -258,7 +263,11 @@ class HubServer:
         )
 
     async def _start_grpc(
-        self, ctx: ServiceContext, fanout: Fanout, dispatch: control.Dispatch
+        self,
+        ctx: ServiceContext,
+        fanout: Fanout,
+        dispatch: control.Dispatch,
+        streams: control.StreamDispatch,
     ) -> None:
         assert self._liveness is not None and self.ingest is not None
         assert self._authenticator is not None
@@ -304,7 +313,9 @@ class HubServer:
             writer=self._writer,
         )
         sync_pb2_grpc.add_ClusterSyncServicer_to_server(self._sync, server)
-        server.add_generic_rpc_handlers([grpc_control.generic_handler(control_service, dispatch)])
+        server.add_generic_rpc_handlers(
+            [grpc_control.generic_handler(control_service, dispatch, streams)]
+        )
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         names = [
@@ -338,7 +349,9 @@ class HubServer:
 
         return refused
 
-    async def _start_http(self, dispatch: control.Dispatch) -> None:
+    async def _start_http(
+        self, dispatch: control.Dispatch, streams: control.StreamDispatch
+    ) -> None:
         assert self.ctx is not None and self._handlers is not None
         assert self._authenticator is not None
         ctx, authenticator = self.ctx, self._authenticator
@@ -390,6 +403,7 @@ class HubServer:
                 web.get("/ui", to_dashboard),
             ],
             mounts={"/ui": dashboard.app()},
+            stream=streams,
         )
         app.middlewares.append(measured.middleware(self._http_request))
         # Request bodies are read as sent: a compressed one is refused (415, hub/api/rest.py).
@@ -527,6 +541,8 @@ class HubServer:
         if self._listening is not None:
             await asyncio.to_thread(self._listening.close)
             self._listening = None
+        if self.watch_feed is not None:
+            await self.watch_feed.stop()
         if self._grpc is not None:
             await self._grpc.stop(grace_s)
         if self._http is not None:

@@ -9,6 +9,8 @@
     +-- PermissionDenied(problem)             PERMISSION_DENIED    403
     +-- ResourceExhausted(problem)            RESOURCE_EXHAUSTED   429
     +-- Conflict(problem)                     ABORTED              409
+    +-- OutOfRange(problem)                   OUT_OF_RANGE         410
+    +-- Unavailable(problem)                  UNAVAILABLE          503
     +-- StoreError(problem)                   UNAVAILABLE          503
         +-- StoreCannotWrite(problem)         UNAVAILABLE          503
         +-- StoreCorrupt(problem)             UNAVAILABLE          503
@@ -107,6 +109,21 @@ class PermissionDenied(WingsmithError):
 class ResourceExhausted(WingsmithError):
     grpc_code = grpc.StatusCode.RESOURCE_EXHAUSTED
     http_status = 429
+
+
+class OutOfRange(WingsmithError):
+    """A watch resuming from a revision the hub no longer keeps (or never handed out): 410
+    Gone, as Kubernetes answers an expired resourceVersion."""
+
+    grpc_code = grpc.StatusCode.OUT_OF_RANGE
+    http_status = 410
+
+
+class Unavailable(WingsmithError):
+    """The hub is going away (a watch it ends on shutdown): try again, on another hub."""
+
+    grpc_code = grpc.StatusCode.UNAVAILABLE
+    http_status = 503
 
 
 class Conflict(WingsmithError):

@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 from opentelemetry import trace
 
 from hub import access, errors, tracing, wire
-from hub.api import convert, permissions
+from hub.api import convert, permissions, watch
 from hub.api.auth import Authenticator
 from hub.filters import AllocationFilter, AuditFilter, DeploymentFilter, ReplicaFilter
 from hub.model import AuditRecord
@@ -499,6 +499,13 @@ class ControlHandlers:
             return self._rehearsed("RevokeApiToken", request, pb.ApiToken)
         return convert.api_token(access_service.revoke_token(self._ctx, request.name))
 
+    def Watch(self, request: cpb.WatchRequest) -> Message:
+        """Watch streams: both edges serve it through `stream_dispatcher` (hub/api/watch.py),
+        never as a unary call; a caller reaching this asked for it the wrong way."""
+        raise errors.InvalidArgument(
+            "", "Watch is a server-streaming call: use gRPC streaming or GET /v1/watch (SSE)"
+        )
+
     def ListAuditRecords(
         self, request: cpb.ListAuditRecordsRequest
     ) -> cpb.ListAuditRecordsResponse:
@@ -561,6 +568,40 @@ def dispatcher(
             # writers; reads never wait).
             result: Message = await asyncio.to_thread(call, method, request, metadata)
             return result
+
+    return dispatch
+
+
+# A server-streaming call: (method, request, metadata, write) -> until it ends; `write` sends
+# one response message. Raises hub.errors to end with an error status.
+StreamDispatch = Callable[
+    [
+        descriptor.MethodDescriptor,
+        Message,
+        Mapping[str, str],
+        Callable[[Message], Awaitable[None]],
+    ],
+    Awaitable[None],
+]
+
+
+def stream_dispatcher(feed: watch.WatchFeed, auth: Authenticator) -> StreamDispatch:
+    """The streaming entry of both edges: authenticate and authorize as `run` does (a read:
+    not audited), then serve the stream from the watch feed."""
+
+    async def dispatch(
+        method: descriptor.MethodDescriptor,
+        request: Message,
+        metadata: Mapping[str, str],
+        write: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        principal = await asyncio.to_thread(auth.check_for_dispatch, metadata)
+        rule = permissions.rule_for(method.name)
+        _refuse_nul(request)
+        access.authorize(principal, action=method.name, needs=rule.needs, projects=None)
+        if method.name != "Watch" or not isinstance(request, cpb.WatchRequest):
+            raise errors.WingsmithError(f"{method.full_name} is not implemented")
+        await feed.drive(request, principal, write)
 
     return dispatch
 

@@ -121,10 +121,19 @@ def _operation(
         "summary": f"{route.method.containing_service.name}.{route.method.name}",
         "parameters": parameters,
         "responses": {
-            "200": {
-                "description": "OK",
-                "content": {"application/json": {"schema": _response_schema(route, schemas)}},
-            },
+            "200": (
+                {
+                    # Server-Sent Events: each event's data is one response message
+                    # (docs/rest.md "Watch").
+                    "description": "a stream of Server-Sent Events, one message each",
+                    "content": {"text/event-stream": {"schema": _response_schema(route, schemas)}},
+                }
+                if route.method.server_streaming
+                else {
+                    "description": "OK",
+                    "content": {"application/json": {"schema": _response_schema(route, schemas)}},
+                }
+            ),
             "default": {
                 "description": "an error: the status and its gRPC code name in the envelope",
                 "content": {"application/json": {"schema": {"$ref": _ERROR_REF}}},

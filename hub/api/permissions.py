@@ -104,6 +104,8 @@ RULES: dict[str, Rule] = {
     "ListApiTokens": Rule(access.NEEDS_ADMIN, "token", mutating=False),
     "RevokeApiToken": _admin("token", lambda r: r.name),
     "ListAuditRecords": Rule(access.NEEDS_ADMIN, "audit", mutating=False),
+    # Watch: a read, as the List calls it streams (each event filtered as they filter).
+    "Watch": _read("watch"),
 }
 
 # Unclassified: the admin's, and audited as a change (fail closed).

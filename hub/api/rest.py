@@ -51,10 +51,13 @@ from google.protobuf.message import Message
 from multidict import MultiMapping
 
 from hub import errors
-from hub.api import jsonmap
+from hub.api import jsonmap, sse
 from hub.errors import InvalidArgument, WingsmithError
 
 Dispatch = Callable[[MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
+# A server-streaming method: (method, request, metadata, write each response) -> until done;
+# served as Server-Sent Events (hub/api/sse.py).
+StreamDispatch = sse.StreamDispatch
 # Checks a request's metadata before its body is read; raises a hub.errors error to refuse.
 Authenticate = Callable[[Mapping[str, str]], Awaitable[None]]
 # Told of a request refused after authentication but before dispatch (its body or query could
@@ -194,8 +197,11 @@ def _routes_of(service: ServiceDescriptor) -> Iterator[_Route]:
         rule = _http_rule(method)
         if rule is None:
             continue  # a gRPC-only method (the agent stream, for example)
-        if method.client_streaming or method.server_streaming:
-            raise ValueError(f"{method.full_name}: streaming methods cannot have an HTTP rule")
+        if method.client_streaming:
+            # A server stream is served as Server-Sent Events; a client stream has no REST form.
+            raise ValueError(
+                f"{method.full_name}: client-streaming methods cannot have an HTTP rule"
+            )
         for binding in (rule, *rule.additional_bindings):
             yield _route(method, binding)
 
@@ -605,11 +611,13 @@ class _Gateway:
         dispatch: Dispatch,
         authenticate: Authenticate | None,
         refused: Refused | None,
+        stream: StreamDispatch | None = None,
     ) -> None:
         self._matcher = matcher
         self._dispatch = dispatch
         self._authenticate = authenticate
         self._refused = refused
+        self._stream = stream
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -662,6 +670,9 @@ class _Gateway:
         except WingsmithError as e:
             await self._tell_refused(route, metadata, e)
             raise
+        if route.method.server_streaming:
+            _resume_from_last_event_id(request, proto_request)
+            return await sse.serve(request, route.method, proto_request, metadata, self._stream)
         response = await self._dispatch(route.method, proto_request, metadata)
         return web.json_response(_response_json(route, response))
 
@@ -670,6 +681,18 @@ class _Gateway:
     ) -> None:
         if self._refused is not None:
             await self._refused(route.method, metadata, error)
+
+
+def _resume_from_last_event_id(request: web.Request, message: Message) -> None:
+    """SSE's reconnect header: an EventSource resumes after the last event id it read (an
+    event's revision), unless the query named a revision itself."""
+    last = request.headers.get("Last-Event-ID", "").strip()
+    field = message.DESCRIPTOR.fields_by_name.get(sse.RESUME_FIELD)
+    if not last or field is None or getattr(message, sse.RESUME_FIELD):
+        return
+    if not last.isdigit() or len(last) > 19:
+        raise InvalidArgument("Last-Event-ID", f"expected an event id (a revision), got {last!r}")
+    setattr(message, sse.RESUME_FIELD, int(last))
 
 
 def _build_request(
@@ -800,6 +823,7 @@ def build_rest_app(
     refused: Refused | None = None,
     extra_routes: Iterable[web.AbstractRouteDef] = (),
     mounts: Mapping[str, web.Application] = MappingProxyType({}),
+    stream: StreamDispatch | None = None,
 ) -> web.Application:
     """An aiohttp app serving every HTTP rule of `services`; `extra_routes` (/metrics,
     /healthz) are matched first, then the sub-applications of `mounts` (prefix -> app).
@@ -807,7 +831,7 @@ def build_rest_app(
     of each request refused after that but before dispatch. Raises ValueError for a rule it
     cannot serve."""
     matcher = _Matcher(route for service in services for route in _routes_of(service))
-    gateway = _Gateway(matcher, dispatch, authenticate, refused)
+    gateway = _Gateway(matcher, dispatch, authenticate, refused, stream)
     _quiet_client_body_errors()
     app = web.Application()
     app.add_routes(extra_routes)

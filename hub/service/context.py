@@ -112,6 +112,13 @@ class Settings:
     # A waiting higher-priority deployment may preempt lower-priority managed ones on its
     # cluster (hub --preemption; docs/admission.md "Priority and preemption"). Off by default.
     preemption: bool = False
+    # The watch feed (docs/rest.md "Watch"): how often a hub with watchers records changes, how
+    # many events a client may leave unread before it is cut off, how often an idle stream
+    # gets a BOOKMARK (a heartbeat), and how many past revisions are kept for resuming.
+    watch_interval_s: float = 1.0
+    watch_buffer: int = 1000
+    watch_heartbeat_s: float = 15.0
+    watch_keep: int = 10000
 
 
 @dataclass

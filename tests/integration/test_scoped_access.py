@@ -114,10 +114,13 @@ def calls(refs: dict[str, str]) -> dict[str, tuple[str, str, Any]]:
         "ListApiTokens": ("GET", "/v1/tokens", None),
         "RevokeApiToken": ("DELETE", "/v1/tokens/viewer", None),
         "ListAuditRecords": ("GET", "/v1/audit", None),
+        # A reader's watch (a revision never handed out, so the answer comes at once: 410);
+        # what a scoped one sees is tests/integration/test_watch.py's.
+        "Watch": ("GET", "/v1/watch?since_revision=999999999", None),
     }
 
 
-READS = {m for m in METHODS if m.startswith(("Get", "List", "Review"))} - {
+READS = {m for m in METHODS if m.startswith(("Get", "List", "Review", "Watch"))} - {
     "ListApiTokens",
     "ListAuditRecords",
 }

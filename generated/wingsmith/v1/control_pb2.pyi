@@ -20,6 +20,7 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from wingsmith.v1 import resources_pb2 as _resources_pb2
 import builtins as _builtins
 import sys
@@ -1458,3 +1459,102 @@ class ListAuditRecordsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAuditRecordsResponse: _TypeAlias = ListAuditRecordsResponse  # noqa: Y015
+
+@_typing.final
+class WatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KINDS_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
+    SINCE_REVISION_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Only this project's workloads and deployments (clusters are not filtered by project)."""
+    since_revision: _builtins.int
+    """Resume after this revision (an event's or a bookmark's): only later changes are sent.
+    0: start with every current object as ADDED, then a BOOKMARK, then changes. REST also
+    takes the SSE Last-Event-ID header.
+    """
+    @_builtins.property
+    def kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """What to watch: "workloads", "deployments", "clusters" (repeat for several; REST:
+        ?kinds=workloads&kinds=clusters). None: all three.
+        """
+
+    def __init__(
+        self,
+        *,
+        kinds: _abc.Iterable[_builtins.str] | None = ...,
+        project: _builtins.str = ...,
+        since_revision: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "project", b"project", "since_revision", b"since_revision"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchRequest: _TypeAlias = WatchRequest  # noqa: Y015
+
+@_typing.final
+class WatchEvent(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Type:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _TypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[WatchEvent._Type.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        TYPE_UNSPECIFIED: WatchEvent._Type.ValueType  # 0
+        TYPE_ADDED: WatchEvent._Type.ValueType  # 1
+        TYPE_MODIFIED: WatchEvent._Type.ValueType  # 2
+        TYPE_DELETED: WatchEvent._Type.ValueType  # 3
+        """The object as it was last seen."""
+        TYPE_BOOKMARK: WatchEvent._Type.ValueType  # 4
+        """No object: every change up to `revision` was sent (after the initial state, and as a
+        heartbeat). Resume from it.
+        """
+
+    class Type(_Type, metaclass=_TypeEnumTypeWrapper): ...
+    TYPE_UNSPECIFIED: WatchEvent.Type.ValueType  # 0
+    TYPE_ADDED: WatchEvent.Type.ValueType  # 1
+    TYPE_MODIFIED: WatchEvent.Type.ValueType  # 2
+    TYPE_DELETED: WatchEvent.Type.ValueType  # 3
+    """The object as it was last seen."""
+    TYPE_BOOKMARK: WatchEvent.Type.ValueType  # 4
+    """No object: every change up to `revision` was sent (after the initial state, and as a
+    heartbeat). Resume from it.
+    """
+
+    TYPE_FIELD_NUMBER: _builtins.int
+    REVISION_FIELD_NUMBER: _builtins.int
+    WORKLOAD_FIELD_NUMBER: _builtins.int
+    DEPLOYMENT_FIELD_NUMBER: _builtins.int
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    type: Global___WatchEvent.Type.ValueType
+    revision: _builtins.int
+    """The fleet-wide revision of this change (increasing, never reused)."""
+    @_builtins.property
+    def workload(self) -> _resources_pb2.Workload: ...
+    @_builtins.property
+    def deployment(self) -> _resources_pb2.Deployment: ...
+    @_builtins.property
+    def cluster(self) -> _resources_pb2.Cluster: ...
+    def __init__(
+        self,
+        *,
+        type: Global___WatchEvent.Type.ValueType = ...,
+        revision: _builtins.int = ...,
+        workload: _resources_pb2.Workload | None = ...,
+        deployment: _resources_pb2.Deployment | None = ...,
+        cluster: _resources_pb2.Cluster | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "deployment", b"deployment", "object", b"object", "workload", b"workload"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "deployment", b"deployment", "object", b"object", "revision", b"revision", "type", b"type", "workload", b"workload"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["workload", "deployment", "cluster"]  # noqa: Y015
+    _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
+
+Global___WatchEvent: _TypeAlias = WatchEvent  # noqa: Y015

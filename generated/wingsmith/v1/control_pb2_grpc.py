@@ -226,6 +226,11 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.DrainClusterRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/wingsmith.v1.ControlService/Watch',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.WatchRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_control__pb2.WatchEvent.FromString,
+                _registered_method=True)
 
 
 class ControlServiceServicer:
@@ -501,6 +506,18 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Changes to workloads, deployments and clusters as they happen (docs/rest.md "Watch"):
+        without since_revision, every current object as ADDED, a BOOKMARK, then each change;
+        with one, only what changed after it. Authorized as the matching List calls: a
+        project-scoped token sees only its projects' workloads and deployments. REST serves it
+        as Server-Sent Events. A client too slow to read is cut off (RESOURCE_EXHAUSTED); one
+        resuming from a revision the hub no longer keeps is refused (OUT_OF_RANGE).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -693,6 +710,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.DrainCluster,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.DrainClusterRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.WatchRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_control__pb2.WatchEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1721,6 +1743,33 @@ class ControlService:
             '/wingsmith.v1.ControlService/DrainCluster',
             wingsmith_dot_v1_dot_control__pb2.DrainClusterRequest.SerializeToString,
             wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/Watch',
+            wingsmith_dot_v1_dot_control__pb2.WatchRequest.SerializeToString,
+            wingsmith_dot_v1_dot_control__pb2.WatchEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -133,6 +133,14 @@ class ControlServiceStub:
     (make-before-break). Observed and adopted deployments stay: Wingsmith never moves what
     it does not manage. Uncordon stops a drain; what was already removed stays removed.
     """
+    Watch: _grpc.UnaryStreamMultiCallable[_control_pb2.WatchRequest, _control_pb2.WatchEvent]
+    """Changes to workloads, deployments and clusters as they happen (docs/rest.md "Watch"):
+    without since_revision, every current object as ADDED, a BOOKMARK, then each change;
+    with one, only what changed after it. Authorized as the matching List calls: a
+    project-scoped token sees only its projects' workloads and deployments. REST serves it
+    as Server-Sent Events. A client too slow to read is cut off (RESOURCE_EXHAUSTED); one
+    resuming from a revision the hub no longer keeps is refused (OUT_OF_RANGE).
+    """
 
 @_typing.type_check_only
 class ControlServiceAsyncStub(ControlServiceStub):
@@ -225,6 +233,14 @@ class ControlServiceAsyncStub(ControlServiceStub):
     stand-ins admitted as usual), removing each here once its stand-ins run
     (make-before-break). Observed and adopted deployments stay: Wingsmith never moves what
     it does not manage. Uncordon stops a drain; what was already removed stays removed.
+    """
+    Watch: _aio.UnaryStreamMultiCallable[_control_pb2.WatchRequest, _control_pb2.WatchEvent]  # type: ignore[assignment]
+    """Changes to workloads, deployments and clusters as they happen (docs/rest.md "Watch"):
+    without since_revision, every current object as ADDED, a BOOKMARK, then each change;
+    with one, only what changed after it. Authorized as the matching List calls: a
+    project-scoped token sees only its projects' workloads and deployments. REST serves it
+    as Server-Sent Events. A client too slow to read is cut off (RESOURCE_EXHAUSTED); one
+    resuming from a revision the hub no longer keeps is refused (OUT_OF_RANGE).
     """
 
 class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -543,6 +559,20 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         stand-ins admitted as usual), removing each here once its stand-ins run
         (make-before-break). Observed and adopted deployments stay: Wingsmith never moves what
         it does not manage. Uncordon stops a drain; what was already removed stays removed.
+        """
+
+    @_abc_1.abstractmethod
+    def Watch(
+        self,
+        request: _control_pb2.WatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_control_pb2.WatchEvent], _abc.AsyncIterator[_control_pb2.WatchEvent]]:
+        """Changes to workloads, deployments and clusters as they happen (docs/rest.md "Watch"):
+        without since_revision, every current object as ADDED, a BOOKMARK, then each change;
+        with one, only what changed after it. Authorized as the matching List calls: a
+        project-scoped token sees only its projects' workloads and deployments. REST serves it
+        as Server-Sent Events. A client too slow to read is cut off (RESOURCE_EXHAUSTED); one
+        resuming from a revision the hub no longer keeps is refused (OUT_OF_RANGE).
         """
 
 def add_ControlServiceServicer_to_server(servicer: ControlServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -265,6 +265,26 @@ def test_get_watch_prints_the_list_then_the_row_of_what_changed(cli: Runner, fle
     assert all(row[0] != "NAME" for row in table[1:]), "the header is printed once"
 
 
+def test_get_watch_follows_the_hubs_watch_stream_and_notes_a_deletion(
+    cli: Runner, fleet: None
+) -> None:
+    """Deployments of one workload, from GET /v1/watch: the current row, then the deletion
+    the moment the hub records it (no polling interval is involved)."""
+
+    def delete_soon() -> None:
+        time.sleep(0.6)
+        cli.hub.client().delete("/v1/workloads/llama")
+
+    changer = threading.Thread(target=delete_soon)
+    changer.start()
+    result = cli("get", "deployments", "--watch", "--workload", "llama", "--watch-timeout", "4")
+    changer.join()
+    assert result.code == 0, result.err
+    table = rows(result.out)
+    assert table[0][0] == "NAME" and [row[0] for row in table[1:]] == ["llama.east"]
+    assert "deployment/llama.east deleted" in result.err
+
+
 # -- completion -------------------------------------------------------------------------------
 
 

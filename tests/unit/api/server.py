@@ -13,7 +13,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +80,9 @@ def call(
     )
     try:
         with _OPENER.open(request, timeout=_TIMEOUT_S) as response:
+            if response.headers.get("Content-Type") == "text/event-stream":
+                # Server-Sent Events: the body is the stream's text.
+                return Reply(response.status, dict(response.headers), response.read().decode())
             return Reply(response.status, dict(response.headers), json.loads(response.read()))
     except urllib.error.HTTPError as error:
         with error:
@@ -116,6 +119,16 @@ class FakeDispatch:
     def last(self) -> Call:
         assert self.calls, "dispatch was not called"
         return self.calls[-1]
+
+    async def stream(
+        self,
+        method: MethodDescriptor,
+        request: Message,
+        metadata: Mapping[str, str],
+        write: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        """A server-streaming call: recorded, answered with one message, then the end."""
+        await write(await self(method, request, metadata))
 
     def reset(self) -> None:
         self.calls.clear()

@@ -27,7 +27,7 @@ _dispatch = FakeDispatch()
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
-    app = rest.build_rest_app(services=[CONTROL], dispatch=_dispatch)
+    app = rest.build_rest_app(services=[CONTROL], dispatch=_dispatch, stream=_dispatch.stream)
     with serving(app) as url:
         yield url
 
@@ -338,3 +338,40 @@ def test_a_path_value_with_a_newline_still_reaches_the_gateway(
     assert dispatch.last.request == control_pb2.GetProjectRequest(name="a\nb")
     reply = call(base, "GET", "/v1/nothing%0Ahere")
     assert _error(reply)["status"] == "NOT_FOUND"
+
+
+# --------------------------------------------------------------------------------------------
+# Server-streaming methods: Server-Sent Events (hub/api/sse.py)
+
+
+def test_a_server_stream_is_served_as_server_sent_events_with_the_revision_as_id(
+    base: str, dispatch: FakeDispatch
+) -> None:
+    dispatch.replies["Watch"] = control_pb2.WatchEvent(
+        type=control_pb2.WatchEvent.TYPE_ADDED, revision=7, cluster=pb.Cluster(cluster_id="east")
+    )
+    reply = call(base, "GET", "/v1/watch?kinds=clusters", headers=AUTH)
+    assert reply.status == 200 and reply.headers["Content-Type"] == "text/event-stream"
+    lines = reply.body.strip().split("\n")
+    assert lines[:2] == ["id: 7", "event: added"]
+    assert lines[2].startswith("data: {") and '"cluster_id":"east"' in lines[2]
+    assert list(dispatch.last.request.kinds) == ["clusters"]
+
+
+def test_last_event_id_resumes_a_stream_unless_the_query_names_a_revision(
+    base: str, dispatch: FakeDispatch
+) -> None:
+    call(base, "GET", "/v1/watch", headers={**AUTH, "Last-Event-ID": "42"})
+    assert dispatch.last.request.since_revision == 42
+    call(base, "GET", "/v1/watch?since_revision=5", headers={**AUTH, "Last-Event-ID": "42"})
+    assert dispatch.last.request.since_revision == 5
+    reply = call(base, "GET", "/v1/watch", headers={**AUTH, "Last-Event-ID": "soon"})
+    assert reply.status == 400 and "Last-Event-ID" in _error(reply)["message"]
+
+
+def test_a_stream_refused_before_its_first_event_is_an_ordinary_json_error(
+    base: str, dispatch: FakeDispatch
+) -> None:
+    dispatch.replies["Watch"] = errors.OutOfRange("since_revision 9 is no longer kept")
+    reply = call(base, "GET", "/v1/watch?since_revision=9", headers=AUTH)
+    assert reply.status == 410 and _error(reply)["status"] == "OUT_OF_RANGE"

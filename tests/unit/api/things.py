@@ -144,7 +144,7 @@ service {{
 service {{
   name: "StreamingWithRule"
   method {{ name: "Watch" input_type: ".wstest.ThingRequest" output_type: ".wstest.Thing"
-           server_streaming: true options {{ [google.api.http] {{ get: "/v1/watch" }} }} }}
+           client_streaming: true options {{ [google.api.http] {{ get: "/v1/watch" }} }} }}
 }}
 """
 
