@@ -51,6 +51,7 @@ from hub import access
 from hub.api import jsonmap
 from hub.api.control import PrincipalDispatch
 from hub.errors import NotFound, Unauthenticated, WingsmithError
+from hub.ui import actions
 
 PREFIX = "/ui"
 SESSION_COOKIE = "wingsmith_session"
@@ -74,6 +75,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CSRF_KEY = web.RequestKey("csrf", str)
 # Who the current request's session belongs to (set by the guard, read by `call`).
 _CALLER: contextvars.ContextVar[access.Principal] = contextvars.ContextVar("dashboard_caller")
+
+
+def caller() -> access.Principal | None:
+    """The principal of the request being served, once its session was checked."""
+    return _CALLER.get(None)
 
 
 class Sessions:
@@ -152,7 +158,7 @@ class Dashboard:
     # -- the app ------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard])
+        app = web.Application(middlewares=[self._guard, self._not_found])
         aiohttp_jinja2.setup(
             app,
             loader=jinja2.FileSystemLoader(_HERE / "templates"),
@@ -180,6 +186,7 @@ class Dashboard:
                 web.post("/discovered/{ref}/ignore", self._decide("IgnoreDiscovered")),
                 web.get("/discovered/{ref}/promote", self._promote_discovered_form),
                 web.post("/discovered/{ref}/promote", self._promote_discovered),
+                *actions.routes(self),
             ]
         )
         return app
@@ -193,6 +200,18 @@ class Dashboard:
             raise
         _secure(response.headers)
         return response
+
+    @web.middleware
+    async def _not_found(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """An unknown page is the dashboard's own 404 page (inside the session guard: a
+        stranger is sent to the login form, as for any page), not aiohttp's plain text."""
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            if request.path.startswith(f"{PREFIX}/static/"):
+                raise
+            message = f"no page {request.path}: follow the links from the Fleet page"
+            return self._render(request, "missing.html", {"message": message}, status=404)
 
     async def _guarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         path = request.path.removeprefix(PREFIX)
@@ -419,7 +438,14 @@ class Dashboard:
         *,
         status: int = 200,
     ) -> web.StreamResponse:
-        full = {"csrf": request.get(CSRF_KEY, ""), "path": request.path, **context}
+        caller = _CALLER.get(None)
+        full = {
+            "csrf": request.get(CSRF_KEY, ""),
+            "path": request.path,
+            "may_change": lambda project: bool(caller and actions.may_change(caller, project)),
+            "is_admin": caller is not None and caller.role == access.ROLE_ADMIN,
+            **context,
+        }
         return aiohttp_jinja2.render_template(template, request, full, status=status)
 
 

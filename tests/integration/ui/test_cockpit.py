@@ -1,0 +1,190 @@
+"""The dashboard's cockpit in a real browser: the workload and cluster pages and their forms.
+
+Each action is clicked in headless Chromium and its effect read back from the REST API;
+cordon, uncordon and drain show a dry-run preview that changes nothing until confirmed; a
+refusal shows the hub's message on the page; a scoped token sees only the forms it may use;
+an unknown page is the dashboard's 404 page. Screenshots go under the test's tmp_path.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import urllib.request
+from collections.abc import Callable
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from tests.harness import Hub, SimAgent, wait_until, workload
+from tests.integration.ui.test_dashboard import base, login, present, shot, text_of
+
+
+def click(browser: webdriver.Chrome, css: str) -> None:
+    wait_until(lambda: present(browser, css), timeout=10, what=f"{css} on the page")
+    browser.find_element(By.CSS_SELECTOR, css).click()
+
+
+def login_as(browser: webdriver.Chrome, hub: Hub, token: str, page: str) -> None:
+    browser.get(f"{base(hub)}/{page}")
+    browser.find_element(By.ID, "token").send_keys(token)
+    browser.find_element(By.ID, "login").click()
+    wait_until(lambda: browser.current_url.endswith(f"/ui/{page}"), what=f"on {page}")
+
+
+def test_cluster_page_cordon_uncordon_drain_with_a_preview_first(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    agents(cluster_id="east", token=hub.register_cluster("east", region="us-east"))
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("llama", replicas=2, tp=2, clusters=("east",)))
+    wait_until(
+        lambda: (hub.get("/v1/deployments/llama.east")["status"] or {}).get("ready_replicas") == 2,
+        what="llama running",
+    )
+    login(browser, hub)
+
+    # The fleet page links each cluster to its page.
+    click(browser, 'tr[data-cluster="east"] a')
+    wait_until(lambda: browser.current_url.endswith("/ui/clusters/east"), what="cluster page")
+    east = hub.get("/v1/clusters/east")
+    for name, devices in east["devices"].items():
+        assert text_of(browser, f'#classes tr[data-class="{name}"] .total') == str(devices["total"])
+    for node in east["nodes"]:
+        assert present(browser, f'#nodes tr[data-node="{node["node_id"]}"]')
+    assert present(browser, '#deployments tr[data-deployment="llama.east"]')
+    shot(browser, tmp_path, "cluster")
+
+    # Cordon: a preview first, which changes nothing; then the confirmation does.
+    click(browser, "#cordon")
+    assert text_of(browser, "#preview h2") == "Preview: cordon the whole cluster"
+    assert not hub.get("/v1/clusters/east")["cordoned"], "a preview writes nothing"
+    shot(browser, tmp_path, "cluster-cordon-preview")
+    click(browser, "#cordon-confirm")
+    assert text_of(browser, "#notice") == "cordon: done (the whole cluster)"
+    assert hub.get("/v1/clusters/east")["cordoned"]
+    assert "cordoned" in text_of(browser, "#marks")
+    browser.get(f"{base(hub)}/fleet")
+    assert "cordoned" in text_of(browser, 'tr[data-cluster="east"] .state')
+    shot(browser, tmp_path, "fleet-cordoned")
+
+    # Uncordon one node only when it was the node that was cordoned: cordon a node first.
+    browser.get(f"{base(hub)}/clusters/east")
+    click(browser, "#uncordon")
+    click(browser, "#uncordon-confirm")
+    wait_until(lambda: not hub.get("/v1/clusters/east")["cordoned"], what="uncordoned")
+    node = east["nodes"][0]["node_id"]
+    wait_until(lambda: present(browser, "#cordon-target"), what="the cordon form")
+    Select(browser.find_element(By.ID, "cordon-target")).select_by_value(f"node:{node}")
+    click(browser, "#cordon")
+    assert text_of(browser, "#preview h2") == f"Preview: cordon {node}"
+    click(browser, "#cordon-confirm")
+    wait_until(lambda: hub.get("/v1/clusters/east")["cordoned_nodes"] == [node], what="node")
+    assert "cordoned" in text_of(browser, f'#nodes tr[data-node="{node}"] .node-marks')
+
+    # Drain: previewed only; the cluster stays as it is.
+    click(browser, "#drain")
+    assert text_of(browser, "#preview h2") == "Preview: drain the whole cluster"
+    assert present(browser, "#dry-run")
+    assert not hub.get("/v1/clusters/east")["draining"]
+    click(browser, "#cancel")
+    wait_until(lambda: not present(browser, "#preview"), what="preview gone")
+
+
+def test_workload_page_scale_disable_delete_and_history(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    agents(cluster_id="east", token=hub.register_cluster("east"))
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("llama", replicas=2, tp=2, clusters=("east",)))
+    wait_until(
+        lambda: (hub.get("/v1/deployments/llama.east")["status"] or {}).get("ready_replicas") == 2,
+        what="llama running",
+    )
+    login(browser, hub, "workloads")
+    click(browser, 'tr[data-workload="llama"] strong a')
+    wait_until(lambda: browser.current_url.endswith("/ui/workloads/llama"), what="workload page")
+    link = '#deployments tr[data-deployment="llama.east"] a[href$="/clusters/east"]'
+    assert present(browser, link)
+
+    # Scale: the answer in place, the API agrees; a bad number is refused in place.
+    field = browser.find_element(By.ID, "replicas")
+    field.clear()
+    field.send_keys("3")
+    click(browser, "#scale")
+    assert text_of(browser, "#notice") == "scaled to 3 replicas"
+    assert hub.get("/v1/workloads/llama")["replicas"] == 3
+    field = browser.find_element(By.ID, "replicas")
+    field.clear()
+    field.send_keys("100000")
+    click(browser, "#scale")
+    assert text_of(browser, "#error"), "the hub's refusal is shown"
+    assert hub.get("/v1/workloads/llama")["replicas"] == 3
+
+    # Disable and enable the deployment.
+    click(browser, '#deployments tr[data-deployment="llama.east"] button.toggle')
+    assert text_of(browser, "#notice") == "llama.east disabled"
+    assert hub.get("/v1/deployments/llama.east")["enabled"] is False
+    click(browser, '#deployments tr[data-deployment="llama.east"] button.toggle')
+    assert text_of(browser, "#notice") == "llama.east enabled"
+    assert hub.get("/v1/deployments/llama.east")["enabled"] is True
+
+    # History: the audited changes, newest first.
+    wait_until(lambda: present(browser, '#history tr[data-action="UpdateWorkload"]'), what="hist")
+    assert present(browser, '#history tr[data-action="UpdateDeployment"]')
+    shot(browser, tmp_path, "workload")
+
+    # Delete: a confirmation page with the dry run; a wrong name deletes nothing.
+    click(browser, "#delete")
+    assert present(browser, "#dry-run")
+    shot(browser, tmp_path, "workload-delete")
+    browser.find_element(By.ID, "confirm").send_keys("not-llama")
+    click(browser, "#confirm-delete")
+    assert "to confirm" in text_of(browser, "#error")
+    assert hub.rest("GET", "/v1/workloads/llama", check=False)[0] == 200
+    browser.find_element(By.ID, "confirm").send_keys("llama")
+    click(browser, "#confirm-delete")
+    wait_until(lambda: browser.current_url.endswith("/ui/workloads"), what="back on the list")
+    assert hub.rest("GET", "/v1/workloads/llama", check=False)[0] == 404
+
+
+def test_scoped_tokens_see_only_their_forms_and_unknown_pages_are_404(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    agents(cluster_id="east", token=hub.register_cluster("east"))
+    hub.create_project("a", H100_80GB=8)
+    hub.create_project("b", H100_80GB=8)
+    hub.post("/v1/workloads", workload("alpha", project="a", replicas=1, clusters=("east",)))
+    hub.post("/v1/workloads", workload("beta", project="b", replicas=1, clusters=("east",)))
+    operator = hub.post("/v1/tokens", {"name": "team-a", "role": "operator", "projects": ["a"]})
+    login_as(browser, hub, operator["secret"], "workloads/alpha")
+    assert present(browser, "#scale-form"), "an operator of a scales a's workload"
+    assert present(browser, "#history-note"), "the audit log is the admin's"
+    browser.get(f"{base(hub)}/clusters/east")
+    wait_until(lambda: present(browser, "#nodes"), what="cluster page")
+    assert not present(browser, "#cluster-actions"), "maintenance is the admin's"
+
+    # A form it was not shown is still refused by the hub, in place, and audited.
+    browser.get(f"{base(hub)}/workloads/alpha")
+    wait_until(lambda: present(browser, "#scale-form"), what="scale form")
+    browser.execute_script(
+        "document.getElementById('scale-form').action ="
+        " document.getElementById('scale-form').action.replace('/alpha/', '/beta/');"
+    )
+    click(browser, "#scale")
+    assert "may change only its own projects" in text_of(browser, "#error")
+    assert hub.get("/v1/workloads/beta")["replicas"] == 1
+
+    # Unknown pages: the dashboard's own 404 page, with the session's navigation.
+    browser.get(f"{base(hub)}/no-such-page")
+    assert text_of(browser, "h1") == "Not found"
+    assert present(browser, "header nav")
+    shot(browser, tmp_path, "not-found")
+    browser.get(f"{base(hub)}/clusters/nowhere")
+    assert text_of(browser, "h1") == "Not found"
+
+    # The favicon is a vendored file the page links to.
+    icon = browser.find_element(By.CSS_SELECTOR, 'link[rel="icon"]').get_attribute("href")
+    assert icon and icon.endswith("/ui/static/favicon.svg")
+    with urllib.request.urlopen(icon, timeout=10) as answer:
+        assert answer.status == 200 and b"<svg" in answer.read()
