@@ -348,7 +348,10 @@ class Dashboard:
         review = await self._get_or_404(request, "ReviewDeployment", ref=ref)
         if isinstance(review, web.StreamResponse):
             return review
-        return self._render(request, "promote_deployment.html", {"review": review, "error": ""})
+        # A managed deployment has nothing to promote: the page says so, with no button.
+        deployment = await self.call("GetDeployment", ref=ref)
+        context = {"review": review, "error": "", "authority": deployment["authority"]}
+        return self._render(request, "promote_deployment.html", context)
 
     async def _set_authority(self, request: web.Request) -> web.StreamResponse:
         ref = request.match_info["ref"]
@@ -364,7 +367,8 @@ class Dashboard:
             )
         except WingsmithError as e:
             review = await self.call("ReviewDeployment", ref=ref)
-            context = {"review": review, "error": e.message}
+            deployment = await self.call("GetDeployment", ref=ref)
+            context = {"review": review, "error": e.message, "authority": deployment["authority"]}
             return self._render(request, "promote_deployment.html", context, status=e.http_status)
         raise web.HTTPSeeOther(f"{PREFIX}/deployments/{_quote(ref)}")
 

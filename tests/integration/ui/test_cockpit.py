@@ -134,6 +134,12 @@ def test_workload_page_scale_disable_delete_and_history(
     assert present(browser, '#history tr[data-action="UpdateDeployment"]')
     shot(browser, tmp_path, "workload")
 
+    # A managed deployment is not offered "Promote to managed".
+    browser.get(f"{base(hub)}/deployments/llama.east/promote")
+    assert "managed already" in text_of(browser, "#already-managed")
+    assert not present(browser, "#promote")
+    browser.get(f"{base(hub)}/workloads/llama")
+
     # Delete: a confirmation page with the dry run; a wrong name deletes nothing.
     click(browser, "#delete")
     assert present(browser, "#dry-run")
@@ -174,6 +180,12 @@ def test_scoped_tokens_see_only_their_forms_and_unknown_pages_are_404(
     click(browser, "#scale")
     assert "may change only its own projects" in text_of(browser, "#error")
     assert hub.get("/v1/workloads/beta")["replicas"] == 1
+
+    # Authority hand-over from the deployment page, by the operator of its project.
+    browser.get(f"{base(hub)}/deployments/alpha.east")
+    click(browser, "#demote")
+    wait_until(lambda: hub.get("/v1/deployments/alpha.east")["authority"] == "observed", what="x")
+    assert present(browser, "#review-promote")
 
     # Unknown pages: the dashboard's own 404 page, with the session's navigation.
     browser.get(f"{base(hub)}/no-such-page")
