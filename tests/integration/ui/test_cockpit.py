@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -21,8 +22,31 @@ from tests.integration.ui.test_dashboard import base, login, present, shot, text
 
 
 def click(browser: webdriver.Chrome, css: str) -> None:
-    wait_until(lambda: present(browser, css), timeout=10, what=f"{css} on the page")
-    browser.find_element(By.CSS_SELECTOR, css).click()
+    """Click `css` once it is there; again when htmx swapped the live block between finding
+    the element and clicking it (the click then reached nothing)."""
+
+    def clicked() -> bool:
+        if not present(browser, css):
+            return False
+        try:
+            browser.find_element(By.CSS_SELECTOR, css).click()
+        except StaleElementReferenceException:
+            return False
+        except WebDriverException as e:
+            if "does not belong to the document" not in str(e):
+                raise
+            return False
+        return True
+
+    wait_until(clicked, timeout=10, interval=0.05, what=f"{css} clicked")
+
+
+def notice_is(browser: webdriver.Chrome, text: str) -> None:
+    """The page's answer reads `text` (awaited: the page before may show an older answer)."""
+    wait_until(
+        lambda: present(browser, "#notice") and text_of(browser, "#notice") == text,
+        what=f"the answer {text!r}",
+    )
 
 
 def login_as(browser: webdriver.Chrome, hub: Hub, token: str, page: str) -> None:
@@ -61,7 +85,7 @@ def test_cluster_page_cordon_uncordon_drain_with_a_preview_first(
     assert not hub.get("/v1/clusters/east")["cordoned"], "a preview writes nothing"
     shot(browser, tmp_path, "cluster-cordon-preview")
     click(browser, "#cordon-confirm")
-    assert text_of(browser, "#notice") == "cordon: done (the whole cluster)"
+    notice_is(browser, "cordon: done (the whole cluster)")
     assert hub.get("/v1/clusters/east")["cordoned"]
     assert "cordoned" in text_of(browser, "#marks")
     browser.get(f"{base(hub)}/fleet")
@@ -112,7 +136,7 @@ def test_workload_page_scale_disable_delete_and_history(
     field.clear()
     field.send_keys("3")
     click(browser, "#scale")
-    assert text_of(browser, "#notice") == "scaled to 3 replicas"
+    notice_is(browser, "scaled to 3 replicas")
     assert hub.get("/v1/workloads/llama")["replicas"] == 3
     field = browser.find_element(By.ID, "replicas")
     field.clear()
@@ -123,10 +147,10 @@ def test_workload_page_scale_disable_delete_and_history(
 
     # Disable and enable the deployment.
     click(browser, '#deployments tr[data-deployment="llama.east"] button.toggle')
-    assert text_of(browser, "#notice") == "llama.east disabled"
+    notice_is(browser, "llama.east disabled")
     assert hub.get("/v1/deployments/llama.east")["enabled"] is False
     click(browser, '#deployments tr[data-deployment="llama.east"] button.toggle')
-    assert text_of(browser, "#notice") == "llama.east enabled"
+    notice_is(browser, "llama.east enabled")
     assert hub.get("/v1/deployments/llama.east")["enabled"] is True
 
     # History: the audited changes, newest first.
@@ -142,7 +166,7 @@ def test_workload_page_scale_disable_delete_and_history(
 
     # Delete: a confirmation page with the dry run; a wrong name deletes nothing.
     click(browser, "#delete")
-    assert present(browser, "#dry-run")
+    assert text_of(browser, "#dry-run .summary")
     shot(browser, tmp_path, "workload-delete")
     browser.find_element(By.ID, "confirm").send_keys("not-llama")
     click(browser, "#confirm-delete")
@@ -164,7 +188,7 @@ def test_scoped_tokens_see_only_their_forms_and_unknown_pages_are_404(
     hub.post("/v1/workloads", workload("beta", project="b", replicas=1, clusters=("east",)))
     operator = hub.post("/v1/tokens", {"name": "team-a", "role": "operator", "projects": ["a"]})
     login_as(browser, hub, operator["secret"], "workloads/alpha")
-    assert present(browser, "#scale-form"), "an operator of a scales a's workload"
+    assert text_of(browser, "#scale-form button"), "an operator of a scales a's workload"
     assert present(browser, "#history-note"), "the audit log is the admin's"
     browser.get(f"{base(hub)}/clusters/east")
     wait_until(lambda: present(browser, "#nodes"), what="cluster page")
@@ -185,7 +209,7 @@ def test_scoped_tokens_see_only_their_forms_and_unknown_pages_are_404(
     browser.get(f"{base(hub)}/deployments/alpha.east")
     click(browser, "#demote")
     wait_until(lambda: hub.get("/v1/deployments/alpha.east")["authority"] == "observed", what="x")
-    assert present(browser, "#review-promote")
+    assert text_of(browser, "#review-promote") == "Review and promote…"
 
     # Unknown pages: the dashboard's own 404 page, with the session's navigation.
     browser.get(f"{base(hub)}/no-such-page")
@@ -200,3 +224,42 @@ def test_scoped_tokens_see_only_their_forms_and_unknown_pages_are_404(
     assert icon and icon.endswith("/ui/static/favicon.svg")
     with urllib.request.urlopen(icon, timeout=10) as answer:
         assert answer.status == 200 and b"<svg" in answer.read()
+
+
+def test_a_paused_rollout_is_resumed_then_aborted_from_the_workload_page(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    """Two clusters, one wave at a time; wave-b's pods never become ready, so its wave misses
+    its deadline and the rollout pauses (docs/rollouts.md "Waves")."""
+    hub.create_project("search", H100_80GB=64)
+    for cluster_id, ready_after in (("wave-a", "0.3s"), ("wave-b", "60m")):
+        agents(
+            cluster_id=cluster_id,
+            token=hub.register_cluster(cluster_id),
+            spec=f"nodes=1,gpus=8,class=H100-80GB,ready_after={ready_after}",
+        )
+        wait_until(lambda c=cluster_id: hub.get(f"/v1/clusters/{c}")["devices"], what="devices")
+    body = workload("chat", replicas=2, clusters=("wave-a", "wave-b"))
+    body["rollout"] = {"max_clusters_in_flight": 1, "wave_deadline_seconds": 3}
+    hub.post("/v1/workloads", body)
+    wait_until(
+        lambda: (hub.get("/v1/deployments/chat.wave-a")["status"] or {}).get("ready_replicas"),
+        what="wave-a running",
+    )
+    hub.patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+
+    def state() -> str:
+        return str((hub.get("/v1/workloads/chat")["rollout_status"] or {}).get("state"))
+
+    wait_until(lambda: state() == "paused", what="paused at wave-b's deadline")
+    login(browser, hub, "workloads/chat")
+    assert "rollout paused" in text_of(browser, "#rollout-state")
+    assert present(browser, '#waves tr[data-wave="wave-b"]')
+    shot(browser, tmp_path, "workload-rollout-paused")
+    click(browser, "#resume")
+    notice_is(browser, "rollout resumed")
+    assert state() in ("rolling", "paused"), "resumed (it may pause again: wave-b never readies)"
+    click(browser, "#abort")
+    notice_is(browser, "rollout aborted")
+    assert state() == "aborted"
+    assert hub.get("/v1/workloads/chat")["serving"]["engine_version"] == "0.11.0"
