@@ -45,6 +45,31 @@ def may_change(principal: access.Principal, project: str | None) -> bool:
     )
 
 
+_PRIORITY_RANK = {"critical": 4, "high": 3, "normal": 2, "": 2, "low": 1}
+
+
+def waiting_by_project(deployments: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per project, its deployments with replicas that wait for admission, in the order the
+    hub admits them (hub/admission.py `decide`): higher priority class first, then the
+    oldest (the API's create_time stands for the admission's pending_since, which it does not
+    expose), then by cluster. A disabled deployment waits for nobody: it is left out."""
+    waiting: dict[str, list[dict[str, Any]]] = {}
+    ordered = sorted(
+        deployments,
+        key=lambda d: (
+            -_PRIORITY_RANK.get(str(d.get("priority") or ""), 2),
+            str(d.get("create_time") or ""),
+            d["cluster_id"],
+            d["deployment_id"],
+        ),
+    )
+    for d in ordered:
+        short = d["desired_replicas"] - d["admitted_replicas"]
+        if d["enabled"] and short > 0:
+            waiting.setdefault(d["project"], []).append({**d, "waiting_replicas": short})
+    return waiting
+
+
 def routes(dash: Dashboard) -> list[web.RouteDef]:
     cockpit = Cockpit(dash)
     return [

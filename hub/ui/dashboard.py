@@ -374,7 +374,9 @@ class Dashboard:
 
     async def _projects(self, request: web.Request) -> web.StreamResponse:
         projects = await self.list_all("ListProjects", "projects")
-        return self._render(request, "projects.html", {"projects": projects})
+        deployments = await self.list_all("ListDeployments", "deployments")
+        context = {"projects": projects, "waiting": actions.waiting_by_project(deployments)}
+        return self._render(request, "projects.html", context)
 
     async def _discovered(self, request: web.Request) -> web.StreamResponse:
         found = await self.list_all("ListDiscovered", "discovered", include_ignored=True)

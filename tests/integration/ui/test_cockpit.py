@@ -18,7 +18,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from tests.harness import Hub, SimAgent, wait_until, workload
-from tests.integration.ui.test_dashboard import base, login, present, shot, text_of
+from tests.integration.ui.test_dashboard import base, login, present, settled, shot, text_of
 
 
 def click(browser: webdriver.Chrome, css: str) -> None:
@@ -263,3 +263,40 @@ def test_a_paused_rollout_is_resumed_then_aborted_from_the_workload_page(
     notice_is(browser, "rollout aborted")
     assert state() == "aborted"
     assert hub.get("/v1/workloads/chat")["serving"]["engine_version"] == "0.11.0"
+
+
+def test_projects_page_lists_the_demand_waiting_for_its_quota_in_admission_order(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    agents(cluster_id="east", token=hub.register_cluster("east"))
+    hub.create_project("search", H100_80GB=4)
+    wait_until(lambda: hub.get("/v1/clusters/east")["devices"], what="east's devices")
+    hub.post("/v1/workloads", workload("first", replicas=1, tp=4, clusters=("east",)))
+    wait_until(
+        lambda: hub.get("/v1/deployments/first.east")["admitted_replicas"] == 1, what="admitted"
+    )
+    hub.post("/v1/workloads", workload("second", replicas=2, tp=4, clusters=("east",)))
+    urgent = workload("urgent", replicas=1, tp=4, clusters=("east",))
+    urgent["priority"] = "high"
+    hub.post("/v1/workloads", urgent)
+    second = hub.get("/v1/deployments/second.east")
+    assert second["admission_reason"] == "insufficient_quota"
+    login(browser, hub, "projects")
+    queue = '[data-queue="search"]'
+    wait_until(lambda: present(browser, f"{queue} tr[data-waiting]"), what="the queue")
+    ranks = settled(
+        lambda: [
+            (row.get_attribute("data-waiting"), row.find_element(By.CSS_SELECTOR, ".rank").text)
+            for row in browser.find_elements(By.CSS_SELECTOR, f"{queue} tr[data-waiting]")
+        ]
+    )
+    api = {
+        name: (d["admitted_replicas"], d["admission_reason"])
+        for name in ("first.east", "second.east", "urgent.east")
+        for d in [hub.get(f"/v1/deployments/{name}")]
+    }
+    assert ranks == [("urgent.east", "1"), ("second.east", "2")], api
+    why = text_of(browser, f'{queue} tr[data-waiting="second.east"] .why')
+    assert why.startswith("insufficient_quota")
+    assert text_of(browser, f'{queue} tr[data-waiting="second.east"] .short') == "2 of 2"
+    shot(browser, tmp_path, "projects-waiting")
