@@ -520,11 +520,18 @@ def _bar(parts: Mapping[str, object], total: object) -> list[dict[str, Any]]:
     return segments
 
 
-def _digest_bar(live_digests: Mapping[str, int], target: str) -> list[dict[str, Any]]:
-    """Replicas per serving digest as a stacked bar: the target digest first."""
+def _digest_bar(
+    live_digests: Mapping[str, int], target: str, converged: bool = False
+) -> list[dict[str, Any]]:
+    """Replicas per serving digest as a stacked bar: the target digest first.
+
+    `converged`: the hub's rollout state says no replica runs another config. An adopted
+    deployment whose pod template the hub keeps runs the target whatever digest label its
+    pods carry (none, or an older one): the hub's word decides the colour, not the label, so
+    the bar never shows an older version beside "converged"."""
     ordered = sorted(live_digests.items(), key=lambda kv: (kv[0] != target, kv[0]))
     total = sum(v for _, v in ordered)
     segments = _bar(dict(ordered), total)
     for segment in segments:
-        segment["target"] = segment["name"] == target
+        segment["target"] = converged or segment["name"] == target
     return segments

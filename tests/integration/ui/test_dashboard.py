@@ -252,3 +252,20 @@ def test_track_ignore_and_promote_from_the_discovered_page(
     wait_until(lambda: hub.get(f"/v1/deployments/{name}")["authority"] == "managed", what="managed")
     wait_until(lambda: "managed" in text_of(browser, "#authority"), what="the page says managed")
     assert csp_violations(browser) == []
+
+    # Adopted with its pod template kept, its pods keep their own labels: the hub reads them
+    # on target (converged), so the digest bar shows no older version beside "converged".
+    adopted = wait_until(
+        lambda: (
+            (d := hub.get(f"/v1/deployments/{name}"))["rollout"]
+            and d["rollout"]["state"] == "converged"
+            and d["live_digests"]
+            and d
+        ),
+        what="converged",
+    )
+    assert set(adopted["live_digests"]) != {adopted["serving_digest"]}, "labels kept"
+    wait_until(lambda: present(browser, "#rollout svg rect"), what="the digest bar")
+    assert "converged" in text_of(browser, "#rollout")
+    assert present(browser, "#rollout rect.seg-target")
+    assert not present(browser, "#rollout rect.seg-older"), "no amber bar beside converged"
