@@ -36,7 +36,7 @@ import pathlib
 import secrets
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +51,7 @@ from hub import access
 from hub.api import jsonmap
 from hub.api.control import PrincipalDispatch
 from hub.errors import NotFound, Unauthenticated, WingsmithError
-from hub.ui import actions
+from hub.ui import actions, history
 
 PREFIX = "/ui"
 SESSION_COOKIE = "wingsmith_session"
@@ -154,6 +154,7 @@ class Dashboard:
         self._store = store
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
+        self.history = history.History(self._list_as_admin)
 
     # -- the app ------------------------------------------------------------------------------
 
@@ -169,6 +170,7 @@ class Dashboard:
         env.globals.update(prefix=PREFIX, refresh_s=REFRESH_S, quote=_quote, static=_static_url)
         env.filters.update(when=_when, bar=_bar, digest_bar=_digest_bar)
         app.router.add_static("/static/", _HERE / "static")
+        app.cleanup_ctx.append(self._sampling)
         app.add_routes(
             [
                 web.get("/", self._home),
@@ -187,6 +189,7 @@ class Dashboard:
                 web.get("/discovered/{ref}/promote", self._promote_discovered_form),
                 web.post("/discovered/{ref}/promote", self._promote_discovered),
                 *actions.routes(self),
+                web.get("/history/{kind:clusters|projects}/{name}", self._history),
             ]
         )
         return app
@@ -259,6 +262,29 @@ class Dashboard:
             token = page["next_page_token"]
             if not token:
                 return items
+
+    # -- the charts' history (hub/ui/history.py) ---------------------------------------------
+
+    async def _list_as_admin(self, kind: str) -> list[dict[str, Any]]:
+        """The sampler's read: every cluster or project (fleet facts), as the admin."""
+        caller = _CALLER.set(access.ADMIN)
+        try:
+            method = "ListClusters" if kind == "clusters" else "ListProjects"
+            return await self.list_all(method, kind)
+        finally:
+            _CALLER.reset(caller)
+
+    async def _sampling(self, app: web.Application) -> AsyncIterator[None]:
+        async with self.history.running():
+            yield
+
+    async def _history(self, request: web.Request) -> web.StreamResponse:
+        kind = "cluster" if request.match_info["kind"] == "clusters" else "project"
+        name = request.match_info["name"]
+        data = await self.history.chart(kind, name)
+        if data is None:
+            raise web.HTTPNotFound(text=f"no history of {kind} {name}")
+        return web.json_response(data)
 
     # -- login --------------------------------------------------------------------------------
 

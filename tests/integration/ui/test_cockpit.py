@@ -18,7 +18,15 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from tests.harness import Hub, SimAgent, wait_until, workload
-from tests.integration.ui.test_dashboard import base, login, present, settled, shot, text_of
+from tests.integration.ui.test_dashboard import (
+    base,
+    csp_violations,
+    login,
+    present,
+    settled,
+    shot,
+    text_of,
+)
 
 
 def click(browser: webdriver.Chrome, css: str) -> None:
@@ -77,6 +85,12 @@ def test_cluster_page_cordon_uncordon_drain_with_a_preview_first(
     for node in east["nodes"]:
         assert present(browser, f'#nodes tr[data-node="{node["node_id"]}"]')
     assert present(browser, '#deployments tr[data-deployment="llama.east"]')
+    # GPU allocation over time: the vendored uPlot draws the hub's samples of east.
+    wait_until(lambda: present(browser, "#cluster-chart .uplot canvas"), what="the chart")
+    assert int(str(browser.find_element(By.ID, "cluster-chart").get_attribute("data-series"))) == 2
+    browser.execute_script("document.getElementById('cluster-chart').scrollIntoView()")
+    shot(browser, tmp_path, "cluster-chart")
+    browser.execute_script("window.scrollTo(0, 0)")
     shot(browser, tmp_path, "cluster")
 
     # Cordon: a preview first, which changes nothing; then the confirmation does.
@@ -300,3 +314,7 @@ def test_projects_page_lists_the_demand_waiting_for_its_quota_in_admission_order
     assert why.startswith("insufficient_quota")
     assert text_of(browser, f'{queue} tr[data-waiting="second.east"] .short') == "2 of 2"
     shot(browser, tmp_path, "projects-waiting")
+    chart = '.chart[data-chart="search"]'
+    wait_until(lambda: present(browser, f"{chart} .uplot canvas"), what="the project's chart")
+    assert browser.find_element(By.CSS_SELECTOR, chart).get_attribute("data-series") == "3"
+    assert csp_violations(browser) == []
