@@ -16,6 +16,7 @@ that confirms (the same call, for real). Deleting a workload shows its dry run t
 
 from __future__ import annotations
 
+import datetime
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,59 @@ def waiting_by_project(deployments: list[dict[str, Any]]) -> dict[str, list[dict
     return waiting
 
 
+# The timeline's lanes, top to bottom (y in the SVG's 0..LANES*10 box).
+LANES = ("admission", "rollout", "failover")
+
+
+def _seconds(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def timeline(workload: dict[str, Any], history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workload's events on one time axis, one lane per kind: admission (created, and
+    the audited changes), rollout (start, each cluster's wave, its last state), failover
+    (each one's start). Each: {lane, y, x (percent of the span), when, label}."""
+    events: list[tuple[float, str, str, str]] = []
+
+    def add(when: object, lane: str, label: str) -> None:
+        seconds = _seconds(when)
+        if seconds is not None:
+            events.append((seconds, lane, label, str(when)))
+
+    add(workload.get("create_time"), "admission", "created")
+    for record in history:
+        if record["outcome"] == "OK":
+            add(record["time"], "admission", f"{record['action']} by {record['actor']}")
+    rollout = workload.get("rollout_status") or {}
+    if rollout:
+        add(rollout.get("start_time"), "rollout", "rollout started")
+        for wave in rollout.get("clusters") or []:
+            add(wave.get("change_time"), "rollout", f"{wave['cluster_id']}: {wave['state']}")
+        add(rollout.get("update_time"), "rollout", f"rollout {rollout.get('state')}")
+    for failover in workload.get("failovers") or []:
+        label = f"failover from {failover['cluster_id']} ({failover['cause']}, {failover['state']})"
+        add(failover.get("start_time"), "failover", label)
+    if not events:
+        return []
+    first = min(e[0] for e in events)
+    span = max(e[0] for e in events) - first or 1.0
+    return [
+        {
+            "lane": lane,
+            "y": LANES.index(lane) * 10 + 5,
+            "x": round(2 + 96 * (seconds - first) / span, 3),
+            "when": when,
+            "label": label,
+        }
+        for seconds, lane, label, when in sorted(events)
+    ]
+
+
 def routes(dash: Dashboard) -> list[web.RouteDef]:
     cockpit = Cockpit(dash)
     return [
@@ -119,6 +173,7 @@ class Cockpit:
         )
         history, history_note = await self._history(workload)
         context = {
+            "timeline": timeline(workload, history),
             "workload": workload,
             "deployments": deployments,
             "history": history,

@@ -170,6 +170,13 @@ def test_workload_page_scale_disable_delete_and_history(
     # History: the audited changes, newest first.
     wait_until(lambda: present(browser, '#history tr[data-action="UpdateWorkload"]'), what="hist")
     assert present(browser, '#history tr[data-action="UpdateDeployment"]')
+    # Its timeline: created, then the four audited changes, in the admission lane.
+    wait_until(
+        lambda: (
+            len(browser.find_elements(By.CSS_SELECTOR, '#timeline [data-lane="admission"]')) >= 5
+        ),
+        what="the timeline's events",
+    )
     shot(browser, tmp_path, "workload")
 
     # A managed deployment is not offered "Promote to managed".
@@ -269,6 +276,14 @@ def test_a_paused_rollout_is_resumed_then_aborted_from_the_workload_page(
     login(browser, hub, "workloads/chat")
     assert "rollout paused" in text_of(browser, "#rollout-state")
     assert present(browser, '#waves tr[data-wave="wave-b"]')
+    # The timeline: created, the rollout's start and its waves, in their lanes.
+    lanes = settled(
+        lambda: [
+            e.get_attribute("data-lane")
+            for e in browser.find_elements(By.CSS_SELECTOR, "#timeline rect.event")
+        ]
+    )
+    assert "admission" in lanes and lanes.count("rollout") >= 3, lanes
     shot(browser, tmp_path, "workload-rollout-paused")
     click(browser, "#resume")
     notice_is(browser, "rollout resumed")
