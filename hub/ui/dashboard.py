@@ -23,6 +23,9 @@ Access (docs/dashboard.md):
 
 Pages refresh themselves every few seconds with htmx (`hx-select` of the page's own #live
 block); forms work without JavaScript (POST, then 303 back to the page).
+
+The workload and cluster pages and their actions are hub/ui/actions.py; the short history the
+charts draw is hub/ui/history.py. An unknown page is the dashboard's own 404 page.
 """
 
 from __future__ import annotations
