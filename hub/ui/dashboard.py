@@ -216,7 +216,7 @@ class Dashboard:
         except web.HTTPNotFound:
             if request.path.startswith(f"{PREFIX}/static/"):
                 raise
-            message = f"no page {request.path}: follow the links from the Fleet page"
+            message = f"page {request.path} not found: follow the links from the Fleet page"
             return self._render(request, "missing.html", {"message": message}, status=404)
 
     async def _guarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
