@@ -127,6 +127,8 @@ def test_cluster_page_cordon_uncordon_drain_with_a_preview_first(
     assert not hub.get("/v1/clusters/east")["draining"]
     click(browser, "#cancel")
     wait_until(lambda: not present(browser, "#preview"), what="preview gone")
+    browser.get(f"{base(hub)}/fleet")
+    assert "partly cordoned" in text_of(browser, 'tr[data-cluster="east"] .state')
 
 
 def test_workload_page_scale_disable_delete_and_history(
