@@ -23,6 +23,9 @@ Access (docs/dashboard.md):
 
 Pages refresh themselves every few seconds with htmx (`hx-select` of the page's own #live
 block); forms work without JavaScript (POST, then 303 back to the page).
+
+The workload and cluster pages and their actions are hub/ui/actions.py; the short history the
+charts draw is hub/ui/history.py. An unknown page is the dashboard's own 404 page.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import pathlib
 import secrets
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +54,7 @@ from hub import access
 from hub.api import jsonmap
 from hub.api.control import PrincipalDispatch
 from hub.errors import NotFound, Unauthenticated, WingsmithError
+from hub.ui import actions, history
 
 PREFIX = "/ui"
 SESSION_COOKIE = "wingsmith_session"
@@ -74,6 +78,11 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CSRF_KEY = web.RequestKey("csrf", str)
 # Who the current request's session belongs to (set by the guard, read by `call`).
 _CALLER: contextvars.ContextVar[access.Principal] = contextvars.ContextVar("dashboard_caller")
+
+
+def caller() -> access.Principal | None:
+    """The principal of the request being served, once its session was checked."""
+    return _CALLER.get(None)
 
 
 class Sessions:
@@ -148,11 +157,12 @@ class Dashboard:
         self._store = store
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
+        self.history = history.History(self._list_as_admin)
 
     # -- the app ------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._guard])
+        app = web.Application(middlewares=[self._guard, self._not_found])
         aiohttp_jinja2.setup(
             app,
             loader=jinja2.FileSystemLoader(_HERE / "templates"),
@@ -163,6 +173,7 @@ class Dashboard:
         env.globals.update(prefix=PREFIX, refresh_s=REFRESH_S, quote=_quote, static=_static_url)
         env.filters.update(when=_when, bar=_bar, digest_bar=_digest_bar)
         app.router.add_static("/static/", _HERE / "static")
+        app.cleanup_ctx.append(self._sampling)
         app.add_routes(
             [
                 web.get("/", self._home),
@@ -180,6 +191,8 @@ class Dashboard:
                 web.post("/discovered/{ref}/ignore", self._decide("IgnoreDiscovered")),
                 web.get("/discovered/{ref}/promote", self._promote_discovered_form),
                 web.post("/discovered/{ref}/promote", self._promote_discovered),
+                *actions.routes(self),
+                web.get("/history/{kind:clusters|projects}/{name}", self._history),
             ]
         )
         return app
@@ -193,6 +206,18 @@ class Dashboard:
             raise
         _secure(response.headers)
         return response
+
+    @web.middleware
+    async def _not_found(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """An unknown page is the dashboard's own 404 page (inside the session guard: a
+        stranger is sent to the login form, as for any page), not aiohttp's plain text."""
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            if request.path.startswith(f"{PREFIX}/static/"):
+                raise
+            message = f"page {request.path} not found: follow the links from the Fleet page"
+            return self._render(request, "missing.html", {"message": message}, status=404)
 
     async def _guarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         path = request.path.removeprefix(PREFIX)
@@ -240,6 +265,29 @@ class Dashboard:
             token = page["next_page_token"]
             if not token:
                 return items
+
+    # -- the charts' history (hub/ui/history.py) ---------------------------------------------
+
+    async def _list_as_admin(self, kind: str) -> list[dict[str, Any]]:
+        """The sampler's read: every cluster or project (fleet facts), as the admin."""
+        caller = _CALLER.set(access.ADMIN)
+        try:
+            method = "ListClusters" if kind == "clusters" else "ListProjects"
+            return await self.list_all(method, kind)
+        finally:
+            _CALLER.reset(caller)
+
+    async def _sampling(self, app: web.Application) -> AsyncIterator[None]:
+        async with self.history.running():
+            yield
+
+    async def _history(self, request: web.Request) -> web.StreamResponse:
+        kind = "cluster" if request.match_info["kind"] == "clusters" else "project"
+        name = request.match_info["name"]
+        data = await self.history.chart(kind, name)
+        if data is None:
+            raise web.HTTPNotFound(text=f"no history of {kind} {name}")
+        return web.json_response(data)
 
     # -- login --------------------------------------------------------------------------------
 
@@ -329,7 +377,10 @@ class Dashboard:
         review = await self._get_or_404(request, "ReviewDeployment", ref=ref)
         if isinstance(review, web.StreamResponse):
             return review
-        return self._render(request, "promote_deployment.html", {"review": review, "error": ""})
+        # A managed deployment has nothing to promote: the page says so, with no button.
+        deployment = await self.call("GetDeployment", ref=ref)
+        context = {"review": review, "error": "", "authority": deployment["authority"]}
+        return self._render(request, "promote_deployment.html", context)
 
     async def _set_authority(self, request: web.Request) -> web.StreamResponse:
         ref = request.match_info["ref"]
@@ -345,13 +396,16 @@ class Dashboard:
             )
         except WingsmithError as e:
             review = await self.call("ReviewDeployment", ref=ref)
-            context = {"review": review, "error": e.message}
+            deployment = await self.call("GetDeployment", ref=ref)
+            context = {"review": review, "error": e.message, "authority": deployment["authority"]}
             return self._render(request, "promote_deployment.html", context, status=e.http_status)
         raise web.HTTPSeeOther(f"{PREFIX}/deployments/{_quote(ref)}")
 
     async def _projects(self, request: web.Request) -> web.StreamResponse:
         projects = await self.list_all("ListProjects", "projects")
-        return self._render(request, "projects.html", {"projects": projects})
+        deployments = await self.list_all("ListDeployments", "deployments")
+        context = {"projects": projects, "waiting": actions.waiting_by_project(deployments)}
+        return self._render(request, "projects.html", context)
 
     async def _discovered(self, request: web.Request) -> web.StreamResponse:
         found = await self.list_all("ListDiscovered", "discovered", include_ignored=True)
@@ -419,7 +473,14 @@ class Dashboard:
         *,
         status: int = 200,
     ) -> web.StreamResponse:
-        full = {"csrf": request.get(CSRF_KEY, ""), "path": request.path, **context}
+        caller = _CALLER.get(None)
+        full = {
+            "csrf": request.get(CSRF_KEY, ""),
+            "path": request.path,
+            "may_change": lambda project: bool(caller and actions.may_change(caller, project)),
+            "is_admin": caller is not None and caller.role == access.ROLE_ADMIN,
+            **context,
+        }
         return aiohttp_jinja2.render_template(template, request, full, status=status)
 
 
@@ -488,11 +549,18 @@ def _bar(parts: Mapping[str, object], total: object) -> list[dict[str, Any]]:
     return segments
 
 
-def _digest_bar(live_digests: Mapping[str, int], target: str) -> list[dict[str, Any]]:
-    """Replicas per serving digest as a stacked bar: the target digest first."""
+def _digest_bar(
+    live_digests: Mapping[str, int], target: str, converged: bool = False
+) -> list[dict[str, Any]]:
+    """Replicas per serving digest as a stacked bar: the target digest first.
+
+    `converged`: the hub's rollout state says no replica runs another config. An adopted
+    deployment whose pod template the hub keeps runs the target whatever digest label its
+    pods carry (none, or an older one): the hub's word decides the colour, not the label, so
+    the bar never shows an older version beside "converged"."""
     ordered = sorted(live_digests.items(), key=lambda kv: (kv[0] != target, kv[0]))
     total = sum(v for _, v in ordered)
     segments = _bar(dict(ordered), total)
     for segment in segments:
-        segment["target"] = segment["name"] == target
+        segment["target"] = converged or segment["name"] == target
     return segments

@@ -252,3 +252,26 @@ def test_track_ignore_and_promote_from_the_discovered_page(
     wait_until(lambda: hub.get(f"/v1/deployments/{name}")["authority"] == "managed", what="managed")
     wait_until(lambda: "managed" in text_of(browser, "#authority"), what="the page says managed")
     assert csp_violations(browser) == []
+
+    # Adopted with its pod template kept, its pods keep their own labels: the hub reads them
+    # on target (converged), so the digest bar shows no older version beside "converged".
+    adopted = wait_until(
+        lambda: (
+            (d := hub.get(f"/v1/deployments/{name}"))["rollout"]
+            and d["rollout"]["state"] == "converged"
+            and d["live_digests"]
+            and d
+        ),
+        what="converged",
+    )
+    assert adopted["live_digests"]
+
+    def converged_all_green() -> bool:
+        return (
+            "converged" in text_of(browser, "#rollout")
+            and present(browser, "#rollout rect.seg-target")
+            and not present(browser, "#rollout rect.seg-older")
+        )
+
+    # The page refreshes itself (3 s): awaited, as it may show the state before converging.
+    wait_until(converged_all_green, what="converged with no amber bar beside it")

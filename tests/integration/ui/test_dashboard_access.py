@@ -18,7 +18,30 @@ from hub.ui.dashboard import CSP, SESSION_COOKIE
 from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until
 from tests.integration.test_rejects_and_paging import FOREIGN_DGD
 
-PAGES = ("fleet", "workloads", "projects", "discovered", "deployments/x.east")
+PAGES = (
+    "fleet",
+    "workloads",
+    "projects",
+    "discovered",
+    "deployments/x.east",
+    "workloads/x",
+    "workloads/x/delete",
+    "clusters/x",
+    "history/clusters/x",
+    "no-such-page",
+)
+# The cockpit's forms (hub/ui/actions.py): refused without a session or a CSRF token.
+ACTIONS = (
+    "/ui/discovered/east.ml.x/track",
+    "/ui/workloads/x/scale",
+    "/ui/workloads/x/delete",
+    "/ui/workloads/x/resume",
+    "/ui/workloads/x/abort",
+    "/ui/deployments/x.east/enabled",
+    "/ui/clusters/east/cordon",
+    "/ui/clusters/east/uncordon",
+    "/ui/clusters/east/drain",
+)
 
 
 @dataclass
@@ -84,9 +107,16 @@ def test_no_page_without_a_session(hub: Hub, page: str) -> None:
     assert answer.headers["content-security-policy"] == CSP
 
 
-def test_no_action_without_a_session(hub: Hub) -> None:
-    answer = Client(hub).request("POST", "/ui/discovered/east.ml.x/track", {"csrf": "x"})
-    assert answer.status == 401
+def test_no_action_without_a_session_or_its_csrf_token(hub: Hub) -> None:
+    for path in ACTIONS:
+        answer = Client(hub).request("POST", path, {"csrf": "x"})
+        assert answer.status == 401, path
+    hub.register_cluster("east")
+    client = Client(hub)
+    client.login()
+    for path in ACTIONS[1:]:
+        assert client.request("POST", path, {"csrf": "0" * 64, "confirm": "yes"}).status == 403
+    assert not hub.get("/v1/clusters/east")["cordoned"], "nothing done"
 
 
 def test_login_sets_a_strict_httponly_session_cookie_and_never_the_token(hub: Hub) -> None:
