@@ -126,6 +126,8 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         ],
         failover_replicas=view.failover_replicas,
         failover_for=list(view.failover_for),
+        # A word on the record, a message here: set below.
+        adopted_from=None,
     )
     if view.rollout is not None:
         message.rollout.CopyFrom(rollout(view.rollout))

@@ -1,0 +1,217 @@
+"""The one record <-> message converter (common/convert.py), over every pair of a message and
+the record it converts to or from, on both sides.
+
+`PAIRS` names each pair with the message fields the converter does not copy (the caller gives
+them) and the record fields the message lacks. A message field added without a record field
+of the same name, or a listing here, fails `test_every_message_field_has_a_mapping`; a field
+the converter drops, swaps or misreads fails the round trip, which builds each record with
+every field off its default and distinct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import types
+import typing
+from typing import Any
+
+import pytest
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+import agent.discover
+import agent.model
+import agent.observe
+from agent.devices import model as devices_model
+from agent.devices import verify
+from common import convert, serving
+from hub import model as hub_model
+from tests.records import every_field_deployment
+from wingsmith.v1 import resources_pb2 as pb
+from wingsmith.v1 import sync_pb2
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    message: Any
+    record: Any
+    # Message fields the caller gives (derived, or output only), not copied by name.
+    given: frozenset[str] = frozenset()
+
+    @property
+    def id(self) -> str:
+        return f"{self.message.DESCRIPTOR.name}<->{self.record.__module__}.{self.record.__name__}"
+
+
+def _pair(message: Any, record: Any, *given: str) -> Pair:
+    return Pair(message, record, frozenset(given))
+
+
+PAIRS = [
+    # Shared by both sides.
+    _pair(pb.ServingConfig, serving.Serving, "disaggregation"),
+    _pair(pb.KvCacheConfig, serving.KvCache),
+    # Hub (hub/wire.py, hub/api/convert.py).
+    _pair(pb.Device, hub_model.Device),
+    _pair(pb.QuotaUsage, hub_model.QuotaUsage),
+    _pair(
+        pb.Deployment,
+        hub_model.Deployment,
+        "name",
+        "admission_phase",
+        "applied",
+        "degraded",
+        "drift",
+        "dry_run",
+        "failover_for",
+        "failover_replicas",
+        "live_digests",
+        "rollout",
+        "status",
+        "sync",
+        "topology_violations",
+        # A word on the record, a message on the wire (hub/api/convert.py builds it).
+        "adopted_from",
+    ),
+    # Agent (agent/sync/convert.py).
+    _pair(sync_pb2.DeploymentSpec, agent.model.DeploymentSpec),
+    _pair(pb.DiscoveredService, agent.discover.DiscoveredService),
+    _pair(sync_pb2.ReplicaReport, agent.discover.PodReport),
+    _pair(
+        sync_pb2.DiscoveredObservation, agent.discover.DiscoveredObservation, "observe_unix_nanos"
+    ),
+    _pair(sync_pb2.DeploymentStatusReport, agent.observe.StatusObservation),
+    _pair(sync_pb2.AppliedObjectReport, agent.observe.AppliedObject),
+    _pair(
+        sync_pb2.DeploymentObservation, agent.observe.DeploymentObservation, "observe_unix_nanos"
+    ),
+    _pair(pb.Device, devices_model.Gpu, "verified"),
+    _pair(sync_pb2.AllocationReport, verify.PodAllocation),
+]
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p.id)
+def test_every_message_field_has_a_mapping(pair: Pair) -> None:
+    """Each message field is copied from the record field of its name or given by the caller
+    (listed in PAIRS): a new proto field with neither fails here, naming it."""
+    fields = {f.name for f in pair.message.DESCRIPTOR.fields}
+    record = {f.name for f in dataclasses.fields(pair.record)}
+    assert fields - record - pair.given == set(), "a message field with no mapping"
+    assert pair.given <= fields, "a listed field the message no longer has"
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: p.id)
+def test_a_record_crosses_the_wire_and_back_whole(pair: Pair) -> None:
+    record = _every_field(pair.record, pair.message.DESCRIPTOR, itertools.count(1))
+    message = convert.to_message(pair.message, record, **dict.fromkeys(pair.given))
+    received = pair.message.FromString(message.SerializeToString())
+    # The record's fields the message lacks (or the caller gives) come back as given.
+    names = {f.name for f in pair.message.DESCRIPTOR.fields} - pair.given
+    rest = {
+        f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in names
+    }
+    assert convert.from_message(pair.record, received, **rest) == record
+
+
+def test_an_unset_nested_message_reads_as_none_or_the_default() -> None:
+    assert convert.from_message(serving.Serving, pb.ServingConfig()).kv_cache == serving.KvCache()
+    observation = convert.from_message(
+        agent.observe.DeploymentObservation, sync_pb2.DeploymentObservation()
+    )
+    assert observation.status is None and observation.applied is None
+    default = serving.Serving(engine="vllm", engine_version="1", model="m")
+    assert not serving.to_message(default).HasField("kv_cache"), "a default nested record"
+
+
+@pytest.mark.parametrize(
+    ("enum", "word", "number"),
+    [
+        (pb.Engine, "vllm", pb.ENGINE_VLLM),
+        (pb.AdmissionPhase, "pending", pb.ADMISSION_PHASE_PENDING),
+        (pb.Engine, "", pb.ENGINE_UNSPECIFIED),
+    ],
+)
+def test_an_enum_is_its_word_without_the_type_prefix(enum: Any, word: str, number: int) -> None:
+    assert convert.enum_word(enum, number) == word
+    assert convert.enum_number(enum, word) == number
+
+
+def test_an_enum_number_the_type_lacks_reads_as_unknown_and_a_bad_word_is_refused() -> None:
+    assert convert.enum_word(pb.Engine, 99) == "unknown(99)"
+    with pytest.raises(ValueError, match="Engine has no value 'nope'"):
+        convert.enum_number(pb.Engine, "nope")
+
+
+def test_a_map_of_messages_crosses_both_ways() -> None:
+    """Maps of scalars and of nested records (Project's usage), each value converted."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Usage:
+        name: str
+        quotas: dict[str, int]
+        usage: dict[str, hub_model.QuotaUsage]
+
+    record = Usage("p", {"H100": 3}, {"H100": hub_model.QuotaUsage(used=1, reserved=2, limit=3)})
+    message = convert.to_message(pb.Project, record)
+    assert message.usage["H100"].reserved == 2 and message.quotas["H100"] == 3
+    assert convert.from_message(Usage, message) == record
+
+
+def _every_field(record_type: Any, descriptor: Descriptor | None, count: Any) -> Any:
+    """A `record_type` with every field set off its default, each value distinct; enum words
+    chosen among the message's enum values."""
+    hints = typing.get_type_hints(record_type)
+    by_name = descriptor.fields_by_name if descriptor is not None else {}
+    values = {
+        f.name: _value(hints[f.name], by_name.get(f.name), count)
+        for f in dataclasses.fields(record_type)
+        if f.init
+    }
+    return record_type(**values)
+
+
+def _value(hint: Any, field: FieldDescriptor | None, count: Any) -> Any:
+    n = next(count)
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _value(next(a for a in args if a is not type(None)), field, count)
+    is_map = (
+        field is not None
+        and field.message_type is not None
+        and (field.message_type.GetOptions().map_entry)
+    )
+    if origin is tuple:
+        return tuple(_value(args[0], field, count) for _ in range(2))
+    if origin is not None and args and len(args) == 2 and origin is not tuple:
+        entry = field.message_type.fields_by_name["value"] if is_map and field else None
+        return {f"k{n}": _value(args[1], entry, count), f"j{n}": _value(args[1], entry, count)}
+    if field is not None and field.enum_type is not None:
+        numbers = [v.number for v in field.enum_type.values if v.number]
+        return convert.enum_word(field.enum_type, numbers[n % len(numbers)])
+    if hint is str:
+        return f"s{n}"
+    if hint is bool:
+        return True
+    if hint is int:
+        return n
+    if hint is float:
+        return n + 0.25
+    if dataclasses.is_dataclass(hint):
+        nested = field.message_type if field is not None else None
+        if hint is serving.Serving:
+            nested = pb.ServingConfig.DESCRIPTOR
+        record = _every_field(hint, nested, count)
+        if hint is serving.Serving:
+            record = dataclasses.replace(record, mode="disaggregated")
+        return record
+    raise AssertionError(f"no test value for {hint!r}")
+
+
+def test_a_field_named_alike_but_shaped_otherwise_must_be_given() -> None:
+    """adopted_from is a word on the hub's record and a message on the wire: the converter
+    refuses to guess, naming the field, until the caller gives it."""
+    with pytest.raises(TypeError, match=r"wingsmith\.v1\.Deployment\.adopted_from: give it"):
+        convert.to_message(pb.Deployment, every_field_deployment())
+    message = convert.to_message(pb.Deployment, every_field_deployment(), adopted_from=None)
+    assert not message.HasField("adopted_from")
