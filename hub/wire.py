@@ -14,7 +14,7 @@ from google.protobuf import timestamp_pb2
 
 from common import convert
 from common import serving as serving_wire
-from hub.model import Device, Serving
+from hub.model import Serving
 from wingsmith.v1 import resources_pb2 as pb
 
 # A generated enum class (mypy-protobuf types each one as its own wrapper class).
@@ -48,7 +48,3 @@ def serving_from_proto(message: pb.ServingConfig) -> Serving:
     """Raw values (not validated): hub.serving.normalize checks them."""
     return serving_wire.from_message(message)
 
-
-def device_to_proto(device: Device) -> pb.Device:
-    message: pb.Device = convert.to_message(pb.Device, device)
-    return message

@@ -28,66 +28,39 @@ from wingsmith.v1 import resources_pb2 as pb
 
 
 def project(view: views.ProjectView) -> pb.Project:
-    p = view.project
-    return pb.Project(
-        name=p.name,
-        quotas=dict(p.quotas),
-        usage={
-            device_class: pb.QuotaUsage(used=u.used, reserved=u.reserved, limit=u.limit)
-            for device_class, u in view.usage.items()
-        },
-        create_time=wire.timestamp(p.create_time),
-        update_time=wire.timestamp(p.update_time),
-        preemptible_by_other_projects=p.preemptible_by_other_projects,
+    """The project's fields by the one converter's rule (wire.message_from); the usage per
+    device class, which the view computes, given."""
+    message: pb.Project = wire.message_from(
+        pb.Project,
+        view.project,
+        usage={c: wire.message_from(pb.QuotaUsage, u) for c, u in view.usage.items()},
     )
+    return message
 
 
 def cluster(view: views.ClusterView) -> pb.Cluster:
+    """The cluster's fields (labels, agents, times) by the converter's rule; what the view and
+    the maintenance marks say given."""
     c = view.cluster
-    return pb.Cluster(
-        cluster_id=c.cluster_id,
-        labels=dict(c.labels),
+    message: pb.Cluster = wire.message_from(
+        pb.Cluster,
+        c,
         connected=c.connected,
         stale=view.stale,
-        last_seen=wire.timestamp(c.last_seen),
         nodes=[
-            pb.Node(
-                node_id=n.node_id,
-                devices=[wire.device_to_proto(d) for d in n.devices],
-                inventory_error=n.inventory_error,
+            wire.message_from(
+                pb.Node,
+                n,
                 observe_time=wire.timestamp_ns(n.observe_ns),
                 cordoned=n.node_id in c.maintenance.nodes,
             )
             for n in view.nodes
         ],
         devices={
-            device_class: pb.DeviceCapacity(
-                total=cap.total,
-                allocated=cap.allocated,
-                reserved=cap.reserved,
-                free=cap.free,
-                unusable=cap.unusable,
-            )
+            device_class: wire.message_from(pb.DeviceCapacity, cap, free=cap.free)
             for device_class, cap in view.capacity.items()
         },
-        create_time=wire.timestamp(c.create_time),
-        desired_revision=c.desired_revision,
-        applied_revision=c.applied_revision,
-        agent_version=c.agent_version,
-        read_only=c.read_only,
-        agents=[
-            pb.AgentSession(
-                instance=a.instance,
-                node_name=a.node_name,
-                leader=a.leader,
-                connect_time=wire.timestamp(a.connect_time),
-                agent_version=a.agent_version,
-            )
-            for a in c.agents
-        ],
-        leader_term=c.leader_term,
         never_connected=view.never_connected,
-        dgd_version=c.dgd_version,
         # A drain cordons: a draining cluster reads cordoned (also one drained before drains
         # recorded the cordon themselves).
         cordoned=c.maintenance.cordoned or c.maintenance.draining,
@@ -95,6 +68,7 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
         cordoned_nodes=list(c.maintenance.nodes),
         draining=c.maintenance.draining,
     )
+    return message
 
 
 def deployment(view: views.DeploymentView) -> pb.Deployment:
@@ -108,7 +82,6 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         admission_phase=wire.enum_value(pb.AdmissionPhase, view.phase),
         admission_reason=wire.enum_value(pb.AdmissionReason, view.admission_reason),
         admission_message=view.admission_message,
-        serving=wire.serving_to_proto(d.serving),
         live_digests=view.live_digests,
         degraded=view.degraded,
         sync=pb.SyncState(
@@ -117,8 +90,6 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
             rejected_error=view.rejection.error if view.rejection else "",
             rejected_generation=view.rejection.generation if view.rejection else 0,
         ),
-        create_time=wire.timestamp(d.create_time),
-        update_time=wire.timestamp(d.update_time),
         drift=[difference(x) for x in view.drift],
         topology_violations=[
             pb.TopologyViolation(replica_id=v.replica_id, name=v.name, reason=v.reason)
@@ -454,19 +425,7 @@ def discovered(d: Discovered) -> pb.Discovered:
         state=wire.enum_value(pb.DiscoveredState, d.state),
         gone=d.gone,
         backend_framework=o.backend_framework,
-        services=[
-            pb.DiscoveredService(
-                name=s.name,
-                component_type=s.component_type,
-                sub_component_type=s.sub_component_type,
-                replicas=s.replicas,
-                ready_replicas=s.ready_replicas,
-                gpus_per_pod=s.gpus_per_pod,
-                image=s.image,
-                args=list(s.args),
-            )
-            for s in o.services
-        ],
+        services=[wire.message_from(pb.DiscoveredService, s) for s in o.services],
         replicas=shape.replicas,
         ready_replicas=shape.ready_replicas,
         imported_args=list(o.imported_args),
