@@ -47,4 +47,3 @@ def serving_to_proto(serving: Serving) -> pb.ServingConfig:
 def serving_from_proto(message: pb.ServingConfig) -> Serving:
     """Raw values (not validated): hub.serving.normalize checks them."""
     return serving_wire.from_message(message)
-
