@@ -12,7 +12,7 @@ The rule, both directions, driven by the message's descriptor and the dataclass'
 - Repeated fields <-> tuples; map fields <-> dicts; each element converted by the same rule.
 - Nested messages <-> nested dataclasses (the record's type hint names the type; `X | None`
   reads an unset message as None). A nested record equal to its type's default is left unset,
-  which reads back as that default.
+  which reads back as that default (unless optional: then it is set, as unset reads None).
 - google.protobuf.Timestamp <-> float seconds since the epoch (None: unset).
 - A record type whose wire form is not its fields one to one (Serving: the worker counts
   travel in a nested message) registers its two functions (`register`); they are used wherever
@@ -98,10 +98,10 @@ def to_message(message_type: Any, record: Any, **given: Any) -> Any:
     fields as given (None: left unset)."""
     values = {name: value for name, value in given.items() if value is not None}
     record_type: Any = type(record)
-    for field, _ in _pairs(record_type, message_type.DESCRIPTOR):
+    for field, hint in _pairs(record_type, message_type.DESCRIPTOR):
         if field.name in given:
             continue
-        value = _to_field(field, getattr(record, field.name))
+        value = _to_field(field, hint, getattr(record, field.name))
         if value is not None:
             values[field.name] = value
     return message_type(**values)
@@ -129,7 +129,7 @@ def _is_map(field: FieldDescriptor) -> bool:
     return field.message_type is not None and bool(field.message_type.GetOptions().map_entry)
 
 
-def _to_field(field: Any, value: Any) -> Any:
+def _to_field(field: Any, hint: Any, value: Any) -> Any:
     if value is None:
         return None
     if _is_map(field):
@@ -137,9 +137,10 @@ def _to_field(field: Any, value: Any) -> Any:
         return {key: _to_single(entry, item) for key, item in value.items()}
     if field.is_repeated:
         return [_to_single(field, item) for item in value]
+    # An optional one (`X | None`) is sent even at its default: unset reads as None there.
     nested = field.message_type is not None and field.message_type.full_name != TIMESTAMP
     value_type: Any = type(value)
-    if nested and value == _default_of(value_type):
+    if nested and _required(hint) is hint and value == _default_of(value_type):
         return None
     return _to_single(field, value)
 

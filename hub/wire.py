@@ -14,7 +14,7 @@ from google.protobuf import timestamp_pb2
 
 from common import convert
 from common import serving as serving_wire
-from hub.model import Serving
+from hub.model import FailoverPolicy, Serving
 from wingsmith.v1 import resources_pb2 as pb
 
 # A generated enum class (mypy-protobuf types each one as its own wrapper class).
@@ -25,6 +25,8 @@ timestamp = convert.timestamp
 # A message from a record: the fields of the same name by the converter's rule, `given` ones
 # as given (None: unset).
 message_from = convert.to_message
+# A record from a message by the same rule, `given` fields winning.
+record_from = convert.from_message
 
 
 def enum_value(enum: EnumType, word: str) -> Any:
@@ -47,3 +49,20 @@ def serving_to_proto(serving: Serving) -> pb.ServingConfig:
 def serving_from_proto(message: pb.ServingConfig) -> Serving:
     """Raw values (not validated): hub.serving.normalize checks them."""
     return serving_wire.from_message(message)
+
+
+def _failover_to_proto(policy: FailoverPolicy) -> pb.Failover:
+    return pb.Failover(
+        toleration_seconds=policy.toleration_s, stabilization_seconds=policy.stabilization_s
+    )
+
+
+def _failover_from_proto(message: pb.Failover) -> FailoverPolicy:
+    return FailoverPolicy(
+        toleration_s=message.toleration_seconds, stabilization_s=message.stabilization_seconds
+    )
+
+
+# The policy's fields are named for their unit on the hub (toleration_s, also in stored
+# documents) and spelled out on the wire: its two functions, wherever a Failover is nested.
+convert.register(FailoverPolicy, _failover_to_proto, _failover_from_proto)

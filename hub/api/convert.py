@@ -14,10 +14,8 @@ from hub.model import (
     AuditRecord,
     Deployment,
     Discovered,
-    FailoverPolicy,
     FailoverRecord,
     Placement,
-    PlacementPreference,
     RolloutPolicy,
 )
 from hub.service import dryrun, views
@@ -115,17 +113,10 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
 
 def applied_object(a: AppliedObject) -> pb.AppliedObject:
     """With its body when it was read with one (GetAppliedObject), else coordinates only."""
-    return pb.AppliedObject(
-        deployment_id=a.deployment_id,
-        api_version=a.api_version,
-        kind=a.kind,
-        namespace=a.namespace,
-        name=a.name,
-        digest=a.digest,
-        observe_time=wire.timestamp_ns(a.observe_ns),
-        truncated=a.truncated,
-        body=a.body,
+    message: pb.AppliedObject = wire.message_from(
+        pb.AppliedObject, a, observe_time=wire.timestamp_ns(a.observe_ns)
     )
+    return message
 
 
 # A stale cluster's last report is kept but never shown as its present state (docs/phases.md).
@@ -338,64 +329,21 @@ def replica(view: views.ReplicaView) -> pb.Replica:
 
 
 def allocation(a: Allocation) -> pb.Allocation:
-    return pb.Allocation(
-        replica_id=a.replica_id,
-        deployment_id=a.deployment_id,
-        cluster_id=a.cluster_id,
-        project=a.project,
-        node_id=a.node_id,
-        pod_name=a.pod_name,
-        namespace=a.namespace,
-        device_ids=list(a.device_ids),
-    )
+    message: pb.Allocation = wire.message_from(pb.Allocation, a)
+    return message
 
 
 def placement_to_proto(p: Placement) -> pb.Placement:
-    return pb.Placement(
-        clusters=list(p.clusters),
-        cluster_selector=dict(p.cluster_selector),
-        topology=wire.enum_value(pb.Topology, p.topology),
-        preferences=[
-            pb.PlacementPreference(
-                clusters=list(pref.clusters),
-                cluster_selector=dict(pref.cluster_selector),
-                weights=dict(pref.weights),
-            )
-            for pref in p.preferences
-        ],
-        failover=(
-            pb.Failover(
-                toleration_seconds=p.failover.toleration_s,
-                stabilization_seconds=p.failover.stabilization_s,
-            )
-            if p.failover is not None
-            else None
-        ),
-    )
+    """Maps, preferences and the failover policy by the converter's rule (hub/wire.py
+    registers the policy's two functions)."""
+    message: pb.Placement = wire.message_from(pb.Placement, p)
+    return message
 
 
 def placement_from_proto(message: pb.Placement) -> Placement:
-    return Placement(
-        clusters=tuple(message.clusters),
-        cluster_selector=dict(message.cluster_selector),
-        topology=wire.enum_word(pb.Topology, message.topology),
-        preferences=tuple(
-            PlacementPreference(
-                clusters=tuple(pref.clusters),
-                cluster_selector=dict(pref.cluster_selector),
-                weights=dict(pref.weights),
-            )
-            for pref in message.preferences
-        ),
-        failover=(
-            FailoverPolicy(
-                toleration_s=message.failover.toleration_seconds,
-                stabilization_s=message.failover.stabilization_seconds,
-            )
-            if message.HasField("failover")
-            else None
-        ),
-    )
+    """Raw values, by the same rule: hub/service/workloads.py checks them."""
+    placement: Placement = wire.record_from(Placement, message)
+    return placement
 
 
 def workload_spec(message: pb.Workload) -> WorkloadSpec:
@@ -467,25 +415,10 @@ def review(r: Review) -> cpb.DeploymentReview:
 
 
 def api_token(token: ApiToken) -> pb.ApiToken:
-    return pb.ApiToken(
-        name=token.name,
-        role=wire.enum_value(pb.ApiRole, token.role),
-        projects=list(token.projects),
-        create_time=wire.timestamp(token.create_time),
-        created_by=token.created_by,
-        revoke_time=wire.timestamp(token.revoke_time),
-    )
+    message: pb.ApiToken = wire.message_from(pb.ApiToken, token)
+    return message
 
 
 def audit_record(record: AuditRecord) -> pb.AuditRecord:
-    return pb.AuditRecord(
-        id=record.id,
-        time=wire.timestamp(record.time),
-        actor=record.actor,
-        role=record.role,
-        edge=record.edge,
-        action=record.action,
-        target=record.target,
-        outcome=record.outcome,
-        message=record.message,
-    )
+    message: pb.AuditRecord = wire.message_from(pb.AuditRecord, record)
+    return message
