@@ -24,6 +24,7 @@ import agent.model
 import agent.observe
 from agent.devices import model as devices_model
 from agent.devices import verify
+from agent.sync import convert as agent_convert
 from common import convert, serving
 from hub import model as hub_model
 from hub import wire  # noqa: F401  (registers FailoverPolicy's two functions)
@@ -306,3 +307,13 @@ def test_a_field_named_alike_but_shaped_otherwise_must_be_given() -> None:
         convert.to_message(pb.Deployment, every_field_deployment())
     message = convert.to_message(pb.Deployment, every_field_deployment(), adopted_from=None)
     assert not message.HasField("adopted_from")
+
+
+def test_the_agent_reads_an_enum_number_it_lacks_as_unknown_not_as_the_default() -> None:
+    """A newer hub's authority is not taken for "managed" (the agent would take the DGD over),
+    nor a newer engine or router mode for the default: the words name what came."""
+    message = sync_pb2.DeploymentSpec(authority=99, admitted=True, enabled=True)
+    message.serving.router_mode = 7  # type: ignore[assignment]
+    spec = agent_convert.deployment(message)
+    assert spec.authority == "unknown(99)" and not spec.should_run
+    assert spec.serving.router_mode == "unknown(7)"
