@@ -158,6 +158,7 @@ def _to_single(field: Any, value: Any) -> Any:
         # Same name, different shape (a word on the record, a message on the wire): the
         # caller must give this field.
         raise TypeError(f"{field.full_name}: give it, {type(value).__name__} is no record")
+    _check_related(field, type(value))
     return to_message(_message_class(field.message_type), value)
 
 
@@ -185,7 +186,21 @@ def _from_single(field: Any, hint: Any, value: Any) -> Any:
         return value.ToNanoseconds() / 1e9
     if hint in _CUSTOM:
         return _CUSTOM[hint][1](value)
+    if not dataclasses.is_dataclass(hint):
+        raise TypeError(f"{field.full_name}: give it, {hint!r} is no record")
+    _check_related(field, hint)
     return from_message(hint, value)
+
+
+def _check_related(field: Any, record_type: Any) -> None:
+    """A nested record sharing no field name with its message is another thing of the same
+    name (Workload's `rollout`: the rollout's state on the hub, its policy on the wire): the
+    caller must give it, rather than the converter sending an empty message."""
+    if not _pairs(record_type, field.message_type):
+        raise TypeError(
+            f"{field.full_name}: give it, {record_type.__name__} shares no field with"
+            f" {field.message_type.name}"
+        )
 
 
 def _required(hint: Any) -> Any:

@@ -156,18 +156,16 @@ def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentSt
 
 
 def rollout(r: views.RolloutView) -> pb.RolloutStatus:
-    return pb.RolloutStatus(
-        state=wire.enum_value(pb.RolloutState, r.state),
-        generation=r.generation,
-        serving_digest=r.serving_digest,
-        ready_on_target=r.ready_on_target,
-        replicas_on_older=r.replicas_on_older,
-        surge_replicas=r.surge_replicas,
+    # `state` is a property of the view (derived from `rolling`), so given.
+    message: pb.RolloutStatus = wire.message_from(
+        pb.RolloutStatus, r, state=wire.enum_value(pb.RolloutState, r.state)
     )
+    return message
 
 
 def difference(x: views.Difference) -> pb.Difference:
-    return pb.Difference(field=x.field, declared=x.declared, observed=x.observed)
+    message: pb.Difference = wire.message_from(pb.Difference, x)
+    return message
 
 
 def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
@@ -194,30 +192,23 @@ def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
 
 
 def workload(view: views.WorkloadView) -> pb.Workload:
+    """The workload's fields by the converter's rule (serving, placement and times among
+    them); what the view says given, and `rollout`, which is the rollout's state on the record
+    and its policy on the wire."""
     w = view.workload
-    return pb.Workload(
-        workload_id=w.workload_id,
-        name=w.name,
-        project=w.project,
-        replicas=w.replicas,
-        device_class=w.device_class,
-        serving=wire.serving_to_proto(w.serving),
-        placement=placement_to_proto(w.placement),
+    message: pb.Workload = wire.message_from(
+        pb.Workload,
+        w,
         phase=wire.enum_value(pb.AdmissionPhase, view.phase),
         degraded=view.degraded,
         ready_replicas=view.ready_replicas,
         deployments=[deployment_summary(d) for d in view.deployments],
         devices_per_replica=w.serving.devices_per_replica,
-        create_time=wire.timestamp(w.create_time),
-        update_time=wire.timestamp(w.update_time),
-        rollout=pb.RolloutPolicy(
-            max_clusters_in_flight=w.rollout_policy.max_clusters_in_flight,
-            wave_deadline_seconds=w.rollout_policy.wave_deadline_seconds,
-        ),
+        rollout=wire.message_from(pb.RolloutPolicy, w.rollout_policy),
         rollout_status=workload_rollout(view) if w.rollout.state else None,
         failovers=[failover_status(r, w.placement) for r in view.failovers],
-        priority=wire.enum_value(pb.Priority, w.priority),
     )
+    return message
 
 
 def workload_rollout(view: views.WorkloadView) -> pb.WorkloadRollout:
@@ -242,27 +233,21 @@ def workload_rollout(view: views.WorkloadView) -> pb.WorkloadRollout:
 
 
 def rollout_policy(message: pb.RolloutPolicy) -> RolloutPolicy:
-    return RolloutPolicy(
-        max_clusters_in_flight=message.max_clusters_in_flight,
-        wave_deadline_seconds=message.wave_deadline_seconds,
-    )
+    policy: RolloutPolicy = wire.record_from(RolloutPolicy, message)
+    return policy
 
 
 def failover_status(r: FailoverRecord, placement: Placement) -> pb.FailoverStatus:
+    """The record's fields by the converter's rule; the failback time derived."""
     stabilization = placement.failover.stabilization_s if placement.failover else 0
-    return pb.FailoverStatus(
-        cluster_id=r.cluster_id,
-        cause=r.cause,
-        state=r.state,
-        start_time=wire.timestamp(r.start_time),
-        replicas=r.replicas,
-        stand_ins=dict(r.stand_ins),
+    message: pb.FailoverStatus = wire.message_from(
+        pb.FailoverStatus,
+        r,
         failback_time=wire.timestamp(
             None if r.recovered_since is None else r.recovered_since + stabilization
         ),
-        end_time=wire.timestamp(r.end_time),
-        message=r.message,
     )
+    return message
 
 
 def dry_run_workload(preview: dryrun.DryRun) -> pb.Workload:
@@ -347,16 +332,12 @@ def placement_from_proto(message: pb.Placement) -> Placement:
 
 
 def workload_spec(message: pb.Workload) -> WorkloadSpec:
-    return WorkloadSpec(
-        name=message.name,
-        project=message.project,
-        replicas=message.replicas,
-        device_class=message.device_class,
-        serving=wire.serving_from_proto(message.serving),
-        placement=placement_from_proto(message.placement),
-        rollout_policy=rollout_policy(message.rollout),
-        priority=wire.enum_word(pb.Priority, message.priority),
+    """Raw values by the converter's rule (hub/service/workloads.py checks them); the wire's
+    `rollout` is the spec's rollout policy."""
+    spec: WorkloadSpec = wire.record_from(
+        WorkloadSpec, message, rollout_policy=rollout_policy(message.rollout)
     )
+    return spec
 
 
 def discovered(d: Discovered) -> pb.Discovered:

@@ -28,6 +28,7 @@ from agent.sync import convert as agent_convert
 from common import convert, serving
 from hub import model as hub_model
 from hub import wire  # noqa: F401  (registers FailoverPolicy's two functions)
+from hub.service import views, workloads
 from tests.records import every_field_deployment
 from wingsmith.v1 import resources_pb2 as pb
 from wingsmith.v1 import sync_pb2
@@ -89,6 +90,40 @@ PAIRS = [
     _pair(pb.Allocation, hub_model.Allocation),
     _pair(pb.AppliedObject, hub_model.AppliedObject, "observe_time"),
     _pair(pb.ApiToken, hub_model.ApiToken),
+    _pair(
+        pb.Workload,
+        hub_model.Workload,
+        "phase",
+        "degraded",
+        "ready_replicas",
+        "deployments",
+        "devices_per_replica",
+        "failovers",
+        "rollout_status",
+        "dry_run",
+        # The rollout's state on the record, its policy on the wire.
+        "rollout",
+    ),
+    _pair(
+        pb.Workload,
+        workloads.WorkloadSpec,
+        "workload_id",
+        "phase",
+        "degraded",
+        "ready_replicas",
+        "deployments",
+        "devices_per_replica",
+        "create_time",
+        "update_time",
+        "failovers",
+        "rollout",
+        "rollout_status",
+        "dry_run",
+    ),
+    _pair(pb.RolloutPolicy, hub_model.RolloutPolicy),
+    _pair(pb.FailoverStatus, hub_model.FailoverRecord, "failback_time"),
+    _pair(pb.RolloutStatus, views.RolloutView, "state"),
+    _pair(pb.Difference, views.Difference),
     _pair(pb.AuditRecord, hub_model.AuditRecord),
     _pair(
         pb.Deployment,
@@ -134,14 +169,9 @@ _STREAM = "a stream protocol message: no record, read and built in hub/sync and 
 BY_HAND = {
     "Disaggregation": "part of ServingConfig (common/serving.py registers Serving)",
     "Failover": "FailoverPolicy's registered functions (hub/wire.py): names carry units",
-    "FailoverStatus": _VIEW,
     "TopologyViolation": _VIEW,
-    "RolloutStatus": _VIEW,
-    "Difference": _VIEW,
     "AdoptedFrom": _VIEW,
     "DeploymentSummary": _VIEW,
-    "Workload": _VIEW,
-    "RolloutPolicy": _VIEW,
     "WorkloadRollout": _VIEW,
     "WaveStatus": _VIEW,
     "DryRunResult": _VIEW,
@@ -307,6 +337,11 @@ def test_a_field_named_alike_but_shaped_otherwise_must_be_given() -> None:
         convert.to_message(pb.Deployment, every_field_deployment())
     message = convert.to_message(pb.Deployment, every_field_deployment(), adopted_from=None)
     assert not message.HasField("adopted_from")
+    # A record nested under a name its message means otherwise (Workload's `rollout`: the
+    # rollout's state on the hub, its policy on the wire) is refused too, not sent empty.
+    workload = _every_field(hub_model.Workload, pb.Workload.DESCRIPTOR, itertools.count(1))
+    with pytest.raises(TypeError, match=r"Workload\.rollout: give it, WorkloadRollout shares"):
+        convert.to_message(pb.Workload, workload)
 
 
 def test_the_agent_reads_an_enum_number_it_lacks_as_unknown_not_as_the_default() -> None:
