@@ -98,109 +98,171 @@ def to_message(message_type: Any, record: Any, **given: Any) -> Any:
     fields as given (None: left unset)."""
     values = {name: value for name, value in given.items() if value is not None}
     record_type: Any = type(record)
-    for field, hint in _pairs(record_type, message_type.DESCRIPTOR):
-        if field.name in given:
-            continue
-        value = _to_field(field, hint, getattr(record, field.name))
-        if value is not None:
-            values[field.name] = value
+    for name, convert in _to_plan(record_type, message_type.DESCRIPTOR):
+        if name not in given:
+            value = convert(getattr(record, name))
+            if value is not None:
+                values[name] = value
     return message_type(**values)
 
 
 def from_message(record_type: Any, message: Any, **given: Any) -> Any:
     """A `record_type` dataclass from `message` by the module's rule; `given` fields win."""
     values = dict(given)
-    for field, hint in _pairs(record_type, message.DESCRIPTOR):
-        if field.name not in values:
-            values[field.name] = _from_field(field, hint, message)
+    for name, convert in _from_plan(record_type, message.DESCRIPTOR):
+        if name not in values:
+            values[name] = convert(message)
     return record_type(**values)
+
+
+_Convert = Callable[[Any], Any]
 
 
 @functools.cache
 def _pairs(record_type: Any, descriptor: Descriptor) -> tuple[tuple[FieldDescriptor, Any], ...]:
-    """(message field, the record field's type hint) for the fields both name alike: computed
-    once per pair."""
+    """(message field, the record field's type hint) for the fields both name alike."""
     hints = typing.get_type_hints(record_type)
     names = {f.name for f in dataclasses.fields(record_type)}
     return tuple((f, hints[f.name]) for f in descriptor.fields if f.name in names)
 
 
-def _is_map(field: FieldDescriptor) -> bool:
+@functools.cache
+def _to_plan(record_type: Any, descriptor: Descriptor) -> tuple[tuple[str, _Convert], ...]:
+    """(field name, record value -> message value) per field both name alike: the rule worked
+    out once per pair, so converting a record is a loop of plain calls."""
+    return tuple((f.name, _to_field(f, hint)) for f, hint in _pairs(record_type, descriptor))
+
+
+@functools.cache
+def _from_plan(record_type: Any, descriptor: Descriptor) -> tuple[tuple[str, _Convert], ...]:
+    """(field name, message -> record value) per field both name alike."""
+    return tuple((f.name, _from_field(f, hint)) for f, hint in _pairs(record_type, descriptor))
+
+
+def _is_map(field: Any) -> bool:
     return field.message_type is not None and bool(field.message_type.GetOptions().map_entry)
 
 
-def _to_field(field: Any, hint: Any, value: Any) -> Any:
-    if value is None:
-        return None
+def _is_nested(field: Any) -> bool:
+    return field.message_type is not None and field.message_type.full_name != TIMESTAMP
+
+
+def _to_field(field: Any, hint: Any) -> _Convert:
     if _is_map(field):
-        entry = field.message_type.fields_by_name["value"]
-        return {key: _to_single(entry, item) for key, item in value.items()}
+        item = _to_single(field.message_type.fields_by_name["value"])
+        return lambda value: None if value is None else {k: item(v) for k, v in value.items()}
+    single = _to_single(field)
     if field.is_repeated:
-        return [_to_single(field, item) for item in value]
-    # An optional one (`X | None`) is sent even at its default: unset reads as None there.
-    nested = field.message_type is not None and field.message_type.full_name != TIMESTAMP
-    value_type: Any = type(value)
-    if nested and _required(hint) is hint and value == _default_of(value_type):
-        return None
-    return _to_single(field, value)
+        return lambda value: None if value is None else [single(v) for v in value]
+    if single is _same:
+        return _same  # a scalar (None, for an optional one, leaves it unset)
+    if not _is_nested(field):
+        return lambda value: None if value is None else single(value)
+    # A nested record at its type's default is left unset (it reads back as that default),
+    # but an optional one (`X | None`) is sent: unset reads as None there.
+    optional = _required(hint) is not hint
+
+    def nested(value: Any) -> Any:
+        value_type: Any = type(value)
+        if value is None or (not optional and value == _default_of(value_type)):
+            return None
+        return single(value)
+
+    return nested
 
 
-def _to_single(field: Any, value: Any) -> Any:
+def _to_single(field: Any) -> _Convert:
     if field.enum_type is not None:
-        return enum_number(field.enum_type, value)
+        return functools.partial(enum_number, field.enum_type)
     if field.message_type is None:
-        return value
+        return _same
     if field.message_type.full_name == TIMESTAMP:
-        return timestamp(value)
-    if type(value) in _CUSTOM:
-        return _CUSTOM[type(value)][0](value)
-    if not dataclasses.is_dataclass(value):
-        # Same name, different shape (a word on the record, a message on the wire): the
-        # caller must give this field.
-        raise TypeError(f"{field.full_name}: give it, {type(value).__name__} is no record")
-    _check_related(field, type(value))
-    return to_message(_message_class(field.message_type), value)
+        return timestamp
+    message_class = _message_class(field.message_type)
+
+    def nested(value: Any) -> Any:
+        value_type: Any = type(value)
+        custom = _CUSTOM.get(value_type)
+        if custom is not None:
+            return custom[0](value)
+        if not _is_record(value_type):
+            # Same name, different shape (a word on the record, a message on the wire): the
+            # caller must give this field.
+            raise TypeError(f"{field.full_name}: give it, {value_type.__name__} is no record")
+        if not _pairs(value_type, field.message_type):
+            raise TypeError(_unrelated(field, value_type))
+        return to_message(message_class, value)
+
+    return nested
 
 
-def _from_field(field: Any, hint: Any, message: Any) -> Any:
-    value = getattr(message, field.name)
+def _from_field(field: Any, hint: Any) -> _Convert:
+    name = field.name
     if _is_map(field):
-        entry = field.message_type.fields_by_name["value"]
-        item_hint = typing.get_args(_required(hint))[1]
-        return {key: _from_single(entry, item_hint, item) for key, item in value.items()}
+        item = _from_single(field.message_type.fields_by_name["value"], _item_hint(hint, 1))
+        return lambda message: {k: item(v) for k, v in getattr(message, name).items()}
     if field.is_repeated:
-        item_hint = typing.get_args(_required(hint))[0]
-        return tuple(_from_single(field, item_hint, item) for item in value)
-    unset = field.message_type is not None and not message.HasField(field.name)
-    if unset and (_required(hint) is not hint or field.message_type.full_name == TIMESTAMP):
-        return None
-    return _from_single(field, _required(hint), value)
-
-
-def _from_single(field: Any, hint: Any, value: Any) -> Any:
-    if field.enum_type is not None:
-        return enum_word(field.enum_type, value)
+        item = _from_single(field, _item_hint(hint, 0))
+        return lambda message: tuple(item(v) for v in getattr(message, name))
+    single = _from_single(field, _required(hint))
     if field.message_type is None:
-        return value
+        return lambda message: single(getattr(message, name))
+    # An unset timestamp, or an unset message of an optional field, reads as None.
+    none_when_unset = _required(hint) is not hint or not _is_nested(field)
+
+    def nested(message: Any) -> Any:
+        if none_when_unset and not message.HasField(name):
+            return None
+        return single(getattr(message, name))
+
+    return nested
+
+
+def _from_single(field: Any, record_type: Any) -> _Convert:
+    if field.enum_type is not None:
+        return functools.partial(enum_word, field.enum_type)
+    if field.message_type is None:
+        return _same
     if field.message_type.full_name == TIMESTAMP:
-        return value.ToNanoseconds() / 1e9
-    if hint in _CUSTOM:
-        return _CUSTOM[hint][1](value)
-    if not dataclasses.is_dataclass(hint):
-        raise TypeError(f"{field.full_name}: give it, {hint!r} is no record")
-    _check_related(field, hint)
-    return from_message(hint, value)
+        return lambda value: value.ToNanoseconds() / 1e9
+    if record_type in _CUSTOM:
+        return _CUSTOM[record_type][1]
+    if not _is_record(record_type):
+        problem = f"{field.full_name}: give it, {record_type!r} is no record"
+        return functools.partial(_refuse, problem)
+    if not _pairs(record_type, field.message_type):
+        return functools.partial(_refuse, _unrelated(field, record_type))
+    return functools.partial(from_message, record_type)
 
 
-def _check_related(field: Any, record_type: Any) -> None:
+def _is_record(kind: Any) -> bool:
+    # A plain bool: dataclasses.is_dataclass narrows to a type the caches cannot take.
+    return dataclasses.is_dataclass(kind)
+
+
+def _item_hint(hint: Any, index: int) -> Any:
+    """X of `tuple[X, ...]` (index 0) or of `Mapping[str, X]` (index 1)."""
+    return typing.get_args(_required(hint))[index]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _unrelated(field: Any, record_type: Any) -> str:
     """A nested record sharing no field name with its message is another thing of the same
     name (Workload's `rollout`: the rollout's state on the hub, its policy on the wire): the
     caller must give it, rather than the converter sending an empty message."""
-    if not _pairs(record_type, field.message_type):
-        raise TypeError(
-            f"{field.full_name}: give it, {record_type.__name__} shares no field with"
-            f" {field.message_type.name}"
-        )
+    return (
+        f"{field.full_name}: give it, {record_type.__name__} shares no field with"
+        f" {field.message_type.name}"
+    )
+
+
+def _refuse(problem: str, value: Any) -> Any:
+    # Raised when such a field is converted, not when the plan is made: a caller giving the
+    # field never meets it.
+    raise TypeError(problem)
 
 
 def _required(hint: Any) -> Any:
