@@ -15,8 +15,8 @@ The rule, both directions, driven by the message's descriptor and the dataclass'
   which reads back as that default (unless optional: then it is set, as unset reads None).
 - google.protobuf.Timestamp <-> float seconds since the epoch (None: unset).
 - A record type whose wire form is not its fields one to one (Serving: the worker counts
-  travel in a nested message) registers its two functions (`register`); they are used wherever
-  that type is nested.
+  travel in a nested message, registered at the end of this module) registers its two
+  functions (`register`); they are used wherever that type is nested.
 
 Imports neither hub nor agent: both use it (.importlinter).
 """
@@ -32,6 +32,9 @@ from typing import Any
 
 from google.protobuf import message_factory, timestamp_pb2
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+
+from common.serving import Serving
+from wingsmith.v1 import resources_pb2 as pb
 
 TIMESTAMP = "google.protobuf.Timestamp"
 
@@ -286,3 +289,35 @@ def _default_of(record_type: Any) -> Any:
         return record_type()
     except TypeError:
         return None
+
+
+# -- Serving: its worker counts travel in a nested message; registered here, with the rule, so
+# a Serving nested anywhere (Deployment, DeploymentSpec, Workload) converts the same way.
+
+
+def serving_to_message(serving: Serving) -> pb.ServingConfig:
+    """The fields of the same name by the converter's rule; the worker counts travel in the
+    `disaggregation` message, set only for a disaggregated config."""
+    disaggregation = None
+    if serving.mode == "disaggregated":
+        disaggregation = pb.Disaggregation(
+            prefill_workers=serving.prefill_workers, decode_workers=serving.decode_workers
+        )
+    message: pb.ServingConfig = to_message(pb.ServingConfig, serving, disaggregation=disaggregation)
+    return message
+
+
+def serving_from_message(message: pb.ServingConfig, **given: Any) -> Serving:
+    """Raw values, not validated (the hub's hub/serving.py checks them); an unset mode reads as
+    aggregated. `given` fields win (the agent resolves unset parallelism to 1)."""
+    values: dict[str, Any] = {
+        "mode": enum_word(pb.ServingMode, message.mode) or "aggregated",
+        "prefill_workers": message.disaggregation.prefill_workers,
+        "decode_workers": message.disaggregation.decode_workers,
+    }
+    values.update(given)
+    serving: Serving = from_message(Serving, message, **values)
+    return serving
+
+
+register(Serving, serving_to_message, serving_from_message)

@@ -3,16 +3,13 @@ validates and stores them, hub/serving.py) and the agent (which renders them, ag
 
 Enum-like fields hold the lower-case words of the design ("vllm", "disaggregated"); every field
 is part of the serving digest. The wire form is `wingsmith.v1.ServingConfig`, converted by
-common/convert.py with the one rule both sides share (`to_message`, `from_message` below).
+common/convert.py (`serving_to_message`, `serving_from_message`). This module imports no
+protobuf: the hub's core holds these values and never loads a message type.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from common import convert
-from wingsmith.v1 import resources_pb2 as pb
 
 
 @dataclass(frozen=True)
@@ -60,33 +57,3 @@ class Serving:
     def devices_per_replica(self) -> int:
         """TP x PP per worker, times the workers of one replica (docs/placement.md)."""
         return self.devices_per_worker * self.workers_per_replica
-
-
-def to_message(serving: Serving) -> pb.ServingConfig:
-    """The fields of the same name by the converter's rule; the worker counts travel in the
-    `disaggregation` message, set only for a disaggregated config."""
-    disaggregation = None
-    if serving.mode == "disaggregated":
-        disaggregation = pb.Disaggregation(
-            prefill_workers=serving.prefill_workers, decode_workers=serving.decode_workers
-        )
-    message: pb.ServingConfig = convert.to_message(
-        pb.ServingConfig, serving, disaggregation=disaggregation
-    )
-    return message
-
-
-def from_message(message: pb.ServingConfig, **given: Any) -> Serving:
-    """Raw values, not validated (the hub's hub/serving.py checks them); an unset mode reads as
-    aggregated. `given` fields win (the agent resolves unset parallelism to 1)."""
-    values: dict[str, Any] = {
-        "mode": convert.enum_word(pb.ServingMode, message.mode) or "aggregated",
-        "prefill_workers": message.disaggregation.prefill_workers,
-        "decode_workers": message.disaggregation.decode_workers,
-    }
-    values.update(given)
-    serving: Serving = convert.from_message(Serving, message, **values)
-    return serving
-
-
-convert.register(Serving, to_message, from_message)

@@ -13,7 +13,6 @@ from typing import Any
 from google.protobuf import timestamp_pb2
 
 from common import convert
-from common import serving as serving_wire
 from hub.model import FailoverPolicy, Serving
 from wingsmith.v1 import resources_pb2 as pb
 
@@ -43,12 +42,12 @@ def timestamp_ns(nanos: int) -> timestamp_pb2.Timestamp | None:
 
 
 def serving_to_proto(serving: Serving) -> pb.ServingConfig:
-    return serving_wire.to_message(serving)
+    return convert.serving_to_message(serving)
 
 
 def serving_from_proto(message: pb.ServingConfig) -> Serving:
     """Raw values (not validated): hub.serving.normalize checks them."""
-    return serving_wire.from_message(message)
+    return convert.serving_from_message(message)
 
 
 def _failover_to_proto(policy: FailoverPolicy) -> pb.Failover:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from agent.model import DeploymentSpec, Serving
 from agent.observe import NodeObservation, Observations
 from common import convert
-from common import serving as common_serving
 from wingsmith.v1 import resources_pb2 as pb
 from wingsmith.v1 import sync_pb2
 
@@ -15,8 +14,8 @@ enum_word = convert.enum_word
 
 
 def serving(message: pb.ServingConfig) -> Serving:
-    """The converter's rule (common/serving.py); parallelism an old hub left unset reads as 1."""
-    return common_serving.from_message(
+    """The converter's rule (common/convert.py); parallelism an old hub left unset reads as 1."""
+    return convert.serving_from_message(
         message,
         tensor_parallel=message.tensor_parallel or 1,
         pipeline_parallel=message.pipeline_parallel or 1,

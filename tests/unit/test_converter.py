@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import subprocess
+import sys
 import types
 import typing
 from typing import Any
@@ -242,7 +244,7 @@ def test_an_unset_nested_message_reads_as_none_or_the_default() -> None:
     message = convert.to_message(pb.Placement, placement)
     assert convert.from_message(hub_model.Placement, message) == placement
     default = serving.Serving(engine="vllm", engine_version="1", model="m")
-    assert not serving.to_message(default).HasField("kv_cache"), "a default nested record"
+    assert not convert.serving_to_message(default).HasField("kv_cache"), "a default nested record"
 
 
 @pytest.mark.parametrize(
@@ -352,3 +354,16 @@ def test_the_agent_reads_an_enum_number_it_lacks_as_unknown_not_as_the_default()
     spec = agent_convert.deployment(message)
     assert spec.authority == "unknown(99)" and not spec.should_run
     assert spec.serving.router_mode == "unknown(7)"
+
+
+def test_the_hubs_core_loads_no_message_type_for_the_shared_serving_types() -> None:
+    """hub.model re-exports common/serving.py's types: that module stays free of protobuf, so
+    the store, the decisions and the service load none (the converter holds the wire form)."""
+    probe = (
+        "import sys, hub.model, hub.store.deployments, hub.admission, hub.placement; "
+        "print(sorted(m for m in sys.modules if m.startswith(('google.protobuf', 'wingsmith'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == "[]"
