@@ -25,7 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/mypy hub agent cli tools bench
+	$(BIN)/mypy common hub agent cli tools bench
 
 ## Fleet benchmark, quick mode (about a minute; `python -m bench --full`: 2,000 and 10,000).
 bench: $(STAMP)

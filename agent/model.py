@@ -8,53 +8,16 @@ protobuf messages. Enum-like fields hold the lower-case words of the design ("vl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+# The serving configuration is one type for hub and agent (common/serving.py).
+from common.serving import KvCache as KvCache
+from common.serving import Serving as Serving
 
 ENGINES = ("vllm", "sglang", "trtllm")
 MODES = ("aggregated", "disaggregated")
 AUTHORITIES = ("managed", "observed")
 ROUTER_MODES = ("", "round_robin", "kv")
-
-
-@dataclass(frozen=True)
-class KvCache:
-    dtype: str = ""
-    gpu_memory_utilization: float = 0.0
-    block_size: int = 0
-    disable_prefix_caching: bool = False
-
-
-@dataclass(frozen=True)
-class Serving:
-    """How a model is served; every field is part of the serving digest."""
-
-    engine: str
-    engine_version: str
-    model: str
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    expert_parallel: int = 1
-    context_length: int = 0
-    quantization: str = ""
-    kv_cache: KvCache = field(default_factory=KvCache)
-    engine_args: tuple[str, ...] = ()
-    mode: str = "aggregated"
-    prefill_workers: int = 1
-    decode_workers: int = 1
-    router_mode: str = ""
-    image: str = ""
-    # Dynamo's runtime version inside `image` when its tag is not one (runtimeVersionOverride).
-    runtime_version: str = ""
-
-    @property
-    def devices_per_worker(self) -> int:
-        return self.tensor_parallel * self.pipeline_parallel
-
-    @property
-    def workers_per_replica(self) -> int:
-        if self.mode == "disaggregated":
-            return self.prefill_workers + self.decode_workers
-        return 1
 
 
 @dataclass(frozen=True)

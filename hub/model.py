@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+# The serving configuration is one type for hub and agent (common/serving.py).
+from common.serving import KvCache as KvCache
+from common.serving import Serving as Serving
+
 _Value = TypeVar("_Value")
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -54,45 +58,6 @@ _RANKS = {priority: rank for rank, priority in enumerate(PRIORITIES)}
 def priority_rank(priority: str) -> int:
     """The class's place in PRIORITIES ("" reads as the default)."""
     return _RANKS[priority or PRIORITY_DEFAULT]
-
-
-@dataclass(frozen=True)
-class KvCache:
-    dtype: str = ""
-    gpu_memory_utilization: float = 0.0
-    block_size: int = 0
-    disable_prefix_caching: bool = False
-
-
-@dataclass(frozen=True)
-class Serving:
-    """A normalized serving config: parallelism defaults resolved (0 -> 1)."""
-
-    engine: str
-    engine_version: str
-    model: str
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    expert_parallel: int = 1
-    context_length: int = 0
-    quantization: str = ""
-    kv_cache: KvCache = field(default_factory=KvCache)
-    engine_args: tuple[str, ...] = ()
-    mode: str = "aggregated"
-    prefill_workers: int = 1
-    decode_workers: int = 1
-    router_mode: str = ""
-    image: str = ""
-    # The Dynamo runtime version inside `image` when its tag is not a version (hub/serving.py).
-    runtime_version: str = ""
-
-    @property
-    def devices_per_replica(self) -> int:
-        """TP x PP per worker, times the workers of one replica (docs/placement.md)."""
-        workers = self.prefill_workers + self.decode_workers
-        if self.mode != "disaggregated":
-            workers = 1
-        return self.tensor_parallel * self.pipeline_parallel * workers
 
 
 TOPOLOGIES = ("", "node", "nvlink_domain")

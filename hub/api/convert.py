@@ -14,10 +14,8 @@ from hub.model import (
     AuditRecord,
     Deployment,
     Discovered,
-    FailoverPolicy,
     FailoverRecord,
     Placement,
-    PlacementPreference,
     RolloutPolicy,
 )
 from hub.service import dryrun, views
@@ -28,66 +26,39 @@ from wingsmith.v1 import resources_pb2 as pb
 
 
 def project(view: views.ProjectView) -> pb.Project:
-    p = view.project
-    return pb.Project(
-        name=p.name,
-        quotas=dict(p.quotas),
-        usage={
-            device_class: pb.QuotaUsage(used=u.used, reserved=u.reserved, limit=u.limit)
-            for device_class, u in view.usage.items()
-        },
-        create_time=wire.timestamp(p.create_time),
-        update_time=wire.timestamp(p.update_time),
-        preemptible_by_other_projects=p.preemptible_by_other_projects,
+    """The project's fields by the one converter's rule (wire.message_from); the usage per
+    device class, which the view computes, given."""
+    message: pb.Project = wire.message_from(
+        pb.Project,
+        view.project,
+        usage={c: wire.message_from(pb.QuotaUsage, u) for c, u in view.usage.items()},
     )
+    return message
 
 
 def cluster(view: views.ClusterView) -> pb.Cluster:
+    """The cluster's fields (labels, agents, times) by the converter's rule; what the view and
+    the maintenance marks say given."""
     c = view.cluster
-    return pb.Cluster(
-        cluster_id=c.cluster_id,
-        labels=dict(c.labels),
+    message: pb.Cluster = wire.message_from(
+        pb.Cluster,
+        c,
         connected=c.connected,
         stale=view.stale,
-        last_seen=wire.timestamp(c.last_seen),
         nodes=[
-            pb.Node(
-                node_id=n.node_id,
-                devices=[wire.device_to_proto(d) for d in n.devices],
-                inventory_error=n.inventory_error,
+            wire.message_from(
+                pb.Node,
+                n,
                 observe_time=wire.timestamp_ns(n.observe_ns),
                 cordoned=n.node_id in c.maintenance.nodes,
             )
             for n in view.nodes
         ],
         devices={
-            device_class: pb.DeviceCapacity(
-                total=cap.total,
-                allocated=cap.allocated,
-                reserved=cap.reserved,
-                free=cap.free,
-                unusable=cap.unusable,
-            )
+            device_class: wire.message_from(pb.DeviceCapacity, cap, free=cap.free)
             for device_class, cap in view.capacity.items()
         },
-        create_time=wire.timestamp(c.create_time),
-        desired_revision=c.desired_revision,
-        applied_revision=c.applied_revision,
-        agent_version=c.agent_version,
-        read_only=c.read_only,
-        agents=[
-            pb.AgentSession(
-                instance=a.instance,
-                node_name=a.node_name,
-                leader=a.leader,
-                connect_time=wire.timestamp(a.connect_time),
-                agent_version=a.agent_version,
-            )
-            for a in c.agents
-        ],
-        leader_term=c.leader_term,
         never_connected=view.never_connected,
-        dgd_version=c.dgd_version,
         # A drain cordons: a draining cluster reads cordoned (also one drained before drains
         # recorded the cordon themselves).
         cordoned=c.maintenance.cordoned or c.maintenance.draining,
@@ -95,6 +66,7 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
         cordoned_nodes=list(c.maintenance.nodes),
         draining=c.maintenance.draining,
     )
+    return message
 
 
 def deployment(view: views.DeploymentView) -> pb.Deployment:
@@ -108,7 +80,6 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         admission_phase=wire.enum_value(pb.AdmissionPhase, view.phase),
         admission_reason=wire.enum_value(pb.AdmissionReason, view.admission_reason),
         admission_message=view.admission_message,
-        serving=wire.serving_to_proto(d.serving),
         live_digests=view.live_digests,
         degraded=view.degraded,
         sync=pb.SyncState(
@@ -117,8 +88,6 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
             rejected_error=view.rejection.error if view.rejection else "",
             rejected_generation=view.rejection.generation if view.rejection else 0,
         ),
-        create_time=wire.timestamp(d.create_time),
-        update_time=wire.timestamp(d.update_time),
         drift=[difference(x) for x in view.drift],
         topology_violations=[
             pb.TopologyViolation(replica_id=v.replica_id, name=v.name, reason=v.reason)
@@ -126,6 +95,8 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         ],
         failover_replicas=view.failover_replicas,
         failover_for=list(view.failover_for),
+        # A word on the record, a message here: set below.
+        adopted_from=None,
     )
     if view.rollout is not None:
         message.rollout.CopyFrom(rollout(view.rollout))
@@ -142,17 +113,10 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
 
 def applied_object(a: AppliedObject) -> pb.AppliedObject:
     """With its body when it was read with one (GetAppliedObject), else coordinates only."""
-    return pb.AppliedObject(
-        deployment_id=a.deployment_id,
-        api_version=a.api_version,
-        kind=a.kind,
-        namespace=a.namespace,
-        name=a.name,
-        digest=a.digest,
-        observe_time=wire.timestamp_ns(a.observe_ns),
-        truncated=a.truncated,
-        body=a.body,
+    message: pb.AppliedObject = wire.message_from(
+        pb.AppliedObject, a, observe_time=wire.timestamp_ns(a.observe_ns)
     )
+    return message
 
 
 # A stale cluster's last report is kept but never shown as its present state (docs/phases.md).
@@ -192,18 +156,16 @@ def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentSt
 
 
 def rollout(r: views.RolloutView) -> pb.RolloutStatus:
-    return pb.RolloutStatus(
-        state=wire.enum_value(pb.RolloutState, r.state),
-        generation=r.generation,
-        serving_digest=r.serving_digest,
-        ready_on_target=r.ready_on_target,
-        replicas_on_older=r.replicas_on_older,
-        surge_replicas=r.surge_replicas,
+    # `state` is a property of the view (derived from `rolling`), so given.
+    message: pb.RolloutStatus = wire.message_from(
+        pb.RolloutStatus, r, state=wire.enum_value(pb.RolloutState, r.state)
     )
+    return message
 
 
 def difference(x: views.Difference) -> pb.Difference:
-    return pb.Difference(field=x.field, declared=x.declared, observed=x.observed)
+    message: pb.Difference = wire.message_from(pb.Difference, x)
+    return message
 
 
 def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
@@ -230,30 +192,23 @@ def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
 
 
 def workload(view: views.WorkloadView) -> pb.Workload:
+    """The workload's fields by the converter's rule (serving, placement and times among
+    them); what the view says given, and `rollout`, which is the rollout's state on the record
+    and its policy on the wire."""
     w = view.workload
-    return pb.Workload(
-        workload_id=w.workload_id,
-        name=w.name,
-        project=w.project,
-        replicas=w.replicas,
-        device_class=w.device_class,
-        serving=wire.serving_to_proto(w.serving),
-        placement=placement_to_proto(w.placement),
+    message: pb.Workload = wire.message_from(
+        pb.Workload,
+        w,
         phase=wire.enum_value(pb.AdmissionPhase, view.phase),
         degraded=view.degraded,
         ready_replicas=view.ready_replicas,
         deployments=[deployment_summary(d) for d in view.deployments],
         devices_per_replica=w.serving.devices_per_replica,
-        create_time=wire.timestamp(w.create_time),
-        update_time=wire.timestamp(w.update_time),
-        rollout=pb.RolloutPolicy(
-            max_clusters_in_flight=w.rollout_policy.max_clusters_in_flight,
-            wave_deadline_seconds=w.rollout_policy.wave_deadline_seconds,
-        ),
+        rollout=wire.message_from(pb.RolloutPolicy, w.rollout_policy),
         rollout_status=workload_rollout(view) if w.rollout.state else None,
         failovers=[failover_status(r, w.placement) for r in view.failovers],
-        priority=wire.enum_value(pb.Priority, w.priority),
     )
+    return message
 
 
 def workload_rollout(view: views.WorkloadView) -> pb.WorkloadRollout:
@@ -278,27 +233,21 @@ def workload_rollout(view: views.WorkloadView) -> pb.WorkloadRollout:
 
 
 def rollout_policy(message: pb.RolloutPolicy) -> RolloutPolicy:
-    return RolloutPolicy(
-        max_clusters_in_flight=message.max_clusters_in_flight,
-        wave_deadline_seconds=message.wave_deadline_seconds,
-    )
+    policy: RolloutPolicy = wire.record_from(RolloutPolicy, message)
+    return policy
 
 
 def failover_status(r: FailoverRecord, placement: Placement) -> pb.FailoverStatus:
+    """The record's fields by the converter's rule; the failback time derived."""
     stabilization = placement.failover.stabilization_s if placement.failover else 0
-    return pb.FailoverStatus(
-        cluster_id=r.cluster_id,
-        cause=r.cause,
-        state=r.state,
-        start_time=wire.timestamp(r.start_time),
-        replicas=r.replicas,
-        stand_ins=dict(r.stand_ins),
+    message: pb.FailoverStatus = wire.message_from(
+        pb.FailoverStatus,
+        r,
         failback_time=wire.timestamp(
             None if r.recovered_since is None else r.recovered_since + stabilization
         ),
-        end_time=wire.timestamp(r.end_time),
-        message=r.message,
     )
+    return message
 
 
 def dry_run_workload(preview: dryrun.DryRun) -> pb.Workload:
@@ -365,77 +314,30 @@ def replica(view: views.ReplicaView) -> pb.Replica:
 
 
 def allocation(a: Allocation) -> pb.Allocation:
-    return pb.Allocation(
-        replica_id=a.replica_id,
-        deployment_id=a.deployment_id,
-        cluster_id=a.cluster_id,
-        project=a.project,
-        node_id=a.node_id,
-        pod_name=a.pod_name,
-        namespace=a.namespace,
-        device_ids=list(a.device_ids),
-    )
+    message: pb.Allocation = wire.message_from(pb.Allocation, a)
+    return message
 
 
 def placement_to_proto(p: Placement) -> pb.Placement:
-    return pb.Placement(
-        clusters=list(p.clusters),
-        cluster_selector=dict(p.cluster_selector),
-        topology=wire.enum_value(pb.Topology, p.topology),
-        preferences=[
-            pb.PlacementPreference(
-                clusters=list(pref.clusters),
-                cluster_selector=dict(pref.cluster_selector),
-                weights=dict(pref.weights),
-            )
-            for pref in p.preferences
-        ],
-        failover=(
-            pb.Failover(
-                toleration_seconds=p.failover.toleration_s,
-                stabilization_seconds=p.failover.stabilization_s,
-            )
-            if p.failover is not None
-            else None
-        ),
-    )
+    """Maps, preferences and the failover policy by the converter's rule (hub/wire.py
+    registers the policy's two functions)."""
+    message: pb.Placement = wire.message_from(pb.Placement, p)
+    return message
 
 
 def placement_from_proto(message: pb.Placement) -> Placement:
-    return Placement(
-        clusters=tuple(message.clusters),
-        cluster_selector=dict(message.cluster_selector),
-        topology=wire.enum_word(pb.Topology, message.topology),
-        preferences=tuple(
-            PlacementPreference(
-                clusters=tuple(pref.clusters),
-                cluster_selector=dict(pref.cluster_selector),
-                weights=dict(pref.weights),
-            )
-            for pref in message.preferences
-        ),
-        failover=(
-            FailoverPolicy(
-                toleration_s=message.failover.toleration_seconds,
-                stabilization_s=message.failover.stabilization_seconds,
-            )
-            if message.HasField("failover")
-            else None
-        ),
-    )
+    """Raw values, by the same rule: hub/service/workloads.py checks them."""
+    placement: Placement = wire.record_from(Placement, message)
+    return placement
 
 
 def workload_spec(message: pb.Workload) -> WorkloadSpec:
-    return WorkloadSpec(
-        name=message.name,
-        project=message.project,
-        replicas=message.replicas,
-        device_class=message.device_class,
-        serving=wire.serving_from_proto(message.serving),
-        placement=placement_from_proto(message.placement),
-        rollout_policy=rollout_policy(message.rollout),
-        priority=wire.enum_word(pb.Priority, message.priority),
+    """Raw values by the converter's rule (hub/service/workloads.py checks them); the wire's
+    `rollout` is the spec's rollout policy."""
+    spec: WorkloadSpec = wire.record_from(
+        WorkloadSpec, message, rollout_policy=rollout_policy(message.rollout)
     )
+    return spec
 
 
 def discovered(d: Discovered) -> pb.Discovered:
@@ -452,19 +354,7 @@ def discovered(d: Discovered) -> pb.Discovered:
         state=wire.enum_value(pb.DiscoveredState, d.state),
         gone=d.gone,
         backend_framework=o.backend_framework,
-        services=[
-            pb.DiscoveredService(
-                name=s.name,
-                component_type=s.component_type,
-                sub_component_type=s.sub_component_type,
-                replicas=s.replicas,
-                ready_replicas=s.ready_replicas,
-                gpus_per_pod=s.gpus_per_pod,
-                image=s.image,
-                args=list(s.args),
-            )
-            for s in o.services
-        ],
+        services=[wire.message_from(pb.DiscoveredService, s) for s in o.services],
         replicas=shape.replicas,
         ready_replicas=shape.ready_replicas,
         imported_args=list(o.imported_args),
@@ -506,25 +396,10 @@ def review(r: Review) -> cpb.DeploymentReview:
 
 
 def api_token(token: ApiToken) -> pb.ApiToken:
-    return pb.ApiToken(
-        name=token.name,
-        role=wire.enum_value(pb.ApiRole, token.role),
-        projects=list(token.projects),
-        create_time=wire.timestamp(token.create_time),
-        created_by=token.created_by,
-        revoke_time=wire.timestamp(token.revoke_time),
-    )
+    message: pb.ApiToken = wire.message_from(pb.ApiToken, token)
+    return message
 
 
 def audit_record(record: AuditRecord) -> pb.AuditRecord:
-    return pb.AuditRecord(
-        id=record.id,
-        time=wire.timestamp(record.time),
-        actor=record.actor,
-        role=record.role,
-        edge=record.edge,
-        action=record.action,
-        target=record.target,
-        outcome=record.outcome,
-        message=record.message,
-    )
+    message: pb.AuditRecord = wire.message_from(pb.AuditRecord, record)
+    return message

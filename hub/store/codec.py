@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
@@ -45,6 +45,13 @@ def _converters(kind: Any, where: str) -> tuple[_Convert, _Convert]:
                 lambda values: [dump_item(v) for v in values],
                 lambda values: tuple(load_item(v) for v in values),
             )
+    if typing.get_origin(kind) in (dict, Mapping) and typing.get_args(kind)[0] is str:
+        # A map with string keys (as a proto map field): a JSON object, each value by its type.
+        dump_value, load_value = _converters(typing.get_args(kind)[1], where)
+        return (
+            lambda items: {key: dump_value(v) for key, v in items.items()},
+            lambda items: {key: load_value(v) for key, v in items.items()},
+        )
     if dataclasses.is_dataclass(kind) and isinstance(kind, type):
         nested = Fields(kind)
         return nested.document, nested.record

@@ -83,7 +83,7 @@ def test_a_body_written_before_a_field_existed_reads_its_default(store_url: str)
 @dataclasses.dataclass(frozen=True)
 class Odd:
     name: str
-    weights: dict[str, float]
+    weights: frozenset[str]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +96,8 @@ class Pair:
 class Holder:
     pairs: tuple[Pair, ...] = ()
     ratio: float = 0.0
+    # A map (a proto map field's record form): a JSON object, each value by its type.
+    by_name: dict[str, Pair] = dataclasses.field(default_factory=dict)
 
 
 def test_a_field_of_a_type_with_no_stored_form_is_named_up_front() -> None:
@@ -103,7 +105,7 @@ def test_a_field_of_a_type_with_no_stored_form_is_named_up_front() -> None:
         codec.Fields(Odd)
     # Nested records and tuples of them have one, derived the same way.
     fields = codec.Fields(Holder)
-    value = Holder(pairs=(Pair("a", 1), Pair("b")), ratio=2.0)
+    value = Holder(pairs=(Pair("a", 1), Pair("b")), ratio=2.0, by_name={"c": Pair("c", 3)})
     assert fields.record(codec.loads(fields.dumps(value))) == value
     assert isinstance(fields.record({"ratio": 2}).ratio, float)
 
