@@ -103,6 +103,11 @@ class Demand:
     workload_id: str = ""
     workload_name: str = ""
     managed: bool = True
+    # Set when no agent will create its replicas (an observed deployment; a cluster whose
+    # agent runs read-only): the reason and message it then waits with. It is admitted no
+    # further than the replicas its pods already are, so it reserves nothing.
+    idle_reason: str = ""
+    idle_message: str = ""
 
     def charge(self, *, admitted: int, surge: int) -> int:
         return max((admitted + surge) * self.devices_per_replica, self.held)
@@ -151,6 +156,10 @@ class AdmissionView:
     admitted: Sequence[Demand] = ()
     # Projects whose policy lets another project's higher-priority workload preempt them.
     preemptible_projects: frozenset[str] = frozenset()
+    # (cluster, class) -> devices allocated + reserved beyond the verified total: a cluster
+    # that came back smaller than what it had admitted. The pass takes admitted replicas that
+    # are only reserved back (lowest priority, most recently admitted first) until it fits.
+    overcommitted: Mapping[CapacityKey, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -181,6 +190,9 @@ class _Ledger:
         self.cordoned = view.cordoned_clusters
         self.cordoned_classes = view.cordoned_classes
         self.covers = {key: [c.lost, c.stand_in] for key, c in view.covers.items()}
+        # An overcommitted cluster starts below zero: shedding its reservations brings it back.
+        for key, over in view.overcommitted.items():
+            self.free[key] = -over
         # Devices that preempted deployments' pods still hold, per cluster and class: they
         # come free as the pods go, and a preemptor waits for them rather than preempting more.
         self.releasing: dict[CapacityKey, int] = {}
@@ -275,6 +287,7 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
             ),
         )
     ]
+    ordered = _shed(ordered, view, ledger)
     pass_ = _Pass(view, ledger, ordered)
     # Demands as this pass left them (fewer admitted replicas once preempted): read inline,
     # three times per demand.
@@ -435,6 +448,40 @@ class _Pass:
         return _admitted_devices(victim) - admitted * per_replica
 
 
+def _shed(ordered: list[Demand], view: AdmissionView, ledger: _Ledger) -> list[Demand]:
+    """On a cluster that holds fewer devices than it has admitted (it came back smaller), take
+    back admitted replicas whose devices are only reserved, lowest priority and most recently
+    admitted first, until what is allocated and reserved fits what the cluster has. Replicas
+    whose pods run keep their devices; the rest wait on insufficient_capacity."""
+    over = {key: n for key, n in view.overcommitted.items() if n > 0}
+    if not over:
+        return ordered
+    shed: dict[str, Demand] = {}
+    for demand in sorted(
+        ordered,
+        key=lambda d: (priority_rank(d.priority), -d.pending_since, d.deployment_id),
+    ):
+        key = (demand.cluster_id, demand.device_class)
+        if over.get(key, 0) <= 0 or not demand.enabled or not demand.devices_per_replica:
+            continue
+        floor = -(-demand.held // demand.devices_per_replica)  # replicas its pods are
+        admitted, surge = demand.admitted_replicas, demand.surge_replicas
+        while over[key] > 0 and (surge > 0 or admitted > floor):
+            before = demand.charge(admitted=admitted, surge=surge)
+            if surge > 0:
+                surge -= 1
+            else:
+                admitted -= 1
+            after = demand.charge(admitted=admitted, surge=surge)
+            ledger.spend(demand, before, after)
+            over[key] -= before - after
+        if (admitted, surge) != (demand.admitted_replicas, demand.surge_replicas):
+            shed[demand.deployment_id] = replace(
+                demand, admitted_replicas=admitted, surge_replicas=surge
+            )
+    return [shed.get(d.deployment_id, d) for d in ordered]
+
+
 def _admitted_devices(demand: Demand) -> int:
     return (demand.admitted_replicas + demand.surge_replicas) * demand.devices_per_replica
 
@@ -501,7 +548,7 @@ def _admit_part(demand: Demand, waiting: Decision, ledger: _Ledger) -> Decision:
     """As many more whole replicas of a waiting demand as quota and capacity allow now; the
     rest keeps waiting, with the reason and message of what it still waits for."""
     admitted = waiting.admitted_replicas
-    while admitted < demand.desired_replicas:
+    while admitted < demand.desired_replicas and not demand.idle_reason:
         quota_left, free = ledger.headroom(demand)
         if quota_left is None:
             break
@@ -554,6 +601,8 @@ def _release_surge(demand: Demand, ledger: _Ledger) -> Demand:
 def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
     if not demand.enabled:
         return Decision(demand.deployment_id, 0, REASON_DISABLED, "deployment is disabled")
+    if demand.idle_reason:
+        return _idle(demand)
     if demand.desired_replicas <= demand.admitted_replicas:
         return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
     before = demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas)
@@ -587,6 +636,16 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
     return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
 
 
+def _idle(demand: Demand) -> Decision:
+    """No agent creates its replicas: admitted only as far as its pods already are, so it
+    reserves nothing; the rest waits saying why."""
+    running = demand.held // demand.devices_per_replica if demand.devices_per_replica else 0
+    admitted = min(demand.desired_replicas, running)
+    if admitted >= demand.desired_replicas:
+        return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
+    return Decision(demand.deployment_id, admitted, demand.idle_reason, demand.idle_message)
+
+
 def _capacity_message(demand: Demand, delta: int, free: int, ledger: _Ledger) -> str:
     needs = f"needs {delta} {demand.device_class}"
     cluster = demand.cluster_id
@@ -613,7 +672,7 @@ def _with_surge(demand: Demand, decision: Decision, ledger: _Ledger) -> Decision
     """Grant, keep or release surge replicas for a rollout (never more than admitted)."""
     admitted = decision.admitted_replicas
     surge = 0
-    if demand.rolling and demand.enabled and admitted > 0:
+    if demand.rolling and demand.enabled and admitted > 0 and not demand.idle_reason:
         surge = min(demand.surge_replicas, admitted)
         ledger.spend(
             demand,

@@ -37,6 +37,8 @@ from hub import admission
 from hub.admission import AdmissionView, Decision, Demand
 from hub.model import (
     PRIORITIES,
+    REASON_CLUSTER_READ_ONLY,
+    REASON_OBSERVED,
     REASON_PREEMPTED,
     Capacity,
     Deployment,
@@ -56,10 +58,26 @@ def run(
     *,
     cluster_ids: Iterable[str] | None = None,
     project_names: Iterable[str] | None = None,
+    every_on: Iterable[str] = (),
 ) -> list[Decision]:
-    """Re-evaluate waiting deployments in scope (both None: everywhere)."""
+    """Re-evaluate waiting deployments in scope (both None: everywhere), and every deployment
+    of the clusters `every_on` (whose agent turned read-only or managing: what it creates
+    changed), and those reserving on a cluster that holds less than it admitted."""
     scope_clusters = None if cluster_ids is None else sorted(set(cluster_ids))
     waiting = deployments.waiting(tx.conn, cluster_ids=scope_clusters)
+    everywhere = sorted(set(every_on))
+    # Only where a cluster's capacity may have changed (a pass scoped to clusters, or
+    # everywhere): a pass for a project's quota changes no cluster's devices.
+    overcommitted = {} if project_names is not None else _overcommitted(tx, scope_clusters)
+    extra = sorted(set(everywhere) | {c for c, _ in overcommitted})
+    if extra:
+        seen = {d.deployment_id for d in waiting}
+        waiting += [
+            d
+            for d in deployments.on_clusters(tx.conn, extra)
+            if d.deployment_id not in seen
+            and (d.cluster_id in everywhere or (d.cluster_id, d.device_class) in overcommitted)
+        ]
     if project_names is not None:
         wanted = set(project_names)
         if ctx.settings.preemption:
@@ -103,12 +121,16 @@ def run(
     held = accounting.held_by_deployment(
         tx.conn, [d.deployment_id for d in waiting] + [d.deployment_id for d in victims]
     )
-    demands = [_demand(d, held, credits) for d in waiting]
+    read_only = {
+        c.cluster_id for c in clusters.get_many(tx.conn, clusters_in_scope).values() if c.read_only
+    }
+    demands = [_demand(d, held, credits, read_only) for d in waiting]
+    view = replace(view, overcommitted=overcommitted)
     if ctx.settings.preemption:
         view = replace(
             view,
             preemption=True,
-            admitted=[_demand(d, held, credits) for d in victims],
+            admitted=[_demand(d, held, credits, read_only) for d in victims],
             preemptible_projects=projects.preemptible_by_others(tx.conn),
         )
     decisions = admission.decide(demands, view)
@@ -121,8 +143,41 @@ def run(
 _NO_ROLE = credit.Role("", "")
 
 
-def _demand(d: Deployment, held: Mapping[str, int], credits: credit.Credits) -> Demand:
+def _overcommitted(tx: Tx, cluster_ids: list[str] | None) -> dict[tuple[str, str], int]:
+    """(cluster, class) -> devices allocated and reserved beyond the verified total, where a
+    cluster came back with fewer devices than it had admitted."""
+    return {
+        key: cap.allocated + cap.reserved - cap.total
+        for key, cap in accounting.capacities(tx.conn, cluster_ids).items()
+        if cap.reserved and cap.allocated + cap.reserved > cap.total
+    }
+
+
+def _idle(d: Deployment, read_only: set[str]) -> tuple[str, str]:
+    """Why no agent will create this deployment's replicas ("" when one will)."""
+    if d.authority != "managed":
+        return (
+            REASON_OBSERVED,
+            f"deployment {d.workload_name}.{d.cluster_id} is observed: the agent never creates"
+            " its replicas, so none is admitted beyond those its pods are (the replicas drift"
+            " shows the difference); hand it over (POST /v1/deployments/"
+            f"{d.workload_name}.{d.cluster_id}/authority, authority managed) to have them run",
+        )
+    if d.cluster_id in read_only:
+        return (
+            REASON_CLUSTER_READ_ONLY,
+            f"cluster {d.cluster_id}'s agent runs read-only: it applies nothing, so no replica"
+            " is admitted (nor devices reserved) beyond those its pods are; restart the agent"
+            " managing (without --read-only or HANGAR_OPERATOR_READ_ONLY) to run it",
+        )
+    return "", ""
+
+
+def _demand(
+    d: Deployment, held: Mapping[str, int], credits: credit.Credits, read_only: set[str]
+) -> Demand:
     role = credits.roles.get(d.deployment_id, _NO_ROLE)
+    idle_reason, idle_message = _idle(d, read_only)
     return Demand(
         deployment_id=d.deployment_id,
         project=d.project,
@@ -146,6 +201,8 @@ def _demand(d: Deployment, held: Mapping[str, int], credits: credit.Credits) -> 
         workload_id=d.workload_id,
         workload_name=d.workload_name,
         managed=d.authority == "managed",
+        idle_reason=idle_reason,
+        idle_message=idle_message,
     )
 
 
