@@ -30,6 +30,13 @@ Accounting, per device class:
   of the pass (a rollout never takes room a waiting deployment could use). With no surge the
   rollout replaces old replicas in place (docs/rollouts.md): it is never blocked.
 
+- A deployment whose replicas no agent creates (observed; on a read-only cluster: the demand's
+  idle_reason) is admitted no further than the replicas its pods already are, so it reserves
+  nothing; the rest waits with that reason (docs/admission.md "Replicas no agent creates").
+- A cluster holding fewer devices than it admitted (back smaller: view.overcommitted) first
+  sheds admitted replicas that are only reserved, lowest priority and most recently admitted
+  first, until it fits; they wait on insufficient_capacity.
+
 Order: higher priority first, then best-effort FIFO. Demands are considered by priority class
 (hub.model.PRIORITIES, highest first), then oldest first (pending_since); one that does not fit
 does not block a later, smaller one that does. With every workload at the default priority this
