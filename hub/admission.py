@@ -30,9 +30,11 @@ Accounting, per device class:
   of the pass (a rollout never takes room a waiting deployment could use). With no surge the
   rollout replaces old replicas in place (docs/rollouts.md): it is never blocked.
 
-- A deployment whose replicas no agent creates (observed; on a read-only cluster: the demand's
-  idle_reason) is admitted no further than the replicas its pods already are, so it reserves
-  nothing; the rest waits with that reason (docs/admission.md "Replicas no agent creates").
+- A deployment whose replicas no agent of ours creates (observed; on a read-only cluster: the
+  demand's idle_reason) is admitted no further than the replicas that exist without it (its
+  pods, and what its DGD asks for as the cluster reports it), so nothing is reserved for
+  replicas that never will; the rest waits with that reason (docs/admission.md "Replicas no
+  agent creates").
 - A cluster holding fewer devices than it admitted (back smaller: view.overcommitted) first
   sheds admitted replicas that are only reserved, lowest priority and most recently admitted
   first, until it fits; they wait on insufficient_capacity.
@@ -115,6 +117,9 @@ class Demand:
     # further than the replicas its pods already are, so it reserves nothing.
     idle_reason: str = ""
     idle_message: str = ""
+    # With idle_reason: the replicas that exist without our agent creating any (its pods,
+    # and those its DGD asks for as the cluster reports it: Dynamo keeps them).
+    exists: int = 0
 
     def charge(self, *, admitted: int, surge: int) -> int:
         return max((admitted + surge) * self.devices_per_replica, self.held)
@@ -609,7 +614,7 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
     if not demand.enabled:
         return Decision(demand.deployment_id, 0, REASON_DISABLED, "deployment is disabled")
     if demand.idle_reason:
-        return _idle(demand)
+        return _idle(demand, ledger)
     if demand.desired_replicas <= demand.admitted_replicas:
         return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
     before = demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas)
@@ -643,14 +648,21 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
     return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
 
 
-def _idle(demand: Demand) -> Decision:
-    """No agent creates its replicas: admitted only as far as its pods already are, so it
-    reserves nothing; the rest waits saying why."""
-    running = demand.held // demand.devices_per_replica if demand.devices_per_replica else 0
-    admitted = min(demand.desired_replicas, running)
-    if admitted >= demand.desired_replicas:
-        return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
-    return Decision(demand.deployment_id, admitted, demand.idle_reason, demand.idle_message)
+def _idle(demand: Demand, ledger: _Ledger) -> Decision:
+    """No agent of ours creates its replicas: admitted (quota and capacity as usual) only as
+    far as replicas exist without it, so nothing is reserved for replicas that never will;
+    the rest waits saying why."""
+    capped = replace(
+        demand,
+        desired_replicas=min(demand.desired_replicas, demand.exists),
+        idle_reason="",
+    )
+    decision = _decide_one(capped, ledger)
+    if decision.waiting or capped.desired_replicas >= demand.desired_replicas:
+        return decision
+    return Decision(
+        demand.deployment_id, decision.admitted_replicas, demand.idle_reason, demand.idle_message
+    )
 
 
 def _capacity_message(demand: Demand, delta: int, free: int, ledger: _Ledger) -> str:

@@ -17,7 +17,9 @@ The promises (docs/admission.md "Invariants"; issue 20):
    device in two live allocations; every allocation on the node its device is on, and of the
    class of its deployment.
 3. reservations: devices are reserved only for replicas some agent will create: a managed,
-   enabled deployment on a cluster that is not read-only, with a node that can hold a replica.
+   enabled deployment on a cluster that is not read-only, with a node that can hold a replica
+   (an observed deployment, or one on a read-only cluster, only for replicas that exist
+   without our agent: its pods, and those its DGD asks for, which Dynamo keeps).
 4. admission: admitted <= desired (surge only while rolling, at most the admitted); a
    deployment with fewer replicas admitted than desired says why (reason and message); one
    with none waiting says nothing.
@@ -38,7 +40,7 @@ from typing import Any
 
 from hub.model import REASON_DISABLED, Deployment
 from hub.service import credit
-from hub.store import accounting, deployments, projects
+from hub.store import accounting, deployments, observations, projects
 from hub.store.port import Store
 
 QuotaKey = tuple[str, str]
@@ -61,6 +63,8 @@ class Snapshot:
     # deployment id -> devices reserved for it (reserved(d), docs/admission.md)
     reserved_by_deployment: Mapping[str, int]
     read_only_clusters: frozenset[str]
+    # deployment id -> the replicas its DGD asks for as the cluster last reported them
+    reported: Mapping[str, int]
     # (cluster, class) -> the most verified healthy devices of the class on one node
     largest_node: Mapping[CapacityKey, int]
     # Devices (cluster, uuid) in more than one live allocation -> the pods holding them
@@ -128,6 +132,11 @@ def read(store: Store) -> Snapshot:
                 why = f"device is {r['device_class']}, its deployment wants {r['wanted']}"
                 misplaced.append((r["cluster_id"], r["pod"], r["device_id"], why))
         limits = projects.quota_limits(conn)
+        reported = {
+            key: report.applied_replicas
+            for key, report in observations.reports(conn, ids).items()
+            if report is not None and not report.absent
+        }
     releasing: dict[QuotaKey, int] = {}
     for d in found:
         # An observed deployment's pods run whatever the hub says (docs/adoption.md: a
@@ -155,6 +164,7 @@ def read(store: Store) -> Snapshot:
             for d in found
         },
         read_only_clusters=read_only,
+        reported=reported,
         largest_node=largest,
         shared_devices={k: tuple(sorted(v)) for k, v in shared.items()},
         misplaced=misplaced,
@@ -258,12 +268,28 @@ def reserved_only_for_creatable(snap: Snapshot) -> list[str]:
             continue
         name = f"{d.workload_name}.{d.cluster_id}"
         why = ""
+        # Replicas that exist without our agent creating them: its pods, and those its DGD
+        # asks for as the cluster reports (Dynamo keeps them). Before its first report an
+        # observed deployment is the DGD it was promoted from.
+        exists = max(
+            snap.held.get(d.deployment_id, 0) // max(1, d.devices_per_replica),
+            snap.reported.get(d.deployment_id, 0),
+        )
+        beyond = d.admitted_replicas + d.surge_replicas > exists
         if d.authority != "managed":
-            why = f"it is {d.authority}: the agent never creates its replicas"
+            if d.deployment_id in snap.reported and beyond:
+                why = (
+                    f"it is {d.authority}: the agent never creates its replicas"
+                    f" ({d.admitted_replicas} admitted, {exists} exist)"
+                )
         elif not d.enabled:
             why = "it is disabled"
         elif d.cluster_id in snap.read_only_clusters:
-            why = f"cluster {d.cluster_id} is read-only: its agent creates nothing"
+            if beyond:
+                why = (
+                    f"cluster {d.cluster_id} is read-only: its agent creates nothing"
+                    f" ({d.admitted_replicas} admitted, {exists} exist)"
+                )
         else:
             largest = snap.largest_node.get((d.cluster_id, d.device_class))
             # A cluster that never reported devices is judged when it does.

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests import stores
-from tests.model import COUNTS, machine_for
+from tests.model import COUNTS, VIOLATIONS, machine_for
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,14 +52,23 @@ def main(argv: list[str] | None = None) -> int:
                     ),
                 )
             except Exception as e:  # a violation (or an error), shrunk: report and go on
-                text = "".join(traceback.format_exception_only(type(e), e)).strip()
-                notes = "\n".join(getattr(e, "__notes__", []))
-                key = text.splitlines()[-1] if text else repr(e)
-                first = key not in found
-                found.setdefault(key, f"{text}\n{notes}")
-                print(f"\n=== violation{' (new)' if first else ''}: {key}", flush=True)
-                print(text, flush=True)
-                print(notes, flush=True)
+                # As first met, with the sequence's calls (even when hypothesis could not
+                # replay it to shrink: a real fleet's timing differs run to run).
+                for text, trace in VIOLATIONS:
+                    key = text.splitlines()[0]
+                    if key not in found:
+                        found[key] = text
+                        print(f"\n=== violation (new): {text}", flush=True)
+                        print("    sequence as run:\n      " + "\n      ".join(trace), flush=True)
+                VIOLATIONS.clear()
+                for cause in _leaves(e):
+                    text = "".join(traceback.format_exception_only(type(cause), cause)).strip()
+                    key = _first_violation(text)
+                    if not type(cause).__name__.startswith("Flaky"):
+                        found.setdefault(key, text)
+                    print(f"\n=== shrunk: {key}", flush=True)
+                    print(text, flush=True)
+                print("\n".join(getattr(e, "__notes__", [])), flush=True)
             elapsed = (time.monotonic() - start) / 60
             print(
                 f"... {COUNTS['sequences']} sequences, {COUNTS['steps']} steps,"
@@ -76,6 +85,22 @@ def main(argv: list[str] | None = None) -> int:
     for key in found:
         print(f"  - {key}")
     return 1 if found else 0
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    """The failures themselves: hypothesis wraps one that replayed differently (a real
+    fleet's timing) in a group."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+def _first_violation(text: str) -> str:
+    """A violation's kind for counting: its first line, numbers and names kept."""
+    for line in text.splitlines():
+        if ": " in line and not line.startswith(("Traceback", "  ")):
+            return line.split(": ", 1)[1] if line.startswith("tests.") else line
+    return text.splitlines()[0] if text else "?"
 
 
 if __name__ == "__main__":

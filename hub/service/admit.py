@@ -48,7 +48,7 @@ from hub.model import (
 )
 from hub.service import credit
 from hub.service.context import ServiceContext, Tx
-from hub.store import accounting, clusters, deployments, projects
+from hub.store import accounting, clusters, deployments, observations, projects
 from hub.store.db import Connection
 
 
@@ -124,13 +124,25 @@ def run(
     read_only = {
         c.cluster_id for c in clusters.get_many(tx.conn, clusters_in_scope).values() if c.read_only
     }
-    demands = [_demand(d, held, credits, read_only) for d in waiting]
+    idle = [
+        d.deployment_id for d in waiting if d.authority != "managed" or d.cluster_id in read_only
+    ]
+    reported = (
+        {
+            key: report.applied_replicas
+            for key, report in observations.reports(tx.conn, idle).items()
+            if report is not None and not report.absent
+        }
+        if idle
+        else {}
+    )
+    demands = [_demand(d, held, credits, read_only, reported) for d in waiting]
     view = replace(view, overcommitted=overcommitted)
     if ctx.settings.preemption:
         view = replace(
             view,
             preemption=True,
-            admitted=[_demand(d, held, credits, read_only) for d in victims],
+            admitted=[_demand(d, held, credits, read_only, {}) for d in victims],
             preemptible_projects=projects.preemptible_by_others(tx.conn),
         )
     decisions = admission.decide(demands, view)
@@ -159,7 +171,7 @@ def _idle(d: Deployment, read_only: set[str]) -> tuple[str, str]:
         return (
             REASON_OBSERVED,
             f"deployment {d.workload_name}.{d.cluster_id} is observed: the agent never creates"
-            " its replicas, so none is admitted beyond those its pods are (the replicas drift"
+            " its replicas, so none is admitted beyond those that run (the replicas drift"
             " shows the difference); hand it over (POST /v1/deployments/"
             f"{d.workload_name}.{d.cluster_id}/authority, authority managed) to have them run",
         )
@@ -167,17 +179,29 @@ def _idle(d: Deployment, read_only: set[str]) -> tuple[str, str]:
         return (
             REASON_CLUSTER_READ_ONLY,
             f"cluster {d.cluster_id}'s agent runs read-only: it applies nothing, so no replica"
-            " is admitted (nor devices reserved) beyond those its pods are; restart the agent"
+            " is admitted (nor devices reserved) beyond those that run; restart the agent"
             " managing (without --read-only or HANGAR_OPERATOR_READ_ONLY) to run it",
         )
     return "", ""
 
 
 def _demand(
-    d: Deployment, held: Mapping[str, int], credits: credit.Credits, read_only: set[str]
+    d: Deployment,
+    held: Mapping[str, int],
+    credits: credit.Credits,
+    read_only: set[str],
+    reported: Mapping[str, int],
 ) -> Demand:
     role = credits.roles.get(d.deployment_id, _NO_ROLE)
     idle_reason, idle_message = _idle(d, read_only)
+    running = held.get(d.deployment_id, 0) // d.devices_per_replica if d.devices_per_replica else 0
+    # Replicas that exist without our agent: its pods, and those its DGD asks for as the cluster
+    # reports it (Dynamo keeps them). An observed deployment not yet reported is as promoted:
+    # the DGD it was found as, with the replicas it was found with.
+    if d.authority != "managed" and d.deployment_id not in reported:
+        exists = d.desired_replicas if d.admitted_replicas == 0 else d.admitted_replicas
+    else:
+        exists = max(running, reported.get(d.deployment_id, 0))
     return Demand(
         deployment_id=d.deployment_id,
         project=d.project,
@@ -203,6 +227,7 @@ def _demand(
         managed=d.authority == "managed",
         idle_reason=idle_reason,
         idle_message=idle_message,
+        exists=exists,
     )
 
 

@@ -5,9 +5,8 @@ queries rather than a walk over every row:
 - held(d): devices in live allocations of deployment d's pods (allocations joined to replicas by
   cluster, namespace and pod name), kept in table deployment_held by ingest (refresh_held);
 - reserved(d) = max(0, (admitted + surge replicas) x devices_per_replica - held(d)), or 0 while
-  the agent rejects d's current generation (what it cannot apply reserves nothing, and what
-  its pods still hold stays charged as held), or when d is observed (the agent never creates
-  its replicas) (docs/admission.md);
+  the agent rejects d's current generation: what it cannot apply reserves nothing, and what
+  its pods still hold stays charged as held (docs/admission.md);
 - a project's used / reserved per class = sum of held / reserved over its deployments;
 - a cluster's total per class = NVML-verified healthy devices; allocated = those devices in any
   live allocation (ours or not); reserved = sum of reserved(d) over its deployments;
@@ -25,9 +24,6 @@ from hub.store.port import Transaction, chunks, marks
 # reserved(d), in SQL: what an admitted deployment (and its rollout surge) holds in reserve.
 _RESERVED = (
     "CASE WHEN rj.generation >= d.generation THEN 0"
-    # An observed deployment's replicas are never created by the agent: only what its pods
-    # hold counts (docs/admission.md "Replicas no agent creates").
-    " WHEN d.authority <> 'managed' THEN 0"
     " WHEN (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica"
     " > COALESCE(h.held, 0) THEN (d.admitted_replicas + d.surge_replicas) * d.devices_per_replica"
     " - COALESCE(h.held, 0) ELSE 0 END"

@@ -276,7 +276,7 @@ def test_surge_is_released_when_the_rollout_ends() -> None:
     [
         ("an observed deployment scaled up: none beyond what runs", 8, 2, 2, "observed"),
         ("nothing runs: nothing admitted", 0, 0, 0, "observed"),
-        ("admitted before, its pods gone: the admission goes", 4, 3, 1, "observed"),
+        ("admitted before, its replicas gone: the admission goes", 4, 3, 1, "observed"),
         ("what it wants runs: nothing to say", 16, 4, 4, REASON_NONE),
     ],
 )
@@ -288,6 +288,7 @@ def test_a_deployment_no_agent_creates_is_admitted_only_as_far_as_its_pods_are(
         held=held,
         idle_reason="observed",
         idle_message="observed: hand it over",
+        exists=held // 4,
     )
     (decision,) = decide([wanted], view(limit=64, free=64))
     assert (decision.admitted_replicas, decision.reason) == (admitted, reason), case
