@@ -23,8 +23,8 @@ The promises (docs/admission.md "Invariants"; issue 20):
 4. admission: admitted <= desired (surge only while rolling, at most the admitted); a
    deployment with fewer replicas admitted than desired says why (reason and message); one
    with none waiting says nothing.
-5. state words: owned by the words' own checks (issue 20 section 3); `state_words` is the
-   place for them and checks nothing yet.
+5. state words: the words' own checks (tests/words.py, issue 20 section 3), run by
+   `state_words` over what a user reads from a hub.
 6. acknowledged writes: `readable` compares what a call acknowledged with what any hub then
    reads back.
 
@@ -271,10 +271,8 @@ def reserved_only_for_creatable(snap: Snapshot) -> list[str]:
         # Replicas that exist without our agent creating them: its pods, and those its DGD
         # asks for as the cluster reports (Dynamo keeps them). Before its first report an
         # observed deployment is the DGD it was promoted from.
-        exists = max(
-            snap.held.get(d.deployment_id, 0) // max(1, d.devices_per_replica),
-            snap.reported.get(d.deployment_id, 0),
-        )
+        running = snap.held.get(d.deployment_id, 0) // max(1, d.devices_per_replica)
+        exists = max(running, snap.reported.get(d.deployment_id, 0))
         beyond = d.admitted_replicas + d.surge_replicas > exists
         if d.authority != "managed":
             if d.deployment_id in snap.reported and beyond:
@@ -285,10 +283,11 @@ def reserved_only_for_creatable(snap: Snapshot) -> list[str]:
         elif not d.enabled:
             why = "it is disabled"
         elif d.cluster_id in snap.read_only_clusters:
-            if beyond:
+            # Only running pods: a report there may predate the agent turning read-only.
+            if d.admitted_replicas + d.surge_replicas > running:
                 why = (
                     f"cluster {d.cluster_id} is read-only: its agent creates nothing"
-                    f" ({d.admitted_replicas} admitted, {exists} exist)"
+                    f" ({d.admitted_replicas} admitted, {running} running)"
                 )
         else:
             largest = snap.largest_node.get((d.cluster_id, d.device_class))
@@ -348,11 +347,17 @@ def admitted_within_desired(snap: Snapshot) -> list[str]:
 # -- 5. state words -------------------------------------------------------------------------
 
 
-def state_words(snap: Snapshot) -> list[str]:
+def state_words(ctx: Any) -> list[str]:
     """State words agree with the facts they name (issue 20 section 3: draining reads
-    cordoned, preempted, converged, recovering). Owned by those words' own change; nothing is
-    checked here yet."""
-    return []
+    cordoned, failed_over, preempted, converged, recovering): the words' own checks
+    (tests/words.py, branch inv20b), run over what a user reads from the hub whose service
+    context `ctx` is (a ServiceContext: its settings say when a cluster is stale)."""
+    try:
+        from tests import words  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:  # this branch predates the words' module: nothing to check yet
+        return []
+    found: list[str] = words.check(ctx)
+    return found
 
 
 # -- 6. acknowledged writes -----------------------------------------------------------------
@@ -375,7 +380,6 @@ CHECKS: tuple[Callable[[Snapshot], list[str]], ...] = (
     allocations_in_place,
     reserved_only_for_creatable,
     admitted_within_desired,
-    state_words,
 )
 
 

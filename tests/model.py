@@ -141,10 +141,14 @@ class Fleet:
         )
 
     @property
-    def store(self) -> Any:
+    def ctx(self) -> Any:
         server = self.hubs[0].server
         assert server is not None and server.ctx is not None
-        return server.ctx.db
+        return server.ctx
+
+    @property
+    def store(self) -> Any:
+        return self.ctx.db
 
     def hub(self) -> Hub:
         """The next hub, in turn: calls spread over every hub."""
@@ -421,6 +425,7 @@ class FleetMachine(RuleBasedStateMachine):
     def check(self) -> None:
         snap = invariants.read(self.fleet.store)
         found = invariants.check_all(snap, before=self.before, allowance=self.allowance)
+        found += invariants.state_words(self.fleet.ctx)
         self.before = snap
         # A lowering's allowance shrinks with the charge: what went is not given back.
         for key, allowed in list(self.allowance.items()):
@@ -448,13 +453,14 @@ class FleetMachine(RuleBasedStateMachine):
                 for d in snap.deployments
             )
 
-        last = shape()
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
+        # Settled: the same for two seconds running (agents report about every second), or
+        # ten seconds passed (a rollout in waves may wait on its deadline far longer).
+        last, stable = shape(), 0
+        deadline = time.monotonic() + 10
+        while stable < 2 and time.monotonic() < deadline:
             time.sleep(1.0)
             now = shape()
-            if now == last:
-                break
+            stable = stable + 1 if now == last else 0
             last = now
         self.check()
 

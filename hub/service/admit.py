@@ -62,10 +62,17 @@ def run(
 ) -> list[Decision]:
     """Re-evaluate waiting deployments in scope (both None: everywhere), and every deployment
     of the clusters `every_on` (whose agent turned read-only or managing: what it creates
-    changed), and those reserving on a cluster that holds less than it admitted."""
+    changed) and of read-only clusters in scope, and those reserving on a cluster that holds
+    less than it admitted."""
     scope_clusters = None if cluster_ids is None else sorted(set(cluster_ids))
     waiting = deployments.waiting(tx.conn, cluster_ids=scope_clusters)
-    everywhere = sorted(set(every_on))
+    # A read-only cluster's deployments are admitted only as far as their pods run: decided
+    # again whenever the cluster changes, though none waits (pods that go take their
+    # admission with them: nothing will create them again).
+    read_only_scope = (
+        clusters.read_only_among(tx.conn, scope_clusters) if project_names is None else set()
+    )
+    everywhere = sorted(set(every_on) | read_only_scope)
     # Only where a cluster's capacity may have changed (a pass scoped to clusters, or
     # everywhere): a pass for a project's quota changes no cluster's devices.
     overcommitted = {} if project_names is not None else _overcommitted(tx, scope_clusters)
@@ -124,9 +131,10 @@ def run(
     read_only = {
         c.cluster_id for c in clusters.get_many(tx.conn, clusters_in_scope).values() if c.read_only
     }
-    idle = [
-        d.deployment_id for d in waiting if d.authority != "managed" or d.cluster_id in read_only
-    ]
+    # What an observed deployment's DGD asks for, as the cluster reports it: Dynamo keeps
+    # those replicas. (On a read-only cluster only running pods count: a report there may
+    # predate the agent turning read-only.)
+    idle = [d.deployment_id for d in waiting if d.authority != "managed"]
     reported = (
         {
             key: report.applied_replicas
@@ -195,9 +203,9 @@ def _demand(
     role = credits.roles.get(d.deployment_id, _NO_ROLE)
     idle_reason, idle_message = _idle(d, read_only)
     running = held.get(d.deployment_id, 0) // d.devices_per_replica if d.devices_per_replica else 0
-    # Replicas that exist without our agent: its pods, and those its DGD asks for as the cluster
-    # reports it (Dynamo keeps them). An observed deployment not yet reported is as promoted:
-    # the DGD it was found as, with the replicas it was found with.
+    # Replicas that exist without our agent: its pods, and (observed) those its DGD asks for
+    # as the cluster reports it (Dynamo keeps them). An observed deployment not yet reported
+    # is as promoted: the DGD it was found as, with the replicas it was found with.
     if d.authority != "managed" and d.deployment_id not in reported:
         exists = d.desired_replicas if d.admitted_replicas == 0 else d.admitted_replicas
     else:

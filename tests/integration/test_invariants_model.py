@@ -37,3 +37,32 @@ def test_random_operation_sequences_keep_every_invariant(backend: str, hubs: int
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+# Sequences the soak found breaking an invariant, shrunk, kept as fixed regression cases: each
+# runs through the same machine, its steps called in order, every invariant checked after each.
+
+
+@pytest.mark.slow
+def test_found_a_workload_whose_cluster_turned_read_only_reserved_for_replicas_never_created() -> (
+    None
+):
+    # Soak on the code before issue 20's fixes (sqlite, shrunk by hypothesis): the deployment
+    # kept its reservation for the 3 replicas a read-only agent never creates.
+    machine = machine_for("sqlite")()
+    try:
+        machine.check()
+        machine.create(
+            name="alpha",
+            project="ads",
+            replicas=3,
+            clusters=["east"],
+            failover=True,
+            priority="normal",
+            preferred=None,
+        )
+        machine.holds()
+        machine.restart_agent(cluster="east", small=False, read_only=True)
+        machine.holds()
+    finally:
+        machine.teardown()
