@@ -112,9 +112,9 @@ class Demand:
     workload_id: str = ""
     workload_name: str = ""
     managed: bool = True
-    # Set when no agent will create its replicas (an observed deployment; a cluster whose
-    # agent runs read-only): the reason and message it then waits with. It is admitted no
-    # further than the replicas its pods already are, so it reserves nothing.
+    # Set when no agent of ours will create its replicas (an observed deployment; a cluster
+    # whose agent runs read-only): the reason and message it then waits with. It is admitted
+    # no further than `exists`, so nothing is reserved for replicas that never will be.
     idle_reason: str = ""
     idle_message: str = ""
     # With idle_reason: the replicas that exist without our agent creating any (its pods,

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from hub import admission
+from hub import admission, adoption
 from hub.admission import AdmissionView, Decision, Demand
 from hub.model import (
     PRIORITIES,
@@ -48,7 +48,7 @@ from hub.model import (
 )
 from hub.service import credit
 from hub.service.context import ServiceContext, Tx
-from hub.store import accounting, clusters, deployments, observations, projects
+from hub.store import accounting, clusters, deployments, discovered, observations, projects
 from hub.store.db import Connection
 
 
@@ -77,14 +77,20 @@ def run(
     # everywhere): a pass for a project's quota changes no cluster's devices.
     overcommitted = {} if project_names is not None else _overcommitted(tx, scope_clusters)
     extra = sorted(set(everywhere) | {c for c, _ in overcommitted})
+    seen = {d.deployment_id for d in waiting}
     if extra:
-        seen = {d.deployment_id for d in waiting}
-        waiting += [
-            d
-            for d in deployments.on_clusters(tx.conn, extra)
-            if d.deployment_id not in seen
-            and (d.cluster_id in everywhere or (d.cluster_id, d.device_class) in overcommitted)
-        ]
+        for d in deployments.on_clusters(tx.conn, extra):
+            if d.deployment_id not in seen and (
+                d.cluster_id in everywhere or (d.cluster_id, d.device_class) in overcommitted
+            ):
+                waiting.append(d)
+                seen.add(d.deployment_id)
+    if project_names is None:
+        # Observed deployments likewise: what exists of them changes with every report.
+        for d in deployments.observed_on(tx.conn, scope_clusters):
+            if d.deployment_id not in seen:
+                waiting.append(d)
+                seen.add(d.deployment_id)
     if project_names is not None:
         wanted = set(project_names)
         if ctx.settings.preemption:
@@ -144,6 +150,12 @@ def run(
         if idle
         else {}
     )
+    # Not reported yet (just promoted): the DGD as it was found, with the replicas it had.
+    for d in waiting:
+        if d.authority != "managed" and d.deployment_id not in reported and d.adopted_from:
+            found = discovered.get(tx.conn, d.adopted_from)
+            if found is not None:
+                reported[d.deployment_id] = adoption.shape(found.observation).replicas
     demands = [_demand(d, held, credits, read_only, reported) for d in waiting]
     view = replace(view, overcommitted=overcommitted)
     if ctx.settings.preemption:
@@ -204,12 +216,8 @@ def _demand(
     idle_reason, idle_message = _idle(d, read_only)
     running = held.get(d.deployment_id, 0) // d.devices_per_replica if d.devices_per_replica else 0
     # Replicas that exist without our agent: its pods, and (observed) those its DGD asks for
-    # as the cluster reports it (Dynamo keeps them). An observed deployment not yet reported
-    # is as promoted: the DGD it was found as, with the replicas it was found with.
-    if d.authority != "managed" and d.deployment_id not in reported:
-        exists = d.desired_replicas if d.admitted_replicas == 0 else d.admitted_replicas
-    else:
-        exists = max(running, reported.get(d.deployment_id, 0))
+    # as the cluster reports it (Dynamo keeps them), or as it was found before any report.
+    exists = max(running, reported.get(d.deployment_id, 0))
     return Demand(
         deployment_id=d.deployment_id,
         project=d.project,

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from tests.harness import wait_until
 from tests.model import machine_for
 
 CASES = [
@@ -64,5 +65,28 @@ def test_found_a_workload_whose_cluster_turned_read_only_reserved_for_replicas_n
         machine.holds()
         machine.restart_agent(cluster="east", small=False, read_only=True)
         machine.holds()
+    finally:
+        machine.teardown()
+
+
+@pytest.mark.slow
+def test_found_an_observed_deployment_scaled_to_zero_and_up_reserved_for_phantoms() -> None:
+    # Soak on the first fix of "replicas no agent creates" (sqlite; the essential steps of the
+    # shrunk sequence): an observed deployment scaled to 0 and back to 3 before the agent
+    # reported it again was admitted 3, though its DGD had 1 replica.
+    machine = machine_for("sqlite")()
+    try:
+        machine.check()
+        wait_until(
+            lambda: machine.fleet.hubs[0].get("/v1/discovered")["discovered"],
+            what="the legacy DGD discovered",
+        )
+        machine.adopt(verb="promote", project="search")
+        machine.holds()
+        machine.scale_adopted(replicas=0)
+        machine.holds()
+        machine.scale_adopted(replicas=3)
+        machine.holds()
+        machine.settle()
     finally:
         machine.teardown()
