@@ -90,3 +90,30 @@ def test_found_an_observed_deployment_scaled_to_zero_and_up_reserved_for_phantom
         machine.settle()
     finally:
         machine.teardown()
+
+
+@pytest.mark.slow
+def test_found_a_host_of_stand_ins_lost_in_turn_charged_the_pair_twice() -> None:
+    # Soak on two hubs sharing PostgreSQL (run here on SQLite: the accounting is the same): a
+    # workload's stand-ins for a cordoned cluster ran on its other cluster, which was then
+    # cordoned in turn; the stand-ins' credit went and the project read 20 of its 16.
+    machine = machine_for("sqlite")()
+    try:
+        machine.check()
+        machine.create(
+            name="alpha",
+            project="ads",
+            replicas=3,
+            clusters=["north", "west"],
+            failover=True,
+            priority="low",
+            preferred=None,
+        )
+        machine.holds()
+        machine.maintain(cluster="north", verb="cordon")
+        machine.holds()
+        machine.maintain(cluster="west", verb="cordon")
+        machine.holds()
+        machine.settle()
+    finally:
+        machine.teardown()
