@@ -310,6 +310,9 @@ def waiting(conn: Transaction, *, cluster_ids: Sequence[str] | None = None) -> l
         " OR (d.surge_replicas > 0 AND (d.rolling = 0 OR d.surge_replicas > d.admitted_replicas)))"
     )
     params: list[object] = []
+    if cluster_ids is not None and not cluster_ids:
+        # No cluster in scope: nothing waits (and "IN ()" is an error on PostgreSQL).
+        return []
     if cluster_ids is not None:
         clause += f" AND d.cluster_id IN ({','.join('?' * len(cluster_ids))})"
         params = list(cluster_ids)

@@ -184,3 +184,20 @@ def test_a_cluster_that_came_back_smaller_releases_the_reservation_it_cannot_hol
     assert "16" in deployment["admission_message"] or "free" in deployment["admission_message"]
     invariants.assert_holds(store(hub))
     wait_until(lambda: charged(hub) == 16, what="the charge released")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_deleting_a_workload_that_has_no_deployment_is_no_server_error(
+    tmp_path: Path, backend: str
+) -> None:
+    # Found by the soak on two hubs sharing PostgreSQL: a workload of 0 replicas has no
+    # deployment; deleting it ran an admission pass scoped to no cluster, whose query read
+    # "IN ()": a 500 on PostgreSQL (SQLite accepts it).
+    with running_hub(tmp_path, backend=backend) as (_, hub):
+        hub.create_project("search", H100_80GB=8)
+        hub.register_cluster("east")
+        hub.post("/v1/workloads", workload("empty", replicas=0, clusters=("east",)))
+        assert hub.get("/v1/workloads/empty")["deployments"] == []
+        status, body = hub.rest("DELETE", "/v1/workloads/empty", check=False)
+        assert status == 200, body
+        assert hub.rest("GET", "/v1/workloads/empty", check=False)[0] == 404

@@ -31,7 +31,7 @@ def test_random_operation_sequences_keep_every_invariant(backend: str, hubs: int
             derandomize=True,
             database=None,
             max_examples=2,
-            stateful_step_count=15,
+            stateful_step_count=12,
             deadline=None,
             # A failure in CI is reported as found; shrinking it is the soak's job.
             phases=[Phase.generate],
