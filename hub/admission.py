@@ -30,6 +30,15 @@ Accounting, per device class:
   of the pass (a rollout never takes room a waiting deployment could use). With no surge the
   rollout replaces old replicas in place (docs/rollouts.md): it is never blocked.
 
+- A deployment whose replicas no agent of ours creates (observed; on a read-only cluster: the
+  demand's idle_reason) is admitted no further than the replicas that exist without it (its
+  pods, and what its DGD asks for as the cluster reports it), so nothing is reserved for
+  replicas that never will; the rest waits with that reason (docs/admission.md "Replicas no
+  agent creates").
+- A cluster holding fewer devices than it admitted (back smaller: view.overcommitted) first
+  sheds admitted replicas that are only reserved, lowest priority and most recently admitted
+  first, until it fits; they wait on insufficient_capacity.
+
 Order: higher priority first, then best-effort FIFO. Demands are considered by priority class
 (hub.model.PRIORITIES, highest first), then oldest first (pending_since); one that does not fit
 does not block a later, smaller one that does. With every workload at the default priority this
@@ -104,6 +113,14 @@ class Demand:
     workload_id: str = ""
     workload_name: str = ""
     managed: bool = True
+    # Set when no agent of ours will create its replicas (an observed deployment; a cluster
+    # whose agent runs read-only): the reason and message it then waits with. It is admitted
+    # no further than `exists`, so nothing is reserved for replicas that never will be.
+    idle_reason: str = ""
+    idle_message: str = ""
+    # With idle_reason: the replicas that exist without our agent creating any (its pods,
+    # and those its DGD asks for as the cluster reports it: Dynamo keeps them).
+    exists: int = 0
 
     def charge(self, *, admitted: int, surge: int) -> int:
         return max((admitted + surge) * self.devices_per_replica, self.held)
@@ -152,6 +169,10 @@ class AdmissionView:
     admitted: Sequence[Demand] = ()
     # Projects whose policy lets another project's higher-priority workload preempt them.
     preemptible_projects: frozenset[str] = frozenset()
+    # (cluster, class) -> devices allocated + reserved beyond the verified total: a cluster
+    # that came back smaller than what it had admitted. The pass takes admitted replicas that
+    # are only reserved back (lowest priority, most recently admitted first) until it fits.
+    overcommitted: Mapping[CapacityKey, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -182,6 +203,9 @@ class _Ledger:
         self.cordoned = view.cordoned_clusters
         self.cordoned_classes = view.cordoned_classes
         self.covers = {key: [c.lost, c.stand_in] for key, c in view.covers.items()}
+        # An overcommitted cluster starts below zero: shedding its reservations brings it back.
+        for key, over in view.overcommitted.items():
+            self.free[key] = -over
         # Devices that preempted deployments' pods still hold, per cluster and class: they
         # come free as the pods go, and a preemptor waits for them rather than preempting more.
         self.releasing: dict[CapacityKey, int] = {}
@@ -276,6 +300,7 @@ def decide(demands: Sequence[Demand], view: AdmissionView) -> list[Decision]:
             ),
         )
     ]
+    ordered = _shed(ordered, view, ledger)
     pass_ = _Pass(view, ledger, ordered)
     # Demands as this pass left them (fewer admitted replicas once preempted): read inline,
     # three times per demand.
@@ -436,6 +461,40 @@ class _Pass:
         return _admitted_devices(victim) - admitted * per_replica
 
 
+def _shed(ordered: list[Demand], view: AdmissionView, ledger: _Ledger) -> list[Demand]:
+    """On a cluster that holds fewer devices than it has admitted (it came back smaller), take
+    back admitted replicas whose devices are only reserved, lowest priority and most recently
+    admitted first, until what is allocated and reserved fits what the cluster has. Replicas
+    whose pods run keep their devices; the rest wait on insufficient_capacity."""
+    over = {key: n for key, n in view.overcommitted.items() if n > 0}
+    if not over:
+        return ordered
+    shed: dict[str, Demand] = {}
+    for demand in sorted(
+        ordered,
+        key=lambda d: (priority_rank(d.priority), -d.pending_since, d.deployment_id),
+    ):
+        key = (demand.cluster_id, demand.device_class)
+        if over.get(key, 0) <= 0 or not demand.enabled or not demand.devices_per_replica:
+            continue
+        floor = -(-demand.held // demand.devices_per_replica)  # replicas its pods are
+        admitted, surge = demand.admitted_replicas, demand.surge_replicas
+        while over[key] > 0 and (surge > 0 or admitted > floor):
+            before = demand.charge(admitted=admitted, surge=surge)
+            if surge > 0:
+                surge -= 1
+            else:
+                admitted -= 1
+            after = demand.charge(admitted=admitted, surge=surge)
+            ledger.spend(demand, before, after)
+            over[key] -= before - after
+        if (admitted, surge) != (demand.admitted_replicas, demand.surge_replicas):
+            shed[demand.deployment_id] = replace(
+                demand, admitted_replicas=admitted, surge_replicas=surge
+            )
+    return [shed.get(d.deployment_id, d) for d in ordered]
+
+
 def _admitted_devices(demand: Demand) -> int:
     return (demand.admitted_replicas + demand.surge_replicas) * demand.devices_per_replica
 
@@ -513,7 +572,7 @@ def _admit_part(demand: Demand, waiting: Decision, ledger: _Ledger) -> Decision:
     """As many more whole replicas of a waiting demand as quota and capacity allow now; the
     rest keeps waiting, with the reason and message of what it still waits for."""
     admitted = waiting.admitted_replicas
-    while admitted < demand.desired_replicas:
+    while admitted < demand.desired_replicas and not demand.idle_reason:
         quota_left, free = ledger.headroom(demand)
         if quota_left is None:
             break
@@ -566,6 +625,8 @@ def _release_surge(demand: Demand, ledger: _Ledger) -> Demand:
 def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
     if not demand.enabled:
         return Decision(demand.deployment_id, 0, REASON_DISABLED, "deployment is disabled")
+    if demand.idle_reason:
+        return _idle(demand, ledger)
     if demand.desired_replicas <= demand.admitted_replicas:
         return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
     before = demand.charge(admitted=demand.admitted_replicas, surge=demand.surge_replicas)
@@ -599,6 +660,23 @@ def _decide_one(demand: Demand, ledger: _Ledger) -> Decision:
     return Decision(demand.deployment_id, demand.desired_replicas, REASON_NONE, "")
 
 
+def _idle(demand: Demand, ledger: _Ledger) -> Decision:
+    """No agent of ours creates its replicas: admitted (quota and capacity as usual) only as
+    far as replicas exist without it, so nothing is reserved for replicas that never will;
+    the rest waits saying why."""
+    capped = replace(
+        demand,
+        desired_replicas=min(demand.desired_replicas, demand.exists),
+        idle_reason="",
+    )
+    decision = _decide_one(capped, ledger)
+    if decision.waiting or capped.desired_replicas >= demand.desired_replicas:
+        return decision
+    return Decision(
+        demand.deployment_id, decision.admitted_replicas, demand.idle_reason, demand.idle_message
+    )
+
+
 def _capacity_message(demand: Demand, delta: int, free: int, ledger: _Ledger) -> str:
     needs = f"needs {delta} {demand.device_class}"
     cluster = demand.cluster_id
@@ -625,7 +703,7 @@ def _with_surge(demand: Demand, decision: Decision, ledger: _Ledger) -> Decision
     """Grant, keep or release surge replicas for a rollout (never more than admitted)."""
     admitted = decision.admitted_replicas
     surge = 0
-    if demand.rolling and demand.enabled and admitted > 0:
+    if demand.rolling and demand.enabled and admitted > 0 and not demand.idle_reason:
         surge = min(demand.surge_replicas, admitted)
         ledger.spend(
             demand,

@@ -34,9 +34,13 @@ REASON_NONE = ""
 REASON_INSUFFICIENT_QUOTA = "insufficient_quota"
 REASON_INSUFFICIENT_CAPACITY = "insufficient_capacity"
 REASON_DISABLED = "disabled"
-# Never decided by admission nor stored: a read view's word for an admitted deployment that
-# its read-only cluster will never apply (hub/service/views.py).
+# Its cluster's agent runs read-only and creates nothing: admission admits no replica beyond
+# what its pods already are, so it reserves nothing (docs/admission.md "Replicas no agent
+# creates"); a read view also says it for an admitted deployment the agent never applied.
 REASON_CLUSTER_READ_ONLY = "cluster_read_only"
+# An observed (adopted, not handed over) deployment wants more replicas than its pods are: the
+# agent never writes it, so admission reserves nothing for them (docs/admission.md).
+REASON_OBSERVED = "observed"
 # The agent rejected the current generation: derived on read from the rejection (views), the
 # way the phase is, never stored as an admission decision.
 REASON_REJECTED = "rejected"

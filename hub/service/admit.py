@@ -33,10 +33,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from hub import admission, tracing
+from hub import admission, adoption, tracing
 from hub.admission import AdmissionView, Decision, Demand
 from hub.model import (
     PRIORITIES,
+    REASON_CLUSTER_READ_ONLY,
+    REASON_OBSERVED,
     REASON_PREEMPTED,
     Capacity,
     Deployment,
@@ -46,7 +48,7 @@ from hub.model import (
 )
 from hub.service import credit
 from hub.service.context import AdmissionWait, ServiceContext, Tx
-from hub.store import accounting, clusters, deployments, projects
+from hub.store import accounting, clusters, deployments, discovered, observations, projects
 from hub.store.port import Transaction
 
 
@@ -56,10 +58,39 @@ def run(
     *,
     cluster_ids: Iterable[str] | None = None,
     project_names: Iterable[str] | None = None,
+    every_on: Iterable[str] = (),
 ) -> list[Decision]:
-    """Re-evaluate waiting deployments in scope (both None: everywhere)."""
+    """Re-evaluate waiting deployments in scope (both None: everywhere), and every deployment
+    of the clusters `every_on` (whose agent turned read-only or managing: what it creates
+    changed) and of read-only clusters in scope, and those reserving on a cluster that holds
+    less than it admitted."""
     scope_clusters = None if cluster_ids is None else sorted(set(cluster_ids))
     waiting = deployments.waiting(tx.conn, cluster_ids=scope_clusters)
+    # A read-only cluster's deployments are admitted only as far as their pods run: decided
+    # again whenever the cluster changes, though none waits (pods that go take their
+    # admission with them: nothing will create them again).
+    read_only_scope = (
+        clusters.read_only_among(tx.conn, scope_clusters) if project_names is None else set()
+    )
+    everywhere = sorted(set(every_on) | read_only_scope)
+    # Only where a cluster's capacity may have changed (a pass scoped to clusters, or
+    # everywhere): a pass for a project's quota changes no cluster's devices.
+    overcommitted = {} if project_names is not None else _overcommitted(tx, scope_clusters)
+    extra = sorted(set(everywhere) | {c for c, _ in overcommitted})
+    seen = {d.deployment_id for d in waiting}
+    if extra:
+        for d in deployments.on_clusters(tx.conn, extra):
+            if d.deployment_id not in seen and (
+                d.cluster_id in everywhere or (d.cluster_id, d.device_class) in overcommitted
+            ):
+                waiting.append(d)
+                seen.add(d.deployment_id)
+    if project_names is None:
+        # Observed deployments likewise: what exists of them changes with every report.
+        for d in deployments.observed_on(tx.conn, scope_clusters):
+            if d.deployment_id not in seen:
+                waiting.append(d)
+                seen.add(d.deployment_id)
     if project_names is not None:
         wanted = set(project_names)
         if ctx.settings.preemption:
@@ -103,12 +134,35 @@ def run(
     held = accounting.held_by_deployment(
         tx.conn, [d.deployment_id for d in waiting] + [d.deployment_id for d in victims]
     )
-    demands = [_demand(d, held, credits) for d in waiting]
+    read_only = {
+        c.cluster_id for c in clusters.get_many(tx.conn, clusters_in_scope).values() if c.read_only
+    }
+    # What an observed deployment's DGD asks for, as the cluster reports it: Dynamo keeps
+    # those replicas. (On a read-only cluster only running pods count: a report there may
+    # predate the agent turning read-only.)
+    idle = [d.deployment_id for d in waiting if d.authority != "managed"]
+    reported = (
+        {
+            key: report.applied_replicas
+            for key, report in observations.reports(tx.conn, idle).items()
+            if report is not None and not report.absent
+        }
+        if idle
+        else {}
+    )
+    # Not reported yet (just promoted): the DGD as it was found, with the replicas it had.
+    for d in waiting:
+        if d.authority != "managed" and d.deployment_id not in reported and d.adopted_from:
+            found = discovered.get(tx.conn, d.adopted_from)
+            if found is not None:
+                reported[d.deployment_id] = adoption.shape(found.observation).replicas
+    demands = [_demand(d, held, credits, read_only, reported) for d in waiting]
+    view = replace(view, overcommitted=overcommitted)
     if ctx.settings.preemption:
         view = replace(
             view,
             preemption=True,
-            admitted=[_demand(d, held, credits) for d in victims],
+            admitted=[_demand(d, held, credits, read_only, {}) for d in victims],
             preemptible_projects=projects.preemptible_by_others(tx.conn),
         )
     with tracing.tracer().start_as_current_span("admission") as span:
@@ -144,8 +198,49 @@ def _waits(
 _NO_ROLE = credit.Role("", "")
 
 
-def _demand(d: Deployment, held: Mapping[str, int], credits: credit.Credits) -> Demand:
+def _overcommitted(tx: Tx, cluster_ids: list[str] | None) -> dict[tuple[str, str], int]:
+    """(cluster, class) -> devices allocated and reserved beyond the verified total, where a
+    cluster came back with fewer devices than it had admitted."""
+    return {
+        key: cap.allocated + cap.reserved - cap.total
+        for key, cap in accounting.capacities(tx.conn, cluster_ids).items()
+        if cap.reserved and cap.allocated + cap.reserved > cap.total
+    }
+
+
+def _idle(d: Deployment, read_only: set[str]) -> tuple[str, str]:
+    """Why no agent will create this deployment's replicas ("" when one will)."""
+    if d.authority != "managed":
+        return (
+            REASON_OBSERVED,
+            f"deployment {d.workload_name}.{d.cluster_id} is observed: the agent never creates"
+            " its replicas, so none is admitted beyond those that run (the replicas drift"
+            " shows the difference); hand it over (POST /v1/deployments/"
+            f"{d.workload_name}.{d.cluster_id}/authority, authority managed) to have them run",
+        )
+    if d.cluster_id in read_only:
+        return (
+            REASON_CLUSTER_READ_ONLY,
+            f"cluster {d.cluster_id}'s agent runs read-only: it applies nothing, so no replica"
+            " is admitted (nor devices reserved) beyond those that run; restart the agent"
+            " managing (without --read-only or HANGAR_OPERATOR_READ_ONLY) to run it",
+        )
+    return "", ""
+
+
+def _demand(
+    d: Deployment,
+    held: Mapping[str, int],
+    credits: credit.Credits,
+    read_only: set[str],
+    reported: Mapping[str, int],
+) -> Demand:
     role = credits.roles.get(d.deployment_id, _NO_ROLE)
+    idle_reason, idle_message = _idle(d, read_only)
+    running = held.get(d.deployment_id, 0) // d.devices_per_replica if d.devices_per_replica else 0
+    # Replicas that exist without our agent: its pods, and (observed) those its DGD asks for
+    # as the cluster reports it (Dynamo keeps them), or as it was found before any report.
+    exists = max(running, reported.get(d.deployment_id, 0))
     return Demand(
         deployment_id=d.deployment_id,
         project=d.project,
@@ -169,6 +264,9 @@ def _demand(d: Deployment, held: Mapping[str, int], credits: credit.Credits) -> 
         workload_id=d.workload_id,
         workload_name=d.workload_name,
         managed=d.authority == "managed",
+        idle_reason=idle_reason,
+        idle_message=idle_message,
+        exists=exists,
     )
 
 

@@ -81,7 +81,9 @@ def _set(
         changed = replace(current, authority="observed", rolling=False)
     deployments.save(tx.conn, replace(changed, update_time=tx.now))
     tx.touched.add(current.cluster_id)
-    admit.run(ctx, tx, cluster_ids=[current.cluster_id])
+    # Whether the agent creates its replicas changed: decided again even when it waits
+    # for nothing (docs/admission.md "Replicas no agent creates").
+    admit.run(ctx, tx, cluster_ids=[current.cluster_id], every_on=[current.cluster_id])
     return current
 
 

@@ -58,15 +58,21 @@ def read(conn: Transaction, projects: Iterable[str]) -> Credits:
         lost = stand_in = 0
         for d in present:
             charge = charges.get(d.deployment_id, 0)
-            if d.deployment_id in lost_ids:
-                lost += charge
-                result.roles[d.deployment_id] = Role(workload_id, "lost")
-            elif standing.get(d.cluster_id):
+            # The part of a host's charge beyond its own replicas, up to its stand-ins.
+            portion = 0
+            if standing.get(d.cluster_id):
                 base = max(0, d.desired_replicas - standing[d.cluster_id])
                 own = base * d.devices_per_replica
-                stand_in += max(
-                    0, min(charge - own, standing[d.cluster_id] * d.devices_per_replica)
-                )
+                portion = max(0, min(charge - own, standing[d.cluster_id] * d.devices_per_replica))
+            if d.deployment_id in lost_ids:
+                # A host lost in turn: its own replicas are lost, its stand-ins still stand
+                # in for the cluster lost first (they run on where they are, as it does), so
+                # that pair stays charged once.
+                lost += charge - portion
+                stand_in += portion
+                result.roles[d.deployment_id] = Role(workload_id, "lost")
+            elif standing.get(d.cluster_id):
+                stand_in += portion
                 result.roles[d.deployment_id] = Role(
                     workload_id, "stand_in", base, standing[d.cluster_id]
                 )

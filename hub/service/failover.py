@@ -90,7 +90,18 @@ def settle(tx: Tx, workload: Workload, current: list[Deployment]) -> list[Deploy
     for d in current:
         remove = extra.get(d.cluster_id, 0)
         if remove:
-            d = evolve(d, desired_replicas=max(0, d.desired_replicas - remove), update_time=tx.now)
+            desired = max(0, d.desired_replicas - remove)
+            # The stand-ins' admission goes with them: it was granted against the lost
+            # replicas' charge (counted once with them), which ends here. Left admitted, a
+            # scale-up placed on this cluster would find them "already admitted" and run as
+            # ordinary replicas past the quota; stand-ins placed anew below are admitted anew.
+            d = evolve(
+                d,
+                desired_replicas=desired,
+                admitted_replicas=min(d.admitted_replicas, desired),
+                surge_replicas=min(d.surge_replicas, desired),
+                update_time=tx.now,
+            )
             d = evolve(d, revision=deployments.save(tx.conn, d))
             tx.touched.add(d.cluster_id)
         result.append(d)

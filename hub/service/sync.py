@@ -157,6 +157,7 @@ def open_session(
                 f"the token of cluster {cluster_id} was rotated or the cluster deleted"
             )
         first_heard = accounting.unheard_clusters(tx.conn, [cluster_id])
+        before = clusters.get(tx.conn, cluster_id)
         superseded = clusters.open_session(
             tx.conn,
             session,
@@ -168,7 +169,11 @@ def open_session(
         if superseded and ctx.db.shared:
             for payload in payloads(session_id for session_id, _ in superseded):
                 tx.conn.notify(SUPERSEDE_CHANNEL, payload)
-        if first_heard:
+        if before is not None and before.read_only != read_only:
+            # Its agent now creates replicas, or no longer does: every deployment there is
+            # decided again (docs/admission.md "Replicas no agent creates").
+            admit.run(ctx, tx, cluster_ids=[cluster_id], every_on=[cluster_id])
+        elif first_heard:
             admit.run(ctx, tx, cluster_ids=first_heard)
         audit.append(
             tx.conn,

@@ -51,6 +51,22 @@ def get_many(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, Cluster
     return {r["cluster_id"]: _cluster(r, found.get(r["cluster_id"], ())) for r in rows}
 
 
+def read_only_among(conn: Transaction, cluster_ids: Sequence[str] | None = None) -> set[str]:
+    """The clusters (among these; None: all) whose agent last connected read-only."""
+    if cluster_ids is None:
+        rows = conn.execute("SELECT cluster_id FROM clusters WHERE read_only = 1").fetchall()
+        return {r["cluster_id"] for r in rows}
+    found: set[str] = set()
+    for chunk in chunks(cluster_ids):
+        for r in conn.execute(
+            f"SELECT cluster_id FROM clusters WHERE read_only = 1 AND cluster_id IN"
+            f" ({marks(chunk)})",
+            chunk,
+        ):
+            found.add(r["cluster_id"])
+    return found
+
+
 def by_token_hash(conn: Transaction, token_hash: str) -> str | None:
     row = conn.execute(
         "SELECT cluster_id FROM clusters WHERE token_hash = ?", (token_hash,)

@@ -331,6 +331,24 @@ def admitted_managed(conn: Transaction, cluster_ids: Sequence[str]) -> list[Depl
     return result
 
 
+def observed_on(conn: Transaction, cluster_ids: Sequence[str] | None) -> list[Deployment]:
+    """Observed deployments on these clusters (None: everywhere): admitted only as far as
+    their replicas exist, so decided again whenever their cluster reports (docs/admission.md
+    "Replicas no agent creates")."""
+    if cluster_ids is None:
+        rows = conn.execute(_select("d.authority = 'observed'")).fetchall()
+        return [_deployment(r) for r in rows]
+    result: list[Deployment] = []
+    for start in range(0, len(cluster_ids), 500):
+        chunk = list(cluster_ids[start : start + 500])
+        rows = conn.execute(
+            _select(f"d.authority = 'observed' AND d.cluster_id IN ({','.join('?' * len(chunk))})"),
+            chunk,
+        ).fetchall()
+        result.extend(_deployment(r) for r in rows)
+    return result
+
+
 def clusters_of_project(conn: Transaction, project: str) -> list[str]:
     """The clusters where the project has deployments."""
     rows = conn.execute(

@@ -30,7 +30,8 @@ def test_a_read_only_agent_stores_desired_state_reports_and_writes_nothing(
     assert agent.cluster.mutations_refused == 0, "no mutating call was even attempted"
     assert agent.agent.applied == 0
     deployment = hub.get("/v1/deployments/chat.east")
-    assert deployment["admission_phase"] == "admitted"  # admitted, never placed
+    # Nothing admitted (nor reserved): its agent would never create the replica (issue 20).
+    assert deployment["admission_phase"] == "pending"
     assert deployment["status"] is None
     # And it says why it does not run, in the API and in the CLI's tables.
     assert deployment["admission_reason"] == "cluster_read_only"
@@ -41,7 +42,7 @@ def test_a_read_only_agent_stores_desired_state_reports_and_writes_nothing(
     assert clusters.splitlines()[0].split()[:3] == ["CLUSTER", "MODE", "CONNECTED"]
     assert clusters.splitlines()[1].split()[:2] == ["east", "read-only"], clusters
     row = output.render([deployment], fmt="table", kind="deployment").splitlines()[1]
-    assert row.split()[2:4] == ["admitted", "cluster_read_only"], row
+    assert row.split()[2:4] == ["pending", "cluster_read_only"], row
 
 
 def test_a_read_only_cluster_turned_managing_runs_its_deployment_and_drops_the_reason(

@@ -82,8 +82,9 @@ class _AdmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Admis
     the agent applies it (a new generation, or the cause removed in the cluster).
     """
     ADMISSION_REASON_CLUSTER_READ_ONLY: _AdmissionReason.ValueType  # 5
-    """Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
-    nothing, so it does not run (computed on read, never stored; docs/phases.md).
+    """Its cluster's agent runs read-only: it keeps the deployment and applies nothing, so no
+    replica is admitted beyond what its pods already are (nothing is reserved), and one
+    admitted before reads so too (docs/admission.md "Replicas no agent creates").
     """
     ADMISSION_REASON_CORDONED: _AdmissionReason.ValueType  # 6
     """The cluster is cordoned (whole, or for the deployment's device class): it takes no new
@@ -93,6 +94,11 @@ class _AdmissionReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Admis
     """Admitted replicas were taken back for a higher-priority deployment on the same cluster
     (the hub runs with --preemption); admission_message names the preemptor. It waits, and
     is admitted again when room returns (docs/admission.md "Priority and preemption").
+    """
+    ADMISSION_REASON_OBSERVED: _AdmissionReason.ValueType  # 11
+    """An observed (adopted, not handed over) deployment wants more replicas than its pods are:
+    the agent never writes it, so they are not admitted and nothing is reserved for them
+    (the replicas drift says the same); hand it over to have them created.
     """
 
 class AdmissionReason(_AdmissionReason, metaclass=_AdmissionReasonEnumTypeWrapper):
@@ -111,8 +117,9 @@ holds no reservation beyond the devices its pods still hold, and is counted agai
 the agent applies it (a new generation, or the cause removed in the cluster).
 """
 ADMISSION_REASON_CLUSTER_READ_ONLY: AdmissionReason.ValueType  # 5
-"""Admitted, but its cluster's agent runs read-only: it keeps the deployment and applies
-nothing, so it does not run (computed on read, never stored; docs/phases.md).
+"""Its cluster's agent runs read-only: it keeps the deployment and applies nothing, so no
+replica is admitted beyond what its pods already are (nothing is reserved), and one
+admitted before reads so too (docs/admission.md "Replicas no agent creates").
 """
 ADMISSION_REASON_CORDONED: AdmissionReason.ValueType  # 6
 """The cluster is cordoned (whole, or for the deployment's device class): it takes no new
@@ -122,6 +129,11 @@ ADMISSION_REASON_PREEMPTED: AdmissionReason.ValueType  # 10
 """Admitted replicas were taken back for a higher-priority deployment on the same cluster
 (the hub runs with --preemption); admission_message names the preemptor. It waits, and
 is admitted again when room returns (docs/admission.md "Priority and preemption").
+"""
+ADMISSION_REASON_OBSERVED: AdmissionReason.ValueType  # 11
+"""An observed (adopted, not handed over) deployment wants more replicas than its pods are:
+the agent never writes it, so they are not admitted and nothing is reserved for them
+(the replicas drift says the same); hand it over to have them created.
 """
 Global___AdmissionReason: _TypeAlias = AdmissionReason  # noqa: Y015
 

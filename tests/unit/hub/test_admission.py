@@ -266,3 +266,50 @@ def test_surge_is_released_when_the_rollout_ends() -> None:
     decisions = {d.deployment_id: d for d in decide([done, waiting], view(charged=16, free=0))}
     assert decisions["d1"].surge_replicas == 0
     assert decisions["next"].admitted_replicas == 2, "the released surge went to the next"
+
+
+# -- replicas no agent creates; a cluster back smaller (issue 20) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "held", "admitted_before", "admitted", "reason"),
+    [
+        ("an observed deployment scaled up: none beyond what runs", 8, 2, 2, "observed"),
+        ("nothing runs: nothing admitted", 0, 0, 0, "observed"),
+        ("admitted before, its replicas gone: the admission goes", 4, 3, 1, "observed"),
+        ("what it wants runs: nothing to say", 16, 4, 4, REASON_NONE),
+    ],
+)
+def test_a_deployment_no_agent_creates_is_admitted_only_as_far_as_its_pods_are(
+    case: str, held: int, admitted_before: int, admitted: int, reason: str
+) -> None:
+    wanted = dataclasses.replace(
+        demand(desired=4, admitted=admitted_before),
+        held=held,
+        idle_reason="observed",
+        idle_message="observed: hand it over",
+        exists=held // 4,
+    )
+    (decision,) = decide([wanted], view(limit=64, free=64))
+    assert (decision.admitted_replicas, decision.reason) == (admitted, reason), case
+    assert decision.surge_replicas == 0
+    if reason:
+        assert "hand it over" in decision.message
+
+
+def test_a_cluster_back_smaller_sheds_reserved_replicas_lowest_priority_newest_first() -> None:
+    old = dataclasses.replace(demand("old", desired=2, admitted=2, since=1.0), held=4)
+    new = dataclasses.replace(demand("new", desired=2, admitted=2, since=2.0), held=0)
+    low = dataclasses.replace(
+        demand("low", desired=1, admitted=1, since=0.5), held=0, priority="low"
+    )
+    # 8 devices allocated or reserved too many: low's reservation (4) goes first, then one of
+    # new's; old's running pod keeps its devices.
+    the_view = dataclasses.replace(view(limit=64, free=0), overcommitted={("east", H100): 8})
+    decisions = {d.deployment_id: d for d in decide([old, new, low], the_view)}
+    assert decisions["low"].admitted_replicas == 0
+    assert decisions["new"].admitted_replicas == 1
+    assert decisions["old"].admitted_replicas == 2
+    for shed in ("low", "new"):
+        assert decisions[shed].reason == REASON_INSUFFICIENT_CAPACITY
+        assert decisions[shed].message
