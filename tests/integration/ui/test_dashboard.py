@@ -36,6 +36,11 @@ def login(browser: webdriver.Chrome, hub: Hub, page: str = "fleet") -> None:
     browser.find_element(By.ID, "token").send_keys(ADMIN_TOKEN)
     browser.find_element(By.ID, "login").click()
     wait_until(lambda: browser.current_url.endswith(f"/ui/{page}"), what=f"on {page}")
+    # The URL is the page's once its document commits, before it is parsed.
+    wait_until(
+        lambda: browser.execute_script("return document.readyState") == "complete",
+        what=f"{page} loaded",
+    )
 
 
 def settled(read: Callable[[], T]) -> T:
@@ -59,7 +64,7 @@ def text_of(browser: webdriver.Chrome, css: str) -> str:
     the element may not be there yet: it is awaited rather than looked up once (a lookup on
     the page being left failed CI one run in many).
     """
-    wait_until(lambda: present(browser, css), timeout=10, what=f"{css} on the page")
+    wait_until(lambda: present(browser, css), what=f"{css} on the page")
     return settled(lambda: str(browser.find_element(By.CSS_SELECTOR, css).text))
 
 
@@ -207,8 +212,11 @@ def test_track_ignore_and_promote_from_the_discovered_page(
     login(browser, hub, "discovered")
 
     def click(name: str, css: str) -> None:
-        row = f'tr[data-discovered="{name}"]'
-        settled(lambda: browser.find_element(By.CSS_SELECTOR, f"{row} {css}").click())
+        # Awaited, not looked up once: right after the login the URL is the page's while its
+        # document is still being parsed (CI found no button there once).
+        target = f'tr[data-discovered="{name}"] {css}'
+        wait_until(lambda: present(browser, target), what=f"{target} on the page")
+        settled(lambda: browser.find_element(By.CSS_SELECTOR, target).click())
 
     def state(ref: str) -> str:
         return str(hub.get(f"/v1/discovered/{ref}")["state"])
