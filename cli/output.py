@@ -106,7 +106,7 @@ def manifest(kind: kinds.Kind, item: JsonObject) -> JsonObject:
     declared = {*kind.spec, *kind.metadata, kind.name_field}
     status = {key: value for key, value in item.items() if key not in declared}
     metadata: JsonObject = {"name": item.get(kind.name_field)}
-    metadata.update({key: item[key] for key in kind.metadata if item.get(key)})
+    metadata.update({key: item[key] for key in kind.metadata if key in item})
     obj: JsonObject = {
         "apiVersion": kinds.API_VERSION,
         "kind": kind.title,
