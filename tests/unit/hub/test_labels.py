@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from hub import errors
-from hub.service import selectors, validate
+from hub.model import Placement, Workload
+from hub.service import projects, selectors, validate, workloads
+from hub.service.context import ServiceContext
+from hub.store import workloads as workloads_store
+from hub.store.port import open_store
+from tests.records import CONFIG
 
 LABELS = {"team": "a", "tier": "gold", "example.com/owner": "ops", "empty": ""}
 
@@ -135,3 +140,40 @@ def test_paging_selects_before_the_page_is_cut() -> None:
             break
         after = page[-1]
     assert seen == [n for n in names if labels[n]]
+
+
+def test_labels_are_stored_and_selected_on_each_backend(store_url: str) -> None:
+    """Written, read back, replaced and selected by, on SQLite and PostgreSQL (migration 0020)."""
+    ctx = ServiceContext(db=open_store(store_url))
+    projects.create(ctx, name="search", quotas={}, labels={"team": "search"})
+    projects.create(ctx, name="ads", quotas={})
+    with ctx.db.write() as conn:
+        workloads_store.insert(
+            conn,
+            Workload(
+                workload_id="wl_1",
+                name="chat",
+                project="search",
+                replicas=0,
+                device_class="H100-80GB",
+                serving=CONFIG,
+                placement=Placement(),
+                create_time=1.0,
+                update_time=1.0,
+                labels={"app": "chat", "example.com/tier": ""},
+            ),
+        )
+    with ctx.db.read() as conn:
+        stored = workloads_store.get(conn, "chat")
+    assert stored is not None and stored.labels == {"app": "chat", "example.com/tier": ""}
+    assert projects.get(ctx, "search").project.labels == {"team": "search"}
+    assert projects.get(ctx, "ads").project.labels == {}
+    found, _ = projects.list_page(ctx, page_size=0, page_token="", label_selector="!team")
+    assert [p.project.name for p in found] == ["ads"]
+    projects.set_labels(ctx, name="ads", labels={"team": "ads"})
+    found, _ = projects.list_page(ctx, page_size=1, page_token="", label_selector="team")
+    assert [p.project.name for p in found] == ["ads"]
+    listed, _ = workloads.list_page(
+        ctx, project="", page_size=0, page_token="", label_selector="example.com/tier="
+    )
+    assert [v.workload.name for v in listed] == ["chat"]
