@@ -29,6 +29,8 @@ FILTER_PARAMS = {
     "deployment": "deployment_id",
     "replica": "replica_id",
     "project": "project",
+    # -l/--selector: Kubernetes' equality-based label selector (docs/cli.md).
+    "selector": "label_selector",
 }
 
 
@@ -53,6 +55,8 @@ class Kind:
     short: tuple[str, ...] = ()
     # The hub's fields that are declared (a manifest's `spec`); the rest is `status`.
     spec: tuple[str, ...] = ()
+    # Declared fields a manifest holds in `metadata` besides the name (kubectl's labels).
+    metadata: tuple[str, ...] = ()
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -81,19 +85,22 @@ PROJECT = Kind(
     "name",
     creatable=True,
     deletable=True,
+    filters=("selector",),
     short=("proj",),
     spec=("quotas", "preemptible_by_other_projects"),
+    metadata=("labels",),
 )
 WORKLOAD = Kind(
     "workload",
     "workloads",
     "/v1/workloads",
     "name",
-    filters=("project",),
+    filters=("project", "selector"),
     creatable=True,
     deletable=True,
     short=("wl",),
     spec=("project", "replicas", "device_class", "serving", "placement", "rollout", "priority"),
+    metadata=("labels",),
 )
 DEPLOYMENT = Kind(
     "deployment",

@@ -270,6 +270,15 @@ def _add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser.add_argument("ref", metavar="REF", nargs="?", help="id or name of one resource")
     for name in kinds.FILTER_PARAMS:
         users = ", ".join(k.plural for k in kinds.KINDS if name in k.filters)
+        if name == "selector":
+            parser.add_argument(
+                "-l",
+                "--selector",
+                metavar="SELECTOR",
+                help="only those whose labels match, kubectl's equality-based syntax:"
+                f" k=v, k==v, k!=v, k, !k, comma-separated ({users})",
+            )
+            continue
         parser.add_argument(
             f"--{name}",
             metavar={"cluster": "ID", "project": "NAME"}.get(name, "REF"),
@@ -343,6 +352,9 @@ def _get(args: argparse.Namespace) -> Action:
         interval, timeout = float(args.watch_interval), float(args.watch_timeout)
         if interval <= 0:
             raise UsageError("--watch-interval must be more than 0")
+        if "selector" in filters and kind.name in verbs.STREAMED:
+            # The stream carries every change; the hub selects by labels on lists only.
+            raise UsageError(f"-l/--selector does not apply to a watch of {kind.plural} yet")
 
         def watch(ctx: commands.Context) -> None:
             if kind.name in verbs.STREAMED:

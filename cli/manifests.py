@@ -35,7 +35,6 @@ STDIN = "-"
 API_VERSION = kinds.API_VERSION
 # What a Kubernetes-shaped document may hold at its top level.
 _OBJECT_KEYS = ("apiVersion", "kind", "metadata", "spec", "status")
-_METADATA_KEYS = ("name",)
 
 
 @dataclass(frozen=True)
@@ -153,9 +152,18 @@ def _object_body(
     metadata, spec = doc.get("metadata"), doc.get("spec", {})
     if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
         raise refuse("metadata.name is missing: give the object's name there")
-    unknown = [key for key in metadata if key not in _METADATA_KEYS]
+    allowed = ("name", *kind.metadata)
+    unknown = [key for key in metadata if key not in allowed]
     if unknown:
-        raise refuse(f"metadata.{unknown[0]} is not supported: metadata holds only the name")
+        raise refuse(
+            f"metadata.{unknown[0]} is not supported: a {kind.name}'s metadata holds"
+            f" {' and '.join(allowed)}"
+        )
+    if "labels" in metadata and not isinstance(metadata["labels"], dict):
+        raise refuse("metadata.labels must be a mapping of label keys to values")
+    clash = [key for key in kind.metadata if key in metadata and key in spec]
+    if clash:
+        raise refuse(f"{clash[0]} is in both metadata and spec: give it once, in metadata")
     if not isinstance(spec, dict):
         raise refuse(f"spec must be a mapping of the {kind.name}'s fields, got {spec!r}")
     field = kind.name_field
@@ -164,7 +172,11 @@ def _object_body(
             f"spec.{field} {spec[field]!r} differs from metadata.name {metadata['name']!r}:"
             " name the object once, in metadata.name"
         )
-    return {field: metadata["name"], **{k: v for k, v in spec.items() if k != field}}
+    return {
+        field: metadata["name"],
+        **{k: metadata[k] for k in kind.metadata if k in metadata},
+        **{k: v for k, v in spec.items() if k != field},
+    }
 
 
 def _creatable() -> str:

@@ -103,13 +103,14 @@ def manifest(kind: kinds.Kind, item: JsonObject) -> JsonObject:
     """A resource as the Kubernetes-style object `apply -f` reads back: its name in metadata,
     its declared fields (`Kind.spec`) in spec, everything the hub reports in status."""
     spec = {key: value for key, value in item.items() if key in kind.spec}
-    status = {
-        key: value for key, value in item.items() if key not in kind.spec and key != kind.name_field
-    }
+    declared = {*kind.spec, *kind.metadata, kind.name_field}
+    status = {key: value for key, value in item.items() if key not in declared}
+    metadata: JsonObject = {"name": item.get(kind.name_field)}
+    metadata.update({key: item[key] for key in kind.metadata if key in item})
     obj: JsonObject = {
         "apiVersion": kinds.API_VERSION,
         "kind": kind.title,
-        "metadata": {"name": item.get(kind.name_field)},
+        "metadata": metadata,
     }
     if kind.spec:
         obj["spec"] = spec

@@ -20,8 +20,8 @@ from cli.errors import ApiError, CliError, HubUnreachable, ManifestError
 # What PATCH may change per kind (the UpdateX masks); anything else in a file that differs
 # from the hub is refused: the object must be deleted and created again.
 MUTABLE = {
-    "project": ("quotas", "preemptible_by_other_projects"),
-    "workload": ("replicas", "serving", "placement", "rollout", "priority"),
+    "project": ("quotas", "preemptible_by_other_projects", "labels"),
+    "workload": ("replicas", "serving", "placement", "rollout", "priority", "labels"),
     "cluster": (),
 }
 # Map fields are replaced whole by a PATCH (their mask path is the map), so they compare

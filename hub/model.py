@@ -135,6 +135,8 @@ class Project:
     # A higher-priority deployment of another project may preempt this project's managed
     # deployments (within the project it always may, when the hub runs with --preemption).
     preemptible_by_other_projects: bool = False
+    # Kubernetes-style labels (hub/service/validate.py), selected by on lists.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -279,6 +281,8 @@ class Workload:
     rollout: WorkloadRollout = field(default_factory=WorkloadRollout)
     # One of PRIORITIES: admission order and preemption (docs/admission.md).
     priority: str = PRIORITY_DEFAULT
+    # Kubernetes-style labels (hub/service/validate.py), selected by on lists.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

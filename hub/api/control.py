@@ -43,8 +43,8 @@ from wingsmith.v1 import resources_pb2 as pb
 
 MessageT = TypeVar("MessageT", bound=Message)
 
-WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout", "priority")
-PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects")
+WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout", "priority", "labels")
+PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects", "labels")
 
 
 class ControlHandlers:
@@ -143,6 +143,7 @@ class ControlHandlers:
             name=request.project.name,
             quotas=dict(request.project.quotas),
             preemptible_by_other_projects=request.project.preemptible_by_other_projects,
+            labels=dict(request.project.labels),
         )
         return convert.project(view)
 
@@ -151,7 +152,10 @@ class ControlHandlers:
 
     def ListProjects(self, request: cpb.ListProjectsRequest) -> cpb.ListProjectsResponse:
         found, token = projects.list_page(
-            self._ctx, page_size=request.page_size, page_token=request.page_token
+            self._ctx,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            label_selector=request.label_selector,
         )
         return cpb.ListProjectsResponse(
             projects=[convert.project(p) for p in found], next_page_token=token
@@ -173,6 +177,8 @@ class ControlHandlers:
                 name=name,
                 preemptible_by_other_projects=request.project.preemptible_by_other_projects,
             )
+        if "labels" in paths:
+            view = projects.set_labels(self._ctx, name=name, labels=dict(request.project.labels))
         return convert.project(view)
 
     def DeleteProject(self, request: cpb.DeleteProjectRequest) -> empty_pb2.Empty:
@@ -257,6 +263,7 @@ class ControlHandlers:
             page_size=request.page_size,
             page_token=request.page_token,
             projects=self._readable(),
+            label_selector=request.label_selector,
         )
         return cpb.ListWorkloadsResponse(
             workloads=[convert.workload(w) for w in found], next_page_token=token
@@ -294,6 +301,7 @@ class ControlHandlers:
             priority=(
                 wire.enum_word(pb.Priority, merged.priority) if "priority" in touched else None
             ),
+            labels=dict(merged.labels) if "labels" in touched else None,
         )
         if request.validate_only:
             return convert.dry_run_workload(

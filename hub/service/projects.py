@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from hub import errors
 from hub.model import Project
-from hub.service import admit, validate, views
+from hub.service import admit, selectors, validate, views
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import deployments, projects, workloads
 from hub.store.port import Transaction
@@ -18,9 +18,11 @@ def create(
     name: str,
     quotas: Mapping[str, int],
     preemptible_by_other_projects: bool = False,
+    labels: Mapping[str, str] | None = None,
 ) -> views.ProjectView:
     validate.dns_label(name, "project.name")
     limits = validate.quotas(quotas, "project.quotas")
+    valid_labels = validate.labels(labels or {}, "project.labels")
     with transaction(ctx) as tx:
         projects.insert(
             tx.conn,
@@ -28,6 +30,7 @@ def create(
             quotas=limits,
             now=tx.now,
             preemptible_by_other_projects=preemptible_by_other_projects,
+            labels=valid_labels,
         )
         project = _get(tx.conn, name)
         return views.project_view(tx.conn, project)
@@ -39,11 +42,21 @@ def get(ctx: ServiceContext, name: str) -> views.ProjectView:
 
 
 def list_page(
-    ctx: ServiceContext, *, page_size: int, page_token: str
+    ctx: ServiceContext, *, page_size: int, page_token: str, label_selector: str = ""
 ) -> tuple[list[views.ProjectView], str]:
+    """A page of projects; only those `label_selector` matches, selected before the page is
+    cut (hub/service/selectors.py)."""
     limit, after = validate.page(page_size, page_token)
+    selector = selectors.parse(label_selector)
     with snapshot(ctx) as conn:
-        found = projects.list_page(conn, after=after, limit=limit)
+        found = selectors.page(
+            lambda start: projects.list_page(conn, after=start, limit=limit),
+            after=after,
+            limit=limit,
+            selector=selector,
+            key=lambda p: p.name,
+            labels=lambda p: p.labels,
+        )
         result = [views.project_view(conn, p) for p in found]
     return result, validate.next_token([p.name for p in found], limit)
 
@@ -78,6 +91,15 @@ def set_preemption_policy(
         if preemptible_by_other_projects:
             # Its clusters' waiting preemptors may now take its devices: re-run there.
             admit.run(ctx, tx, cluster_ids=deployments.clusters_of_project(tx.conn, name))
+        return views.project_view(tx.conn, _get(tx.conn, name))
+
+
+def set_labels(ctx: ServiceContext, *, name: str, labels: Mapping[str, str]) -> views.ProjectView:
+    """Replace the project's labels (they change nothing but what selects it)."""
+    valid = validate.labels(labels, "project.labels")
+    with transaction(ctx) as tx:
+        _get(tx.conn, name)
+        projects.set_labels(tx.conn, name=name, labels=valid, now=tx.now)
         return views.project_view(tx.conn, _get(tx.conn, name))
 
 

@@ -65,16 +65,30 @@ def node_name(value: str, field: str) -> str:
 
 
 def labels(values: Mapping[str, str], field: str) -> dict[str, str]:
+    """Kubernetes' label rules: a key is an optional DNS-subdomain prefix (<= 253) and '/',
+    then a name of 1..63 characters [A-Za-z0-9] with '-', '_', '.' inside; a value is the same
+    as a name, or empty; at most MAX_LABELS labels."""
     if len(values) > MAX_LABELS:
-        raise errors.InvalidArgument(field, f"at most {MAX_LABELS} labels")
+        raise errors.InvalidArgument(field, f"at most {MAX_LABELS} labels, not {len(values)}")
     for key, value in values.items():
-        if len(key) > 253 or not LABEL_KEY.match(key):
-            raise errors.InvalidArgument(f"{field}.{key}", "invalid label key (Kubernetes syntax)")
+        if not label_key_ok(key):
+            raise errors.InvalidArgument(
+                f"{field}.{key}",
+                f"invalid label key {key!r}: [prefix/]name, the name 1..63 characters"
+                " [A-Za-z0-9] with '-', '_', '.' inside, the prefix a DNS subdomain",
+            )
         if not LABEL_VALUE.match(value):
             raise errors.InvalidArgument(
-                f"{field}.{key}", f"invalid label value {value!r} (Kubernetes syntax, <= 63)"
+                f"{field}.{key}",
+                f"invalid label value {value!r}: empty, or at most 63 characters [A-Za-z0-9]"
+                " with '-', '_', '.' inside",
             )
     return dict(values)
+
+
+def label_key_ok(key: str) -> bool:
+    prefix = key.rpartition("/")[0]
+    return len(prefix) <= 253 and bool(LABEL_KEY.match(key))
 
 
 def quotas(values: Mapping[str, int], field: str) -> dict[str, int]:

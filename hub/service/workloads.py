@@ -11,7 +11,7 @@ workload has a rollout policy (hub/service/rollouts.py).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hub import errors, placement, serving
@@ -27,7 +27,7 @@ from hub.model import (
     Workload,
     evolve,
 )
-from hub.service import admit, dryrun, failover, rollouts, shares, validate, views
+from hub.service import admit, dryrun, failover, rollouts, selectors, shares, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import (
     clusters,
@@ -56,6 +56,7 @@ class WorkloadSpec:
     rollout_policy: RolloutPolicy = field(default_factory=RolloutPolicy)
     # One of hub.model.PRIORITIES; "" is the default (normal).
     priority: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class WorkloadChange:
     placement: Placement | None = None
     rollout_policy: RolloutPolicy | None = None
     priority: str | None = None
+    labels: Mapping[str, str] | None = None
 
 
 def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
@@ -95,6 +97,7 @@ def _valid_spec(spec: WorkloadSpec) -> WorkloadSpec:
         placement=_valid_placement(spec.placement),
         rollout_policy=_valid_rollout_policy(spec.rollout_policy),
         priority=validate.priority(spec.priority, "workload.priority"),
+        labels=validate.labels(spec.labels, "workload.labels"),
     )
 
 
@@ -116,6 +119,7 @@ def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
         update_time=tx.now,
         rollout_policy=policy,
         priority=spec.priority,
+        labels=spec.labels,
     )
     eligible = _eligible(tx.conn, wanted)
     placement.check_named_clusters(wanted.preferences, eligible, PREFERENCES_FIELD)
@@ -151,12 +155,22 @@ def list_page(
     page_size: int,
     page_token: str,
     projects: frozenset[str] | None = None,
+    label_selector: str = "",
 ) -> tuple[list[views.WorkloadView], str]:
-    """A page of workloads (of `project`; only of `projects` when given: a scoped token's)."""
+    """A page of workloads (of `project`; only of `projects` when given: a scoped token's;
+    only those `label_selector` matches, selected before the page is cut)."""
     limit, after = validate.page(page_size, page_token)
+    selector = selectors.parse(label_selector)
     with snapshot(ctx) as conn:
-        found = workloads.list_page(
-            conn, after=after, limit=limit, project=project, projects=projects
+        found = selectors.page(
+            lambda start: workloads.list_page(
+                conn, after=start, limit=limit, project=project, projects=projects
+            ),
+            after=after,
+            limit=limit,
+            selector=selector,
+            key=lambda w: w.name,
+            labels=lambda w: w.labels,
         )
         grouped: dict[str, list[Deployment]] = {}
         for d in deployments.of_workloads(conn, [w.workload_id for w in found]):
@@ -209,6 +223,9 @@ def _valid_change(change: WorkloadChange) -> WorkloadChange:
             if change.priority is not None
             else None
         ),
+        labels=(
+            validate.labels(change.labels, "workload.labels") if change.labels is not None else None
+        ),
     )
 
 
@@ -259,6 +276,8 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
         # Its deployments read it with the workload; admission below re-orders and may
         # preempt by it.
         workload = replace(workload, priority=change.priority)
+    if change.labels is not None:
+        workload = replace(workload, labels=change.labels)
     workload = replace(workload, update_time=tx.now)
     workloads.update(tx.conn, workload)
     eligible = _eligible(tx.conn, workload.placement)

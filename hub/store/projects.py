@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from hub import errors
 from hub.model import Project
+from hub.store import codec
 from hub.store.port import IntegrityError, Row, Transaction
 
 
@@ -16,12 +17,13 @@ def insert(
     quotas: Mapping[str, int],
     now: float,
     preemptible_by_other_projects: bool = False,
+    labels: Mapping[str, str] | None = None,
 ) -> None:
     try:
         conn.execute(
-            "INSERT INTO projects (name, create_time, update_time, preemptible_by_other_projects)"
-            " VALUES (?, ?, ?, ?)",
-            (name, now, now, int(preemptible_by_other_projects)),
+            "INSERT INTO projects (name, create_time, update_time, preemptible_by_other_projects,"
+            " labels) VALUES (?, ?, ?, ?, ?)",
+            (name, now, now, int(preemptible_by_other_projects), codec.dumps(dict(labels or {}))),
         )
     except IntegrityError as e:
         raise errors.AlreadyExists("project", name) from e
@@ -52,6 +54,13 @@ def set_preemption_policy(
     conn.execute(
         "UPDATE projects SET preemptible_by_other_projects = ?, update_time = ? WHERE name = ?",
         (int(preemptible_by_other_projects), now, name),
+    )
+
+
+def set_labels(conn: Transaction, *, name: str, labels: Mapping[str, str], now: float) -> None:
+    conn.execute(
+        "UPDATE projects SET labels = ?, update_time = ? WHERE name = ?",
+        (codec.dumps(dict(labels)), now, name),
     )
 
 
@@ -90,4 +99,5 @@ def _project(conn: Transaction, row: Row) -> Project:
         create_time=row["create_time"],
         update_time=row["update_time"],
         preemptible_by_other_projects=bool(row["preemptible_by_other_projects"]),
+        labels=codec.loads(row["labels"]),
     )

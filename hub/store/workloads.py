@@ -24,7 +24,7 @@ def insert(conn: Transaction, workload: Workload) -> None:
         conn.execute(
             "INSERT INTO workloads (workload_id, name, project, replicas, device_class, serving,"
             " placement, create_time, update_time, rollout_policy, rollout_state, rollout,"
-            " priority) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " priority, labels) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 workload.workload_id,
                 workload.name,
@@ -39,6 +39,7 @@ def insert(conn: Transaction, workload: Workload) -> None:
                 workload.rollout.state,
                 codec.dumps(_rollout_document(workload.rollout)),
                 workload.priority,
+                codec.dumps(dict(workload.labels)),
             ),
         )
     except IntegrityError as e:
@@ -48,7 +49,8 @@ def insert(conn: Transaction, workload: Workload) -> None:
 def update(conn: Transaction, workload: Workload) -> None:
     conn.execute(
         "UPDATE workloads SET replicas = ?, serving = ?, placement = ?, update_time = ?,"
-        " rollout_policy = ?, rollout_state = ?, rollout = ?, priority = ? WHERE workload_id = ?",
+        " rollout_policy = ?, rollout_state = ?, rollout = ?, priority = ?, labels = ?"
+        " WHERE workload_id = ?",
         (
             workload.replicas,
             serving.encode(workload.serving),
@@ -58,6 +60,7 @@ def update(conn: Transaction, workload: Workload) -> None:
             workload.rollout.state,
             codec.dumps(_rollout_document(workload.rollout)),
             workload.priority,
+            codec.dumps(dict(workload.labels)),
             workload.workload_id,
         ),
     )
@@ -230,4 +233,5 @@ def _workload(row: Row) -> Workload:
         rollout_policy=_policy(codec.loads(row["rollout_policy"])),
         rollout=_rollout(row["rollout_state"], codec.loads(row["rollout"])),
         priority=row["priority"],
+        labels=codec.loads(row["labels"]),
     )

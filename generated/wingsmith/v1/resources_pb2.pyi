@@ -437,12 +437,33 @@ class Project(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NAME_FIELD_NUMBER: _builtins.int
     QUOTAS_FIELD_NUMBER: _builtins.int
     USAGE_FIELD_NUMBER: _builtins.int
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     PREEMPTIBLE_BY_OTHER_PROJECTS_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Unique, a DNS-1123 label: lower-case letters, digits and '-', at most 63 characters."""
@@ -464,6 +485,10 @@ class Project(_message.Message):
     @_builtins.property
     def update_time(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Kubernetes' label rules (docs/rest.md "Labels"); ListProjects selects by them."""
+
+    @_builtins.property
     def dry_run(self) -> Global___DryRunResult:
         """Output only: set only in the answer to a validate_only create or update (AIP-163), which
         is this project as it would be; what the call would change (a raised quota admits what
@@ -479,11 +504,12 @@ class Project(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         preemptible_by_other_projects: _builtins.bool = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         dry_run: Global___DryRunResult | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "name", b"name", "preemptible_by_other_projects", b"preemptible_by_other_projects", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "labels", b"labels", "name", b"name", "preemptible_by_other_projects", b"preemptible_by_other_projects", "quotas", b"quotas", "update_time", b"update_time", "usage", b"usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1459,6 +1485,26 @@ Global___DeploymentSummary: _TypeAlias = DeploymentSummary  # noqa: Y015
 class Workload(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     WORKLOAD_ID_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     PROJECT_FIELD_NUMBER: _builtins.int
@@ -1478,6 +1524,7 @@ class Workload(_message.Message):
     ROLLOUT_STATUS_FIELD_NUMBER: _builtins.int
     DRY_RUN_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     """Output only: "wl_..." (assigned by the hub)."""
     name: _builtins.str
@@ -1525,6 +1572,10 @@ class Workload(_message.Message):
         is this workload as it would be; what the call would change, here and elsewhere.
         """
 
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Kubernetes' label rules (docs/rest.md "Labels"); ListWorkloads selects by them."""
+
     def __init__(
         self,
         *,
@@ -1547,10 +1598,11 @@ class Workload(_message.Message):
         rollout_status: Global___WorkloadRollout | None = ...,
         dry_run: Global___DryRunResult | None = ...,
         priority: Global___Priority.ValueType = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "dry_run", b"dry_run", "placement", b"placement", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "dry_run", b"dry_run", "failovers", b"failovers", "name", b"name", "phase", b"phase", "placement", b"placement", "priority", b"priority", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["create_time", b"create_time", "degraded", b"degraded", "deployments", b"deployments", "device_class", b"device_class", "devices_per_replica", b"devices_per_replica", "dry_run", b"dry_run", "failovers", b"failovers", "labels", b"labels", "name", b"name", "phase", b"phase", "placement", b"placement", "priority", b"priority", "project", b"project", "ready_replicas", b"ready_replicas", "replicas", b"replicas", "rollout", b"rollout", "rollout_status", b"rollout_status", "serving", b"serving", "update_time", b"update_time", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

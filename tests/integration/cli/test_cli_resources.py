@@ -187,8 +187,13 @@ def test_get_one_resource_as_yaml_is_a_manifest_holding_the_hubs_json(
     kind = kinds.lookup(argv[0])
     assert shown["apiVersion"] == "wingsmith.dev/v1" and shown["kind"] == kind.title
     hub = cli.hub.client().get(path)
-    assert shown["metadata"] == {"name": hub[kind.name_field]}
-    fields = {**shown.get("spec", {}), **shown["status"], kind.name_field: hub[kind.name_field]}
+    # The name, and a workload's or project's labels, as kubectl's metadata holds them.
+    assert shown["metadata"] == {
+        "name": hub[kind.name_field],
+        **{key: hub[key] for key in kind.metadata},
+    }
+    fields = {**shown.get("spec", {}), **shown["status"], **shown["metadata"]}
+    fields[kind.name_field] = fields.pop("name")
     assert fields == hub
 
 

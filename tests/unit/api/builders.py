@@ -126,6 +126,7 @@ def workload() -> pb.Workload:
             ],
         ),
         priority=pb.PRIORITY_HIGH,
+        labels={"app": "chat", "example.com/tier": ""},
     )
 
 

@@ -130,6 +130,19 @@ def test_kubectls_list_contributes_its_items_and_mixes_with_flat_documents() -> 
     ]
 
 
+def test_labels_of_a_workload_or_project_come_from_metadata() -> None:
+    text = OBJECT.replace("{name: llama}", "{name: llama, labels: {team: a, tier: ''}}")
+    assert parse(text)[0].body["labels"] == {"team": "a", "tier": ""}
+    project = "apiVersion: wingsmith.dev/v1\nkind: Project\nmetadata: {name: p, labels: {x: y}}\n"
+    assert parse(project)[0].body == {"name": "p", "labels": {"x": "y"}}
+
+
+def test_a_cluster_keeps_its_labels_in_spec_only() -> None:
+    text = "apiVersion: wingsmith.dev/v1\nkind: Cluster\nmetadata: {name: e, labels: {a: b}}\n"
+    with pytest.raises(ManifestError, match="holds name"):
+        parse(text)
+
+
 def test_a_cluster_object_names_its_cluster_id_in_metadata() -> None:
     text = "apiVersion: wingsmith.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
     assert parse(text)[0].body == {"cluster_id": "east"}
@@ -140,7 +153,14 @@ def test_a_cluster_object_names_its_cluster_id_in_metadata() -> None:
     [
         (OBJECT.replace("wingsmith.dev/v1", "apps/v1"), "apiVersion is 'apps/v1': expected"),
         (OBJECT.replace("metadata: {name: llama}", "metadata: {}"), "metadata.name is missing"),
-        (OBJECT.replace("{name: llama}", "{name: llama, labels: {a: b}}"), "metadata.labels"),
+        (OBJECT.replace("{name: llama}", "{name: llama, annotations: {a: b}}"), "metadata.annot"),
+        (OBJECT.replace("{name: llama}", "{name: llama, labels: [a]}"), "metadata.labels must"),
+        (
+            OBJECT.replace("project:", "labels: {a: b}, project:").replace(
+                "{name: llama}", "{name: llama, labels: {a: b}}"
+            ),
+            "labels is in both",
+        ),
         (OBJECT.replace("spec: {", "spec: [").replace("2}", "2]"), "spec must be a mapping"),
         (OBJECT + "replicas: 3\n", "unknown top-level field(s) 'replicas'"),
         (OBJECT.replace("project:", "name: other, project:"), "differs from metadata.name"),
