@@ -4,6 +4,11 @@
     python -m bench --full           2,000 and 10,000 agents (long: see docs/benchmark.md)
     python -m bench --agents 20      one size of your choice (the CI smoke run)
     python -m bench --json out.json  also write the figures as JSON
+    python -m bench --compare bench/recorded/quick-200.json
+                                     run the recorded file's sizes and print every figure
+                                     that moved by more than 20% (exit 3 if one got worse)
+    python -m bench --compare OLD.json --against NEW.json
+                                     compare two figures files without running anything
     python -m bench --store postgres --hubs 2
                                      SQLite with one hub, PostgreSQL with one and with 2 hubs,
                                      in one run (quick: 50 agents), beside the bare upserts
@@ -24,8 +29,9 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
-from bench import report, store_ingest
+from bench import compare, report, store_ingest
 from bench.report import SizeResult
 from bench.scenarios import Plan, run_size
 
@@ -45,6 +51,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     mode.add_argument("--full", action="store_true", help="2,000 and 10,000 agents")
     mode.add_argument("--agents", type=int, nargs="+", metavar="N", help="run these sizes instead")
     parser.add_argument("--json", metavar="PATH", help="also write the figures here")
+    parser.add_argument(
+        "--compare",
+        metavar="FILE",
+        help="compare this run with recorded figures (bench/recorded/*.json): print every"
+        " figure that moved by more than --threshold, by its ratio to the bare baseline where"
+        " it has one; exit 3 if one got worse. Without --agents/--full: the file's sizes",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="FILE",
+        help="with --compare: compare with this figures file instead of running",
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=compare.DEFAULT_THRESHOLD,
+        help="with --compare: the relative move worth printing (default 0.2: 20%%)",
+    )
     parser.add_argument(
         "--store",
         choices=["sqlite", "postgres"],
@@ -99,6 +123,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--waves-in-flight", type=int, default=3, help=argparse.SUPPRESS)
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
+    if args.against and not args.compare:
+        parser.error("--against needs --compare FILE (the recorded figures to compare with)")
+    if not 0 < args.threshold < 10:
+        parser.error(f"--threshold is a fraction such as 0.2 (20%), got {args.threshold}")
     if args.hubs is not None and args.store != "postgres":
         parser.error("--hubs needs --store postgres (several hubs share one PostgreSQL database)")
     args.hubs = 2 if args.hubs is None else args.hubs
@@ -127,8 +155,13 @@ def plan_for(agents: int, args: argparse.Namespace) -> Plan:
 
 
 async def main_async(args: argparse.Namespace) -> int:
+    recorded = compare.load(args.compare) if args.compare else None
+    if recorded is not None and args.against:
+        return print_comparison(args, recorded, compare.load(args.against))
     quick = QUICK_STORES if args.store == "postgres" else QUICK
     sizes = tuple(args.agents) if args.agents else (FULL if args.full else quick)
+    if recorded is not None and not (args.agents or args.full):
+        sizes = tuple(compare.sizes_of(recorded))
     log = (lambda _: None) if args.quiet else (lambda line: print(line, file=sys.stderr))
     root = pathlib.Path(args.keep) if args.keep else pathlib.Path(tempfile.mkdtemp(prefix="bench-"))
     results: list[SizeResult] = []
@@ -176,7 +209,18 @@ async def main_async(args: argparse.Namespace) -> int:
     print(text)
     if args.json:
         pathlib.Path(args.json).write_text(text + "\n")
-    return 1 if any(r.error for r in results) else 0
+    if any(r.error for r in results):
+        return 1
+    return print_comparison(args, recorded, data) if recorded is not None else 0
+
+
+def print_comparison(
+    args: argparse.Namespace, recorded: dict[str, Any], current: dict[str, Any]
+) -> int:
+    """Print what moved against the recorded figures; 3 when a figure got worse."""
+    moves = compare.compare(recorded, current, threshold=args.threshold)
+    print(compare.render(moves, recorded, current, threshold=args.threshold, source=args.compare))
+    return 3 if any(m.worse for m in moves) else 0
 
 
 async def compare_stores(
@@ -223,6 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: hub and workers stopped", file=sys.stderr)
         return 130
+    except compare.CompareError as e:
+        print(f"python -m bench: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
