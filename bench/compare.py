@@ -139,6 +139,23 @@ def compare(
     return moves
 
 
+def gaps(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """What could not be compared: an incomplete run, a size or setup only one run has."""
+    notes = []
+    for name, data in (("recorded", recorded), ("this run", current)):
+        for size in data["sizes"]:
+            if size.get("error"):
+                notes.append(f"{name} incomplete at {size['agents']} agents: {size['error'][:200]}")
+    old = {(int(s["agents"]), s.get("setup", "")) for s in recorded["sizes"]}
+    new = {(int(s["agents"]), s.get("setup", "")) for s in current["sizes"]}
+    for agents, setup in sorted(old ^ new):
+        where = "recorded" if (agents, setup) in old else "this run"
+        notes.append(
+            f"{agents} agents{', ' + setup if setup else ''} only in {where}: not compared"
+        )
+    return notes
+
+
 def _machine(meta: Mapping[str, Any]) -> str:
     return (
         f"{meta.get('command', '?')}  ({meta.get('cpus', '?')} CPUs, "
@@ -160,6 +177,7 @@ def render(
         f"recorded: {_machine(recorded.get('meta', {}))}",
         f"this run: {_machine(current.get('meta', {}))}",
     ]
+    lines += [f"!! {note}" for note in gaps(recorded, current)]
     if not moves:
         lines.append("no figure moved by more than the threshold")
         return "\n".join(lines) + "\n"

@@ -114,3 +114,17 @@ def test_every_recorded_figures_file_can_be_compared_with_itself() -> None:
             f"{path.name} lacks the command and machine it was recorded with"
         )
         assert compare.compare(data, data) == []
+
+
+def test_an_incomplete_run_or_a_size_only_one_run_has_is_said_not_passed_over() -> None:
+    recorded = figures_file(connect_s=2.0, bare_connect_s=1.0, rate=1000, rss=100)
+    broken = figures_file(connect_s=2.0, bare_connect_s=1.0, rate=1000, rss=100)
+    broken["sizes"][0]["error"] = "the hub exited with 1"
+    text = compare.render(compare.compare(recorded, broken), recorded, broken)
+    assert "this run incomplete at 200 agents: the hub exited with 1" in text
+
+    other_size = figures_file(connect_s=2.0, bare_connect_s=1.0, rate=1000, rss=100)
+    other_size["sizes"][0]["agents"] = 2000
+    text = compare.render(compare.compare(recorded, other_size), recorded, other_size)
+    assert "200 agents only in recorded: not compared" in text
+    assert "2000 agents only in this run: not compared" in text
