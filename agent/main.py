@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from agent import logformat, tracing
+from agent import tracing
 from agent.app import AgentConfig
 from agent.cluster import dgd_versions
 from agent.cluster.kube.cluster import KubernetesCluster
@@ -36,6 +36,7 @@ from agent.sync.channel import (
     open_channel,
     target_host,
 )
+from common import logformat
 
 ENV_TOKEN = "WINGSMITH_AGENT_TOKEN"
 ENV_READ_ONLY = "HANGAR_OPERATOR_READ_ONLY"

@@ -32,7 +32,8 @@ from google.protobuf import descriptor
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from hub import __version__, logformat, tracing
+from common import logformat
+from hub import __version__, tracing
 from hub.api import control, grpc_control, grpc_edge, measured, openapi, rest, watch
 from hub.api.auth import (
     ENV_ADMIN_TOKEN,

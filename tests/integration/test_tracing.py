@@ -215,7 +215,7 @@ def test_a_hub_given_an_otlp_endpoint_exports_its_spans_there(tmp_path: Path) ->
 def test_a_json_log_line_names_the_trace_and_span_it_was_written_in(
     spans: InMemorySpanExporter,
 ) -> None:
-    from hub.logformat import JsonFormatter
+    from common.logformat import JsonFormatter
 
     record = logging.LogRecord(
         "wingsmith.hub", logging.INFO, __file__, 1, "inside %s", ("x",), None

@@ -1,7 +1,7 @@
 """Log lines as JSON (`--log-format json`): one object per line, with the trace and span of
 the current OpenTelemetry span when one records (docs/operations.md "Tracing"), so a log
-store joins a line to its trace. The hub's twin of agent/logformat.py (the two
-never import each other)."""
+store joins a line to its trace. One module for the hub and the agent alike (`--log-format`
+on both)."""
 
 from __future__ import annotations
 
