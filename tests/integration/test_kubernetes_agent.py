@@ -154,9 +154,14 @@ def test_the_same_pod_read_only_sends_the_api_server_no_mutating_request(
         try:
             wait_until(lambda: _leader(hub) == "hangar-abcde", what="the hub grants the pod")
             hub.post("/v1/workloads", workload("chat", replicas=1, tp=2, clusters=("east",)))
+            # The hub reserves nothing for replicas a read-only agent never creates: the
+            # deployment waits saying why (docs/admission.md), and its desired state still
+            # comes down to the agent, which must write nothing of it.
             wait_until(
-                lambda: hub.get("/v1/deployments/chat.east")["admission_phase"] != "pending",
-                what="admitted: a managed agent would apply it now",
+                lambda: (
+                    hub.get("/v1/deployments/chat.east")["admission_reason"] == "cluster_read_only"
+                ),
+                what="the deployment waits on the read-only cluster",
             )
             wait_until(lambda: any(r.watch for r in emulator.requests()), what="it watches")
             time.sleep(2.0)  # two resync periods: every reconcile pass has run and logged
