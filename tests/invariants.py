@@ -42,6 +42,7 @@ from hub.model import REASON_DISABLED, Deployment
 from hub.service import credit
 from hub.store import accounting, deployments, observations, projects
 from hub.store.port import Store
+from tests import words
 
 QuotaKey = tuple[str, str]
 CapacityKey = tuple[str, str]
@@ -350,12 +351,8 @@ def admitted_within_desired(snap: Snapshot) -> list[str]:
 def state_words(ctx: Any) -> list[str]:
     """State words agree with the facts they name (issue 20 section 3: draining reads
     cordoned, failed_over, preempted, converged, recovering): the words' own checks
-    (tests/words.py, branch inv20b), run over what a user reads from the hub whose service
-    context `ctx` is (a ServiceContext: its settings say when a cluster is stale)."""
-    try:
-        from tests import words  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:  # this branch predates the words' module: nothing to check yet
-        return []
+    (tests/words.py), run over what a user reads from the hub whose service context `ctx` is
+    (a ServiceContext: its settings say when a cluster is stale)."""
     found: list[str] = words.check(ctx)
     return found
 
