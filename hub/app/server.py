@@ -105,36 +105,7 @@ class HubServer:
 
     async def start(self) -> None:
         config = self.config
-        check_exposure(
-            hosts=[split_address(config.grpc_listen)[0], split_address(config.http_listen)[0]],
-            tls=config.tls,
-            insecure=config.insecure,
-        )
-        if config.admin_token:
-            check_token(config.admin_token)  # before the database is opened or migrated
-        elif os.environ.get(ENV_ADMIN_TOKEN, "").strip():
-            check_token(os.environ[ENV_ADMIN_TOKEN].strip())
-        if store_port.is_postgres(config.db_path) and not (
-            config.admin_token or os.environ.get(ENV_ADMIN_TOKEN, "").strip()
-        ):
-            # Several hubs share the database: none may generate a token of its own.
-            raise ValueError(f"a PostgreSQL store needs the admin token in ${ENV_ADMIN_TOKEN}")
-        db = store_port.open_store(
-            config.db_path,
-            **(
-                {}
-                if store_port.is_postgres(config.db_path)
-                else {"synchronous": config.synchronous, "init": config.init_db}
-            ),
-        )
-        self._db = db
-        self.admin_token, source = (
-            (config.admin_token, "configuration")
-            if config.admin_token
-            else load_or_create_token(store_port.sqlite_path(config.db_path))
-        )
-        check_token(self.admin_token)
-        log.info("admin token from %s", source)
+        db = self._open_store()
         fanout = Fanout(asyncio.get_running_loop())
         ctx = ServiceContext(
             db=self.metrics.timed(db),
@@ -181,6 +152,79 @@ class HubServer:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hub-writer")
         self.ingest = IngestQueue(write=write, executor=self._writer, before_write=fanout.idle)
         pump = DesiredPump(ctx=ctx, fanout=fanout, metrics=self.metrics)
+        self._watch_metrics(ctx, fanout)
+        handlers = control.ControlHandlers(ctx)
+        authenticator = Authenticator(self.admin_token, ctx)
+        self.watch_feed = watch.WatchFeed(ctx)
+        streams = control.stream_dispatcher(self.watch_feed, authenticator)
+        await self._start_listeners(ctx, fanout, handlers, authenticator, streams)
+        self._tasks = [
+            asyncio.create_task(pump.run(), name="desired-pump"),
+            asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
+            asyncio.create_task(staleness.run(self._writer), name="staleness"),
+            asyncio.create_task(reporters.run(self._writer), name="reporters"),
+            asyncio.create_task(self.ingest.run(), name="ingest"),
+            asyncio.create_task(chores.prune_tombstones(ctx, self._writer), name="tombstones"),
+            asyncio.create_task(chores.heartbeat(ctx, fanout), name="hub-heartbeat"),
+            asyncio.create_task(chores.prune_audit(ctx), name="audit-retention"),
+            asyncio.create_task(
+                chores.refusal_summaries(ctx, handlers.refusals), name="refusal-summaries"
+            ),
+            asyncio.create_task(chores.trim_memory(), name="memory-trim"),
+            asyncio.create_task(chores.rollout_waves(ctx), name="rollout-waves"),
+            asyncio.create_task(chores.failovers(ctx, flush_s), name="failovers"),
+        ]
+        self._listening = self._listen(db, fanout)
+        log.info(
+            "hub %s up: grpc %s:%d, http %s:%d, db %s (schema v%d)",
+            __version__,
+            split_address(config.grpc_listen)[0],
+            self.grpc_port,
+            split_address(config.http_listen)[0],
+            self.http_port,
+            _redacted(config.db_path),
+            db.schema_version,
+        )
+
+    def _open_store(self) -> store_port.Store:
+        """Refuse an exposed plaintext listener or a bad admin token, then open (or create and
+        migrate) the store and read or make the admin token."""
+        config = self.config
+        check_exposure(
+            hosts=[split_address(config.grpc_listen)[0], split_address(config.http_listen)[0]],
+            tls=config.tls,
+            insecure=config.insecure,
+        )
+        if config.admin_token:
+            check_token(config.admin_token)  # before the database is opened or migrated
+        elif os.environ.get(ENV_ADMIN_TOKEN, "").strip():
+            check_token(os.environ[ENV_ADMIN_TOKEN].strip())
+        if store_port.is_postgres(config.db_path) and not (
+            config.admin_token or os.environ.get(ENV_ADMIN_TOKEN, "").strip()
+        ):
+            # Several hubs share the database: none may generate a token of its own.
+            raise ValueError(f"a PostgreSQL store needs the admin token in ${ENV_ADMIN_TOKEN}")
+        db = store_port.open_store(
+            config.db_path,
+            **(
+                {}
+                if store_port.is_postgres(config.db_path)
+                else {"synchronous": config.synchronous, "init": config.init_db}
+            ),
+        )
+        self._db = db
+        self.admin_token, source = (
+            (config.admin_token, "configuration")
+            if config.admin_token
+            else load_or_create_token(store_port.sqlite_path(config.db_path))
+        )
+        check_token(self.admin_token)
+        log.info("admin token from %s", source)
+        return db
+
+    def _watch_metrics(self, ctx: ServiceContext, fanout: Fanout) -> None:
+        """The gauges read when /metrics is scraped."""
+        config = self.config
         self.metrics.agents_connected.set_function(fanout.connected)
         self.metrics.backlog.set_function(lambda: self.ingest.backlog if self.ingest else 0)
         self.metrics.watch_phases(
@@ -193,10 +237,19 @@ class HubServer:
             clock=ctx.clock,
             min_interval_s=config.fleet_metrics_interval_s,
         )
-        handlers = control.ControlHandlers(ctx)
-        authenticator = Authenticator(self.admin_token, ctx)
-        self.watch_feed = watch.WatchFeed(ctx)
-        streams = control.stream_dispatcher(self.watch_feed, authenticator)
+
+    async def _start_listeners(
+        self,
+        ctx: ServiceContext,
+        fanout: Fanout,
+        handlers: control.ControlHandlers,
+        authenticator: Authenticator,
+        streams: control.StreamDispatch,
+    ) -> None:
+        """The agents' stream service, then the gRPC and HTTP listeners serving it and the
+        control API."""
+        assert self.ingest is not None and self._liveness is not None
+        config = self.config
         self._sync = SyncServicer(
             ctx=ctx,
             fanout=fanout,
@@ -233,33 +286,6 @@ class HubServer:
             authenticator=authenticator,
             dispatch=control.dispatcher(handlers, authenticator, ctx, edge="rest"),
             streams=streams,
-        )
-        self._tasks = [
-            asyncio.create_task(pump.run(), name="desired-pump"),
-            asyncio.create_task(self._liveness.run(self._writer), name="liveness"),
-            asyncio.create_task(staleness.run(self._writer), name="staleness"),
-            asyncio.create_task(reporters.run(self._writer), name="reporters"),
-            asyncio.create_task(self.ingest.run(), name="ingest"),
-            asyncio.create_task(chores.prune_tombstones(ctx, self._writer), name="tombstones"),
-            asyncio.create_task(chores.heartbeat(ctx, fanout), name="hub-heartbeat"),
-            asyncio.create_task(chores.prune_audit(ctx), name="audit-retention"),
-            asyncio.create_task(
-                chores.refusal_summaries(ctx, handlers.refusals), name="refusal-summaries"
-            ),
-            asyncio.create_task(chores.trim_memory(), name="memory-trim"),
-            asyncio.create_task(chores.rollout_waves(ctx), name="rollout-waves"),
-            asyncio.create_task(chores.failovers(ctx, flush_s), name="failovers"),
-        ]
-        self._listening = self._listen(db, fanout)
-        log.info(
-            "hub %s up: grpc %s:%d, http %s:%d, db %s (schema v%d)",
-            __version__,
-            split_address(config.grpc_listen)[0],
-            self.grpc_port,
-            split_address(config.http_listen)[0],
-            self.http_port,
-            _redacted(config.db_path),
-            db.schema_version,
         )
 
     def _listen(self, db: store_port.Store, fanout: Fanout) -> store_port.Listening:
