@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.fuzz_memory --examples 60 [--out DIR]
 
-Starts the real hub command (`hub.app.main`, SQLite, `hub.app.command.tune_gc` included) in a subprocess with
+Starts the real hub command (`hub.app.main`, SQLite, tune_gc included) in a subprocess with
 tracemalloc on, seeds it like tests/integration/test_fuzz.py, then sends the REST fuzz of that
 file (every route, derandomized: round 2 sends exactly the requests of round 1) twice. After a
 warm-up and after each round the hub writes its RSS, tracemalloc's traced total and the top
