@@ -44,14 +44,9 @@ from agent.devices import verify
 from agent.devices.model import DeviceInventory, Gpu
 from agent.discover import DiscoveredObservation, PodReport
 from agent.kubelet.model import PodResourcesSource
+from agent.manifests import ANNOTATION_ADOPTED, ANNOTATION_GENERATION
 from agent.model import DeploymentSpec
-from agent.reconcile import (
-    ANNOTATION_ADOPTED,
-    ANNOTATION_GENERATION,
-    adapter_of,
-    dgd_of,
-    scaled_by_adapter,
-)
+from agent.reconcile import adapter_of, dgd_of, scaled_by_adapter
 from agent.render.dgd import RenderError, render_dgd
 
 T = TypeVar("T")

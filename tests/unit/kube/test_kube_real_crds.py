@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.cluster import dgd_versions
 from agent.cluster.kube.cluster import FIELD_MANAGER
-from agent.reconcile import rendered
+from agent.manifests import rendered
 from agent.render import dgd
 from tests.fake_kube import KubeEmulator, crd_schema
 from tests.fake_kube import dynamo as fake_dynamo
