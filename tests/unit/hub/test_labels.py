@@ -116,32 +116,6 @@ def test_invalid_labels_are_invalid_argument_naming_the_field(
     assert problem in str(raised.value)
 
 
-def test_paging_selects_before_the_page_is_cut() -> None:
-    """Matches spread thinly over the store's pages: every page is full until the last, and
-    the pages together hold each match once, in order."""
-    names = [f"w{i:03}" for i in range(50)]
-    labels = {n: ({"pick": "yes"} if i % 7 == 0 else {}) for i, n in enumerate(names)}
-    reads: list[str] = []
-
-    def read(after: str) -> list[str]:
-        reads.append(after)
-        return [n for n in names if n > after][:3]
-
-    selector = selectors.parse("pick=yes")
-    seen: list[str] = []
-    after = ""
-    while True:
-        page = selectors.page(
-            read, after=after, limit=3, selector=selector, key=str, labels=labels.__getitem__
-        )
-        seen += page
-        token = validate.next_token(page, 3)
-        if not token:
-            break
-        after = page[-1]
-    assert seen == [n for n in names if labels[n]]
-
-
 def test_labels_are_stored_and_selected_on_each_backend(store_url: str) -> None:
     """Written, read back, replaced and selected by, on SQLite and PostgreSQL (migration 0020)."""
     ctx = ServiceContext(db=open_store(store_url))
