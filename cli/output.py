@@ -518,6 +518,7 @@ WIDE_COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("ENGINE", field("serving", "engine")),
         ("VERSION", field("serving", "engine_version")),
         ("MODEL", field("serving", "model")),
+        ("LABELS", _labels),
     ),
     "deployment": (
         ("ID", field("deployment_id")),
@@ -530,7 +531,10 @@ WIDE_COLUMNS: dict[str, tuple[tuple[str, Cell], ...]] = {
         ("AGENT", field("agent_version")),
         ("LABELS", _labels),
     ),
-    "project": (("CREATED", lambda item: timestamp(item.get("create_time"))),),
+    "project": (
+        ("CREATED", lambda item: timestamp(item.get("create_time"))),
+        ("LABELS", _labels),
+    ),
     "replica": (
         ("ID", field("replica_id")),
         ("CLUSTER", field("cluster_id")),
