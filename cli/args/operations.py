@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cli import (
-    commands,
     kinds,
+    operations,
 )
 from cli.args import (
     DRY_RUN_HELP,
@@ -44,7 +44,9 @@ def add_rotate_token(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 
 def _rotate_token(args: argparse.Namespace) -> Action:
     cluster_id, revoke = str(args.ref), bool(args.revoke_certificates)
-    return lambda ctx: commands.rotate_token(ctx, cluster_id=cluster_id, revoke_certificates=revoke)
+    return lambda ctx: operations.rotate_token(
+        ctx, cluster_id=cluster_id, revoke_certificates=revoke
+    )
 
 
 MAINTENANCE = {
@@ -82,7 +84,7 @@ def _maintain(verb: str) -> Callable[[argparse.Namespace], Action]:
     def prepare(args: argparse.Namespace) -> Action:
         cluster_id, node, device_class = str(args.ref), str(args.node), str(args.device_class)
         dry_run = bool(args.dry_run)
-        return lambda ctx: commands.maintain(
+        return lambda ctx: operations.maintain(
             ctx,
             verb=verb,
             cluster_id=cluster_id,
@@ -135,7 +137,7 @@ def add_discovered(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 def _decide(decision: str) -> Callable[[argparse.Namespace], Action]:
     def prepare(args: argparse.Namespace) -> Action:
         ref = str(args.ref)
-        return lambda ctx: commands.decide_discovered(ctx, ref=ref, decision=decision)
+        return lambda ctx: operations.decide_discovered(ctx, ref=ref, decision=decision)
 
     return prepare
 
@@ -143,7 +145,7 @@ def _decide(decision: str) -> Callable[[argparse.Namespace], Action]:
 def _promote_discovered(args: argparse.Namespace) -> Action:
     ref, project = str(args.ref), str(args.project)
     name, device_class = str(args.name), str(args.device_class)
-    return lambda ctx: commands.promote_discovered(
+    return lambda ctx: operations.promote_discovered(
         ctx, ref=ref, project=project, workload_name=name, device_class=device_class
     )
 
@@ -179,9 +181,9 @@ def _rollout(action: str) -> Callable[[argparse.Namespace], Action]:
                 f"rollout {action} applies to workloads: rollout {action} workload REF"
             )
         if action == "status":
-            return lambda ctx: commands.rollout_status(ctx, ref=ref)
+            return lambda ctx: operations.rollout_status(ctx, ref=ref)
         dry_run = bool(args.dry_run)
-        return lambda ctx: commands.rollout_action(ctx, ref=ref, action=action, dry_run=dry_run)
+        return lambda ctx: operations.rollout_action(ctx, ref=ref, action=action, dry_run=dry_run)
 
     return prepare
 
@@ -228,7 +230,7 @@ def add_authority(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 
 def _review(args: argparse.Namespace) -> Action:
     ref = str(args.ref)
-    return lambda ctx: commands.review_deployment(ctx, ref=ref)
+    return lambda ctx: operations.review_deployment(ctx, ref=ref)
 
 
 def _set_authority(authority: str) -> Callable[[argparse.Namespace], Action]:
@@ -236,7 +238,7 @@ def _set_authority(authority: str) -> Callable[[argparse.Namespace], Action]:
         ref = str(args.ref)
         # demote has no --accept-differences: nothing is compared when letting go.
         accept = bool(getattr(args, "accept_differences", False))
-        return lambda ctx: commands.set_authority(
+        return lambda ctx: operations.set_authority(
             ctx, ref=ref, authority=authority, accept_differences=accept
         )
 
@@ -292,14 +294,14 @@ def add_tokens(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 
 def _create_token(args: argparse.Namespace) -> Action:
     name, role, projects = str(args.name), str(args.role), [str(p) for p in args.project]
-    return lambda ctx: commands.create_token(ctx, name=name, role=role, projects=projects)
+    return lambda ctx: operations.create_token(ctx, name=name, role=role, projects=projects)
 
 
 def _list_tokens(args: argparse.Namespace) -> Action:
     include_revoked = bool(args.all)
-    return lambda ctx: commands.list_tokens(ctx, include_revoked=include_revoked)
+    return lambda ctx: operations.list_tokens(ctx, include_revoked=include_revoked)
 
 
 def _revoke_token(args: argparse.Namespace) -> Action:
     name = str(args.name)
-    return lambda ctx: commands.revoke_token(ctx, name=name)
+    return lambda ctx: operations.revoke_token(ctx, name=name)

@@ -12,6 +12,7 @@ from cli import (
     describing,
     explain,
     kinds,
+    operations,
     output,
     watching,
 )
@@ -122,7 +123,7 @@ def _get(args: argparse.Namespace) -> Action:
             raise UsageError(
                 "--applied shows one deployment's object: get deployment REF --applied"
             )
-        return lambda ctx: commands.applied_object(ctx, ref=ref)
+        return lambda ctx: operations.applied_object(ctx, ref=ref)
     if args.watch:
         interval, timeout = float(args.watch_interval), float(args.watch_timeout)
         if interval <= 0:
@@ -225,7 +226,7 @@ def add_audit(sub: Subparsers, client: argparse.ArgumentParser) -> None:
 def _audit(args: argparse.Namespace) -> Action:
     filters = {name: str(getattr(args, name)) for name in AUDIT_FILTERS if getattr(args, name)}
     limit = int(args.limit)
-    return lambda ctx: commands.audit(ctx, filters=filters, limit=limit)
+    return lambda ctx: operations.audit(ctx, filters=filters, limit=limit)
 
 
 def add_explain(sub: Subparsers, client: argparse.ArgumentParser) -> None:
