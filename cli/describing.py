@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cli import kinds, output
+from cli import cells, kinds, output
 from cli.commands import Context, resource_path, suggesting
 
 
@@ -68,14 +68,14 @@ def _failovers(item: Mapping[str, Any]) -> list[list[str]]:
         stand_ins = ", ".join(f"{c} {n}" for c, n in sorted((r.get("stand_ins") or {}).items()))
         rows.append(
             [
-                output.text(r.get("cluster_id")),
-                output.text(r.get("cause")),
-                output.text(r.get("state")),
-                output.timestamp(r.get("start_time")),
-                stand_ins or output.MISSING,
-                output.timestamp(r.get("failback_time")),
-                output.timestamp(r.get("end_time")),
-                output.text(r.get("message")),
+                cells.text(r.get("cluster_id")),
+                cells.text(r.get("cause")),
+                cells.text(r.get("state")),
+                cells.timestamp(r.get("start_time")),
+                stand_ins or cells.MISSING,
+                cells.timestamp(r.get("failback_time")),
+                cells.timestamp(r.get("end_time")),
+                cells.text(r.get("message")),
             ]
         )
     return rows
@@ -122,10 +122,10 @@ def _scalar(key: str, value: Any) -> str:
     if value is None or value == "" or value == [] or value == {}:
         return "<none>"
     if isinstance(value, list):
-        return ", ".join(output.text(v) for v in value)
+        return ", ".join(cells.text(v) for v in value)
     if key.endswith(("_time", "_seen")):
-        return output.timestamp(value)
-    return output.text(value)
+        return cells.timestamp(value)
+    return cells.text(value)
 
 
 def _conditions(item: Mapping[str, Any]) -> list[list[str]]:
@@ -133,22 +133,22 @@ def _conditions(item: Mapping[str, Any]) -> list[list[str]]:
     status = item.get("status") or {}
     sync = item.get("sync") or {}
     rollout = item.get("rollout") or {}
-    phase = output.text(item.get("admission_phase"))
+    phase = cells.text(item.get("admission_phase"))
     rows = [["TYPE", "STATUS", "REASON", "MESSAGE"]]
     rows.append(
         [
             "Admitted",
             _yes(phase in ("admitted", "placed", "running")),
-            output.text(item.get("admission_reason")),
-            output.text(item.get("admission_message")),
+            cells.text(item.get("admission_reason")),
+            cells.text(item.get("admission_message")),
         ]
     )
     rows.append(
         [
             "Synced",
             "unknown" if not sync else _yes(bool(sync.get("applied"))),
-            "rejected" if sync.get("rejected_error") else output.MISSING,
-            output.text(sync.get("rejected_error")),
+            "rejected" if sync.get("rejected_error") else cells.MISSING,
+            cells.text(sync.get("rejected_error")),
         ]
     )
     ready = status.get("ready_replicas")
@@ -156,21 +156,21 @@ def _conditions(item: Mapping[str, Any]) -> list[list[str]]:
         [
             "Ready",
             "unknown" if not status else _yes(ready == item.get("desired_replicas")),
-            output.text(status.get("reason")),
-            f"{output.text(ready)}/{output.text(item.get('desired_replicas'))} ready",
+            cells.text(status.get("reason")),
+            f"{cells.text(ready)}/{cells.text(item.get('desired_replicas'))} ready",
         ]
     )
     rows.append(
         [
             "RolledOut",
             "unknown" if not rollout else _yes(rollout.get("state") != "rolling"),
-            output.text(rollout.get("state")),
-            output.MISSING,
+            cells.text(rollout.get("state")),
+            cells.MISSING,
         ]
     )
-    rows.append(["Degraded", _yes(bool(item.get("degraded"))), output.MISSING, output.MISSING])
+    rows.append(["Degraded", _yes(bool(item.get("degraded"))), cells.MISSING, cells.MISSING])
     drift = item.get("drift") or []
-    rows.append(["Drifted", _yes(bool(drift)), output.MISSING, f"{len(drift)} difference(s)"])
+    rows.append(["Drifted", _yes(bool(drift)), cells.MISSING, f"{len(drift)} difference(s)"])
     return rows
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Mapping, Sequence
 
-from cli import kinds, output, review
+from cli import cells, kinds, output, review
 from cli.client import JsonObject
 from cli.commands import (
     Context,
@@ -105,7 +105,7 @@ def rollout_status(ctx: Context, *, ref: str) -> None:
         lines.append(f"Message:   {status['message']}")
     rows = [["CLUSTER", "WAVE", "CHANGED"]] if ctx.headers else []
     rows += [
-        [c["cluster_id"], c.get("state", ""), output.timestamp(c.get("change_time"))]
+        [c["cluster_id"], c.get("state", ""), cells.timestamp(c.get("change_time"))]
         for c in status.get("clusters", [])
     ]
     print("\n".join([*lines, output.format_rows(rows)]), file=ctx.out)
