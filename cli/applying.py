@@ -23,7 +23,8 @@ from cli.errors import ApiError, CliError, ManifestError
 MUTABLE = {
     "project": ("quotas", "preemptible_by_other_projects", "labels"),
     "workload": ("replicas", "serving", "placement", "rollout", "priority", "labels"),
-    "cluster": (),
+    # UpdateCluster: an operator's labels (region=eu); nothing else of a cluster is declared.
+    "cluster": ("labels",),
 }
 # Map fields are replaced whole by a PATCH (their mask path is the map), so they compare
 # whole; a message compares field by field (a file names only the fields it sets).

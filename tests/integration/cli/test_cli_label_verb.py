@@ -162,3 +162,14 @@ def test_label_of_a_kind_without_labels_is_a_usage_error(
 def test_label_of_an_unknown_name_suggests_the_closest(cli: Runner) -> None:
     result = cli("label", "workload", "chta", "a=b")
     assert result.code == 1 and "workload/chat" in result.err
+
+
+@pytest.mark.usefixtures("fleet")
+def test_apply_changes_a_clusters_labels(cli: Runner, tmp_path: pathlib.Path) -> None:
+    """Cluster labels are mutable now (UpdateCluster): apply PATCHes them instead of refusing."""
+    changed = "apiVersion: wingsmith.dev/v1\nkind: Cluster\nmetadata: {name: east}\n"
+    changed += "spec: {labels: {region: eu, tier: gold}}\n"
+    path = manifests.write(tmp_path, changed, name="east.yaml")
+    assert "cluster/east configured (labels)" in cli.ok("apply", "-f", path)
+    assert listed(cli, "clusters", "-l", "tier=gold") == ["cluster/east"]
+    assert "cluster/east unchanged" in cli.ok("apply", "-f", path)
