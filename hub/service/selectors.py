@@ -17,7 +17,12 @@ from hub.filters import LabelRequirement as Requirement
 from hub.filters import LabelSelector as Selector
 from hub.service import validate
 
-__all__ = ["Requirement", "Selector", "parse"]
+__all__ = ["MAX_REQUIREMENTS", "Requirement", "Selector", "parse"]
+
+
+# Each requirement is one EXISTS in the store's query (and up to two bound parameters): a bound
+# keeps a selector from growing a statement without limit. Twice the labels an object may hold.
+MAX_REQUIREMENTS = 2 * validate.MAX_LABELS
 
 
 def parse(text: str, field: str = "label_selector") -> Selector:
@@ -25,7 +30,12 @@ def parse(text: str, field: str = "label_selector") -> Selector:
     requirements: list[Requirement] = []
     if not text.strip():
         return Selector()
-    for part in text.split(","):
+    parts = text.split(",")
+    if len(parts) > MAX_REQUIREMENTS:
+        raise errors.InvalidArgument(
+            field, f"{len(parts)} requirements; at most {MAX_REQUIREMENTS}"
+        )
+    for part in parts:
         term = part.strip()
         if not term:
             raise errors.InvalidArgument(field, f"empty requirement in {text!r}")
