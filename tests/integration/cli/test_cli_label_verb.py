@@ -173,3 +173,14 @@ def test_apply_changes_a_clusters_labels(cli: Runner, tmp_path: pathlib.Path) ->
     assert "cluster/east configured (labels)" in cli.ok("apply", "-f", path)
     assert listed(cli, "clusters", "-l", "tier=gold") == ["cluster/east"]
     assert "cluster/east unchanged" in cli.ok("apply", "-f", path)
+
+
+@pytest.mark.usefixtures("fleet")
+def test_a_polled_watch_selects_with_l(cli: Runner) -> None:
+    """Kinds `get -w` polls (projects, replicas, allocations, discovered) pass -l to each list."""
+    cli.hub.client().post("/v1/projects", {"name": "team-b"})
+    cli.ok("label", "project", "team-a", "team=a")
+    out = cli.ok(
+        "get", "projects", "-l", "team=a", "-w", "--watch-interval", "0.1", "--watch-timeout", "0.5"
+    )
+    assert "team-a" in out and "team-b" not in out
