@@ -157,6 +157,8 @@ def test_clusters_select_by_labels_an_operator_sets(fleet: Hub) -> None:
     # A bad label is refused, naming it; nothing changes.
     status, body = fleet.rest("PATCH", "/v1/clusters/west", {"labels": {"-x": "y"}}, check=False)
     assert status == 400 and "cluster.labels.-x" in str(body), body
+    refused = fleet.get("/v1/audit?action=UpdateCluster&outcome=INVALID_ARGUMENT")["records"]
+    assert [r["target"] for r in refused] == ["cluster/west"], "a refusal is audited too"
     status, body = fleet.rest("PATCH", "/v1/clusters/nowhere", {"labels": {}}, check=False)
     assert status == 404, body
 
