@@ -33,6 +33,7 @@ from hub.service import (
     inventory,
     projects,
     rollouts,
+    selectors,
     views,
     workloads,
 )
@@ -45,6 +46,7 @@ MessageT = TypeVar("MessageT", bound=Message)
 
 WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout", "priority", "labels")
 PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects", "labels")
+CLUSTER_MUTABLE = ("labels",)
 
 
 class ControlHandlers:
@@ -202,11 +204,28 @@ class ControlHandlers:
 
     def ListClusters(self, request: cpb.ListClustersRequest) -> cpb.ListClustersResponse:
         found, token = clusters.list_page(
-            self._ctx, page_size=request.page_size, page_token=request.page_token
+            self._ctx,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            label_selector=request.label_selector,
         )
         return cpb.ListClustersResponse(
             clusters=[convert.cluster(c) for c in found], next_page_token=token
         )
+
+    def UpdateCluster(self, request: cpb.UpdateClusterRequest) -> pb.Cluster:
+        if request.validate_only:
+            return self._rehearsed("UpdateCluster", request, pb.Cluster)
+        paths = _mask_paths(request, request.update_mask, request.cluster, allowed=CLUSTER_MUTABLE)
+        cluster_id = request.cluster_id or request.cluster.cluster_id
+        if request.cluster.cluster_id and request.cluster.cluster_id != cluster_id:
+            raise errors.InvalidArgument("cluster.cluster_id", "cannot be changed")
+        if "labels" in paths:
+            labels = dict(request.cluster.labels)
+            return convert.cluster(
+                clusters.set_labels(self._ctx, cluster_id=cluster_id, labels=labels)
+            )
+        return convert.cluster(clusters.get(self._ctx, cluster_id))
 
     def DeleteCluster(self, request: cpb.DeleteClusterRequest) -> empty_pb2.Empty:
         if request.validate_only:
@@ -338,6 +357,7 @@ class ControlHandlers:
                 workload_id=request.workload_id,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -402,6 +422,7 @@ class ControlHandlers:
             include_ignored=request.include_ignored,
             page_size=request.page_size,
             page_token=request.page_token,
+            label_selector=request.label_selector,
         )
         return cpb.ListDiscoveredResponse(
             discovered=[convert.discovered(d) for d in found], next_page_token=token
@@ -441,6 +462,7 @@ class ControlHandlers:
                 deployment_id=request.deployment_id,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -469,6 +491,7 @@ class ControlHandlers:
                 project=request.project,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,

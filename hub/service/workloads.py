@@ -167,15 +167,8 @@ def list_page(
     limit, after = validate.page(page_size, page_token)
     selector = selectors.parse(label_selector)
     with snapshot(ctx) as conn:
-        found = selectors.page(
-            lambda start: workloads.list_page(
-                conn, after=start, limit=limit, project=project, projects=projects
-            ),
-            after=after,
-            limit=limit,
-            selector=selector,
-            key=lambda w: w.name,
-            labels=lambda w: w.labels,
+        found = workloads.list_page(
+            conn, after=after, limit=limit, project=project, projects=projects, selector=selector
         )
         grouped: dict[str, list[Deployment]] = {}
         for d in deployments.of_workloads(conn, [w.workload_id for w in found]):

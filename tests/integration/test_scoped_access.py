@@ -75,6 +75,7 @@ def calls(refs: dict[str, str]) -> dict[str, tuple[str, str, Any]]:
         "CreateCluster": ("POST", "/v1/clusters", {"cluster_id": "west"}),
         "GetCluster": ("GET", "/v1/clusters/east", None),
         "ListClusters": ("GET", "/v1/clusters", None),
+        "UpdateCluster": ("PATCH", "/v1/clusters/east", {"labels": {"region": "x"}}),
         "DeleteCluster": ("DELETE", "/v1/clusters/east", None),
         "RotateClusterToken": ("POST", "/v1/clusters/east:rotateToken", {}),
         "CordonCluster": ("POST", "/v1/clusters/east:cordon", {}),

@@ -76,6 +76,11 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ListClustersRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_control__pb2.ListClustersResponse.FromString,
                 _registered_method=True)
+        self.UpdateCluster = channel.unary_unary(
+                '/wingsmith.v1.ControlService/UpdateCluster',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.UpdateClusterRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+                _registered_method=True)
         self.DeleteCluster = channel.unary_unary(
                 '/wingsmith.v1.ControlService/DeleteCluster',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.DeleteClusterRequest.SerializeToString,
@@ -285,6 +290,14 @@ class ControlServiceServicer:
 
     def ListClusters(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateCluster(self, request, context):
+        """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+        map). Placements decided from then on select by them; nothing placed moves.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -560,6 +573,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     servicer.ListClusters,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.ListClustersRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_control__pb2.ListClustersResponse.SerializeToString,
+            ),
+            'UpdateCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateCluster,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.UpdateClusterRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.SerializeToString,
             ),
             'DeleteCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteCluster,
@@ -933,6 +951,33 @@ class ControlService:
             '/wingsmith.v1.ControlService/ListClusters',
             wingsmith_dot_v1_dot_control__pb2.ListClustersRequest.SerializeToString,
             wingsmith_dot_v1_dot_control__pb2.ListClustersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/UpdateCluster',
+            wingsmith_dot_v1_dot_control__pb2.UpdateClusterRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,10 @@ class ControlServiceStub:
     """Clusters."""
     GetCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetClusterRequest, _resources_pb2.Cluster]
     ListClusters: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListClustersRequest, _control_pb2.ListClustersResponse]
+    UpdateCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.UpdateClusterRequest, _resources_pb2.Cluster]
+    """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+    map). Placements decided from then on select by them; nothing placed moves.
+    """
     DeleteCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.DeleteClusterRequest, _empty_pb2.Empty]
     """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster."""
     RotateClusterToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.RotateClusterTokenRequest, _control_pb2.RotateClusterTokenResponse]
@@ -159,6 +163,10 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """Clusters."""
     GetCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.GetClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
     ListClusters: _aio.UnaryUnaryMultiCallable[_control_pb2.ListClustersRequest, _control_pb2.ListClustersResponse]  # type: ignore[assignment]
+    UpdateCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.UpdateClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
+    """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+    map). Placements decided from then on select by them; nothing placed moves.
+    """
     DeleteCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.DeleteClusterRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster."""
     RotateClusterToken: _aio.UnaryUnaryMultiCallable[_control_pb2.RotateClusterTokenRequest, _control_pb2.RotateClusterTokenResponse]  # type: ignore[assignment]
@@ -305,6 +313,16 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.ListClustersRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_control_pb2.ListClustersResponse, _abc.Awaitable[_control_pb2.ListClustersResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def UpdateCluster(
+        self,
+        request: _control_pb2.UpdateClusterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Cluster, _abc.Awaitable[_resources_pb2.Cluster]]:
+        """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+        map). Placements decided from then on select by them; nothing placed moves.
+        """
 
     @_abc_1.abstractmethod
     def DeleteCluster(
