@@ -322,6 +322,12 @@ class ControlHandlers:
             return convert.dry_run_workload(preview)
         return convert.workload(rollouts.resume(self._ctx, request.ref))
 
+    def PauseWorkloadRollout(self, request: cpb.PauseWorkloadRolloutRequest) -> pb.Workload:
+        if request.validate_only:
+            preview = self._shown(rollouts.preview_pause(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
+        return convert.workload(rollouts.pause(self._ctx, request.ref))
+
     def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
             preview = self._shown(rollouts.preview_abort(self._ctx, request.ref))

@@ -32,6 +32,11 @@ PREFIX = "/ui"
 # The newest audit records read for a workload's history (ListAuditRecords is newest first).
 HISTORY_SCAN = 500
 HISTORY_SHOWN = 50
+_ROLLOUT_DONE = {
+    "PauseWorkloadRollout": "rollout paused",
+    "ResumeWorkloadRollout": "rollout resumed",
+    "AbortWorkloadRollout": "rollout aborted",
+}
 _MAINTENANCE = {"cordon": "CordonCluster", "uncordon": "UncordonCluster", "drain": "DrainCluster"}
 
 
@@ -131,6 +136,7 @@ def routes(dash: Dashboard) -> list[web.RouteDef]:
         web.post("/workloads/{ref}/scale", cockpit.scale),
         web.get("/workloads/{ref}/delete", cockpit.delete_form),
         web.post("/workloads/{ref}/delete", cockpit.delete),
+        web.post("/workloads/{ref}/pause", cockpit.rollout("PauseWorkloadRollout")),
         web.post("/workloads/{ref}/resume", cockpit.rollout("ResumeWorkloadRollout")),
         web.post("/workloads/{ref}/abort", cockpit.rollout("AbortWorkloadRollout")),
         web.post("/deployments/{ref}/enabled", cockpit.enable),
@@ -220,7 +226,7 @@ class Cockpit:
         )
 
     def rollout(self, method_name: str) -> Any:
-        done = "rollout resumed" if method_name == "ResumeWorkloadRollout" else "rollout aborted"
+        done = _ROLLOUT_DONE[method_name]
 
         async def act(request: web.Request) -> web.StreamResponse:
             return await self._act(request, done, method_name, ref=request.match_info["ref"])
