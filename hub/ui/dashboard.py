@@ -21,8 +21,9 @@ Access (docs/dashboard.md):
 - Every answer carries a strict Content-Security-Policy (scripts and styles from /ui/static
   only: no inline script or style, no eval), no caching, no framing, no referrer.
 
-Pages refresh themselves every few seconds with htmx (`hx-select` of the page's own #live
-block); forms work without JavaScript (POST, then 303 back to the page).
+Pages follow the hub's Watch feed (hub/ui/live.py): an event for an object a page shows
+refreshes its #live block with htmx (`hx-select` of the page's own block); forms work without
+JavaScript (POST, then 303 back to the page).
 
 The workload and cluster pages and their actions are hub/ui/actions.py; the short history the
 charts draw is hub/ui/history.py. An unknown page is the dashboard's own 404 page.
@@ -52,14 +53,13 @@ from google.protobuf.descriptor import ServiceDescriptor
 
 from hub import access
 from hub.api import jsonmap
-from hub.api.control import PrincipalDispatch
+from hub.api.control import PrincipalDispatch, PrincipalWatch
 from hub.errors import NotFound, Unauthenticated, WingsmithError
-from hub.ui import actions, history
+from hub.ui import actions, history, live
 
 PREFIX = "/ui"
 SESSION_COOKIE = "wingsmith_session"
 SESSION_TTL_S = 12 * 3600
-REFRESH_S = 3
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -76,6 +76,8 @@ _PUBLIC = ("/login", "/static/")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # The session's CSRF token, set on a request once its session is checked.
 CSRF_KEY = web.RequestKey("csrf", str)
+# The watch feed's revision read before a page's own reads (hub/ui/live.py).
+REVISION_KEY = web.RequestKey("revision", int)
 # Who the current request's session belongs to (set by the guard, read by `call`).
 _CALLER: contextvars.ContextVar[access.Principal] = contextvars.ContextVar("dashboard_caller")
 
@@ -147,10 +149,12 @@ class Dashboard:
         authenticate: Callable[[str], access.Principal],
         store: SessionStore,
         secure_cookies: bool,
+        watch: PrincipalWatch | None = None,
     ) -> None:
         """`authenticate`: a presented token -> its principal (Unauthenticated otherwise);
         `store`: the sessions held server-side. Both may read or write the store: they run in
-        a worker thread."""
+        a worker thread. `watch`: the hub's watch feed, which the pages follow (None: they
+        poll slowly)."""
         self._service = service
         self._dispatch = dispatch
         self._authenticate = authenticate
@@ -158,6 +162,7 @@ class Dashboard:
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
         self.history = history.History(self._list_as_admin)
+        self.live = live.Live(watch, caller)
 
     # -- the app ------------------------------------------------------------------------------
 
@@ -170,7 +175,7 @@ class Dashboard:
             undefined=jinja2.StrictUndefined,
         )
         env = aiohttp_jinja2.get_env(app)
-        env.globals.update(prefix=PREFIX, refresh_s=REFRESH_S, quote=_quote, static=_static_url)
+        env.globals.update(prefix=PREFIX, quote=_quote, static=_static_url, watching=live.watching)
         env.filters.update(when=_when, bar=_bar, digest_bar=_digest_bar)
         app.router.add_static("/static/", _HERE / "static")
         app.cleanup_ctx.append(self._sampling)
@@ -193,6 +198,7 @@ class Dashboard:
                 web.post("/discovered/{ref}/promote", self._promote_discovered),
                 *actions.routes(self),
                 web.get("/history/{kind:clusters|projects}/{name}", self._history),
+                web.get(live.PATH, self.live.stream),
             ]
         )
         return app
@@ -237,6 +243,8 @@ class Dashboard:
             await self._check_csrf(request)
         caller = _CALLER.set(principal)
         try:
+            if request.method == "GET" and not path.startswith((live.PATH, "/history/")):
+                request[REVISION_KEY] = await self.live.revision()
             return await handler(request)
         finally:
             _CALLER.reset(caller)
@@ -477,6 +485,7 @@ class Dashboard:
         full = {
             "csrf": request.get(CSRF_KEY, ""),
             "path": request.path,
+            "revision": request.get(REVISION_KEY, 0),
             "may_change": lambda project: bool(caller and actions.may_change(caller, project)),
             "is_admin": caller is not None and caller.role == access.ROLE_ADMIN,
             **context,
