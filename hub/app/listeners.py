@@ -20,6 +20,7 @@ from hub.api.auth import Authenticator
 from hub.errors import WingsmithError
 from hub.metrics import HubMetrics, exposition
 from hub.service import access as access_service
+from hub.service import history as history_service
 from hub.service.context import ServiceContext
 from hub.sync.session import SyncServicer
 from hub.tls import TlsConfig, http_context, server_credentials
@@ -146,6 +147,7 @@ async def start_http(
             end=lambda nonce: access_service.end_session(ctx, nonce),
         ),
         secure_cookies=tls is not None,
+        charts=history_service.ChartHistory(ctx),
         watch=control.principal_watch(feed) if feed else None,
     )
 

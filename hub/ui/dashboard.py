@@ -149,19 +149,20 @@ class Dashboard:
         authenticate: Callable[[str], access.Principal],
         store: SessionStore,
         secure_cookies: bool,
+        charts: history.Keeper,
         watch: PrincipalWatch | None = None,
     ) -> None:
         """`authenticate`: a presented token -> its principal (Unauthenticated otherwise);
         `store`: the sessions held server-side. Both may read or write the store: they run in
-        a worker thread. `watch`: the hub's watch feed, which the pages follow (None: they
-        poll slowly)."""
+        a worker thread. `charts`: where the charts' samples are kept (the store); `watch`:
+        the hub's watch feed, which the pages follow (None: they poll slowly)."""
         self._service = service
         self._dispatch = dispatch
         self._authenticate = authenticate
         self._store = store
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
-        self.history = history.History(self._list_as_admin)
+        self.history = history.History(self._list_as_admin, charts)
         self.live = live.Live(watch, caller)
 
     # -- the app ------------------------------------------------------------------------------

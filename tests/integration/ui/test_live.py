@@ -142,7 +142,10 @@ def stream(hub: Hub, cookie: str, query: str) -> tuple[int, str]:
 
 
 def session_cookie(browser: webdriver.Chrome) -> str:
-    found: dict[str, Any] = browser.get_cookie("wingsmith_session") or {}
+    # Awaited: the URL may read the page's before the browser has stored the login's cookie.
+    found: dict[str, Any] = wait_until(
+        lambda: browser.get_cookie("wingsmith_session"), what="the session cookie"
+    )
     return f"wingsmith_session={found['value']}"
 
 
