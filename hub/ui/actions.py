@@ -173,7 +173,7 @@ class Cockpit:
         except WingsmithError as e:
             # An action's refusal stays the answer shown, even where the page is not readable.
             shown, code = (error, status) if error else (e.message, e.http_status)
-            return self._dash._render(request, "missing.html", {"message": shown}, status=code)
+            return self._dash.render(request, "missing.html", {"message": shown}, status=code)
         deployments = await self._dash.list_all(
             "ListDeployments", "deployments", workload_id=workload["workload_id"]
         )
@@ -188,7 +188,7 @@ class Cockpit:
             "error": error,
             "path": f"{PREFIX}/workloads/{_quote(workload['name'])}",
         }
-        return self._dash._render(request, "workload.html", context, status=status)
+        return self._dash.render(request, "workload.html", context, status=status)
 
     async def _history(self, workload: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """The audit records naming the workload or one of its deployments, newest first
@@ -274,7 +274,7 @@ class Cockpit:
         self, request: web.Request, *, error: str = "", status: int = 200
     ) -> web.StreamResponse:
         ref = request.match_info["ref"]
-        found = await self._dash._get_or_404(request, "GetWorkload", ref=ref)
+        found = await self._dash.get_or_404(request, "GetWorkload", ref=ref)
         if isinstance(found, web.StreamResponse):
             return found
         preview: dict[str, Any] | None = None
@@ -284,7 +284,7 @@ class Cockpit:
         except WingsmithError as e:
             error, status = error or e.message, e.http_status if status == 200 else status
         context = {"workload": found, "preview": preview, "error": error}
-        return self._dash._render(request, "delete_workload.html", context, status=status)
+        return self._dash.render(request, "delete_workload.html", context, status=status)
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
@@ -313,7 +313,7 @@ class Cockpit:
         status: int = 200,
     ) -> web.StreamResponse:
         cluster_id = request.match_info["cluster_id"]
-        found = await self._dash._get_or_404(request, "GetCluster", cluster_id=cluster_id)
+        found = await self._dash.get_or_404(request, "GetCluster", cluster_id=cluster_id)
         if isinstance(found, web.StreamResponse):
             return found
         deployments = await self._dash.list_all(
@@ -329,7 +329,7 @@ class Cockpit:
             "preview": preview,
             "path": f"{PREFIX}/clusters/{_quote(cluster_id)}",
         }
-        return self._dash._render(request, "cluster.html", context, status=status)
+        return self._dash.render(request, "cluster.html", context, status=status)
 
     async def maintain(self, request: web.Request) -> web.StreamResponse:
         """Cordon, uncordon or drain: previewed (validate_only) unless the form confirms."""
