@@ -68,8 +68,9 @@ def decide_discovered(ctx: Context, *, ref: str, decision: str) -> None:
 
 
 def rollout_action(ctx: Context, *, ref: str, action: str, dry_run: bool = False) -> None:
-    """`resume` or `abort` a workload's rollout in waves: POST /v1/workloads/{ref}:{action};
-    prints the workload (`dry_run`: what the hub would do, nothing changed)."""
+    """`pause`, `resume` or `abort` a workload's rollout in waves:
+    POST /v1/workloads/{ref}:{action}; prints the workload (`dry_run`: what the hub would
+    do, nothing changed)."""
     kind = kinds.WORKLOAD
     if dry_run:
         answer = ctx.client.post(f"{resource_path(kind, ref)}:{action}", {"validate_only": True})

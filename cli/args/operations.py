@@ -155,11 +155,12 @@ def add_rollout(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         sub,
         client,
         name="rollout",
-        help_text="a workload's serving change rolling out in waves: status, resume, abort",
+        help_text="a workload's serving change rolling out in waves: status, pause, resume, abort",
     )
     for action, help_text in (
         ("status", "show the rollout: its state, why it paused, each cluster's wave"),
-        ("resume", "go on with a rollout paused at a wave deadline"),
+        ("pause", "pause a rolling rollout: no further cluster gets the change until resumed"),
+        ("resume", "go on with a rollout paused at a wave deadline or by hand"),
         ("abort", "stop the rollout: the clusters it changed get the previous config back"),
     ):
         parser = command(

@@ -12,6 +12,7 @@ import asyncio
 import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from google.protobuf import descriptor, empty_pb2, field_mask_pb2
@@ -341,6 +342,12 @@ class ControlHandlers:
             return convert.dry_run_workload(preview)
         return convert.workload(rollouts.resume(self._ctx, request.ref))
 
+    def PauseWorkloadRollout(self, request: cpb.PauseWorkloadRolloutRequest) -> pb.Workload:
+        if request.validate_only:
+            preview = self._shown(rollouts.preview_pause(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
+        return convert.workload(rollouts.pause(self._ctx, request.ref))
+
     def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
             preview = self._shown(rollouts.preview_abort(self._ctx, request.ref))
@@ -635,6 +642,33 @@ def stream_dispatcher(feed: watch.WatchFeed, auth: Authenticator) -> StreamDispa
         await feed.drive(request, principal, write)
 
     return dispatch
+
+
+@dataclass(frozen=True)
+class PrincipalWatch:
+    """Watch for an edge that authenticates its callers itself (the dashboard's session):
+    `drive` authorizes as `stream_dispatcher` does, then serves the stream; `head` is the last
+    revision handed out (a page read now resumes from it)."""
+
+    drive: Callable[
+        [cpb.WatchRequest, access.Principal, Callable[[Message], Awaitable[None]]],
+        Awaitable[None],
+    ]
+    head: Callable[[], Awaitable[int]]
+
+
+def principal_watch(feed: watch.WatchFeed) -> PrincipalWatch:
+    async def drive(
+        request: cpb.WatchRequest,
+        principal: access.Principal,
+        write: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        rule = permissions.rule_for("Watch")
+        _refuse_nul(request)
+        access.authorize(principal, action="Watch", needs=rule.needs, projects=None)
+        await feed.drive(request, principal, write)
+
+    return PrincipalWatch(drive=drive, head=feed.head)
 
 
 def principal_dispatcher(

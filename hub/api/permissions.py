@@ -78,6 +78,7 @@ RULES: dict[str, Rule] = {
     "UpdateWorkload": _by("workload", "ref", "workload"),
     "DeleteWorkload": _by("workload", "ref", "workload"),
     "ResumeWorkloadRollout": _by("workload", "ref", "workload"),
+    "PauseWorkloadRollout": _by("workload", "ref", "workload"),
     "AbortWorkloadRollout": _by("workload", "ref", "workload"),
     "ListDeployments": _read("deployment"),
     "GetDeployment": _read("deployment"),

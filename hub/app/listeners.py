@@ -15,11 +15,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from hub import __version__
-from hub.api import control, grpc_control, grpc_edge, measured, openapi, rest
+from hub.api import control, grpc_control, grpc_edge, measured, openapi, rest, watch
 from hub.api.auth import Authenticator
 from hub.errors import WingsmithError
 from hub.metrics import HubMetrics, exposition
 from hub.service import access as access_service
+from hub.service import history as history_service
 from hub.service.context import ServiceContext
 from hub.sync.session import SyncServicer
 from hub.tls import TlsConfig, http_context, server_credentials
@@ -130,6 +131,7 @@ async def start_http(
     authenticator: Authenticator,
     dispatch: control.Dispatch,
     streams: control.StreamDispatch,
+    feed: watch.WatchFeed | None = None,
 ) -> tuple[web.AppRunner, int]:
     """The HTTP server, started on host:port, and the port it bound."""
     dashboard = Dashboard(
@@ -145,6 +147,8 @@ async def start_http(
             end=lambda nonce: access_service.end_session(ctx, nonce),
         ),
         secure_cookies=tls is not None,
+        charts=history_service.ChartHistory(ctx),
+        watch=control.principal_watch(feed) if feed else None,
     )
 
     async def to_dashboard(_: web.Request) -> web.Response:

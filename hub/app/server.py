@@ -286,6 +286,7 @@ class HubServer:
             authenticator=authenticator,
             dispatch=control.dispatcher(handlers, authenticator, ctx, edge="rest"),
             streams=streams,
+            feed=self.watch_feed,
         )
 
     def _listen(self, db: store_port.Store, fanout: Fanout) -> store_port.Listening:

@@ -87,6 +87,7 @@ def calls(refs: dict[str, str]) -> dict[str, tuple[str, str, Any]]:
         "UpdateWorkload": ("PATCH", f"/v1/workloads/{b_wl}", {"replicas": 2}),
         "DeleteWorkload": ("DELETE", f"/v1/workloads/{b_wl}", None),
         "ResumeWorkloadRollout": ("POST", f"/v1/workloads/{b_wl}:resume", {}),
+        "PauseWorkloadRollout": ("POST", f"/v1/workloads/{b_wl}:pause", {}),
         "AbortWorkloadRollout": ("POST", f"/v1/workloads/{b_wl}:abort", {}),
         "ListDeployments": ("GET", "/v1/deployments", None),
         "GetDeployment": ("GET", f"/v1/deployments/{b_dep}", None),

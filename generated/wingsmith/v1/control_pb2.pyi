@@ -723,6 +723,31 @@ class ResumeWorkloadRolloutRequest(_message.Message):
 Global___ResumeWorkloadRolloutRequest: _TypeAlias = ResumeWorkloadRolloutRequest  # noqa: Y015
 
 @_typing.final
+class PauseWorkloadRolloutRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    the body field). Authorized as the real call; not audited.
+    """
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseWorkloadRolloutRequest: _TypeAlias = PauseWorkloadRolloutRequest  # noqa: Y015
+
+@_typing.final
 class AbortWorkloadRolloutRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -81,8 +81,12 @@ class ControlServiceStub:
     or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
     """
     ResumeWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]
-    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
-    Resume and abort take validate_only, as create, update and delete do.
+    """A rollout in waves paused (at a wave deadline, or by hand) goes on (docs/rollouts.md
+    "Waves"). Resume, pause and abort take validate_only, as create, update and delete do.
+    """
+    PauseWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.PauseWorkloadRolloutRequest, _resources_pb2.Workload]
+    """A rolling rollout in waves pauses by hand: no further cluster gets the change until it
+    is resumed (the clusters in flight go on rolling out). Takes validate_only.
     """
     AbortWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]
     """A rollout in waves stops; the clusters it changed get the previous serving config back."""
@@ -186,8 +190,12 @@ class ControlServiceAsyncStub(ControlServiceStub):
     or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
     """
     ResumeWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
-    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
-    Resume and abort take validate_only, as create, update and delete do.
+    """A rollout in waves paused (at a wave deadline, or by hand) goes on (docs/rollouts.md
+    "Waves"). Resume, pause and abort take validate_only, as create, update and delete do.
+    """
+    PauseWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.PauseWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
+    """A rolling rollout in waves pauses by hand: no further cluster gets the change until it
+    is resumed (the clusters in flight go on rolling out). Takes validate_only.
     """
     AbortWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
     """A rollout in waves stops; the clusters it changed get the previous serving config back."""
@@ -390,8 +398,18 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.ResumeWorkloadRolloutRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
-        """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
-        Resume and abort take validate_only, as create, update and delete do.
+        """A rollout in waves paused (at a wave deadline, or by hand) goes on (docs/rollouts.md
+        "Waves"). Resume, pause and abort take validate_only, as create, update and delete do.
+        """
+
+    @_abc_1.abstractmethod
+    def PauseWorkloadRollout(
+        self,
+        request: _control_pb2.PauseWorkloadRolloutRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
+        """A rolling rollout in waves pauses by hand: no further cluster gets the change until it
+        is resumed (the clusters in flight go on rolling out). Takes validate_only.
         """
 
     @_abc_1.abstractmethod
