@@ -93,3 +93,28 @@ def test_ages_move_at_each_scrape_the_rest_with_a_new_read() -> None:
     assert 'wingsmith_cluster_applied_revision{cluster="c2"} 6.0' in (
         exposition(fresh.registry, "")[0].decode()
     )
+
+
+def test_the_fleet_is_rendered_once_per_read_not_per_scrape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The per-cluster families are built once per read of the fleet (then served as the
+    text rendered for it): a scrape of a large fleet otherwise costs O(clusters) of CPU in
+    the GIL the event loop needs (0.6 s at 10,000 clusters, docs/benchmark.md)."""
+    import hub.metrics as metrics_module
+
+    built: list[int] = []
+    original = metrics_module._cluster_families
+
+    def counted(*args: object, **kwargs: object) -> object:
+        built.append(1)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(metrics_module, "_cluster_families", counted)
+    fleet = _Fleet()
+    metrics = HubMetrics("test")
+    metrics.watch_fleet(fleet.read, clock=lambda: fleet.now, min_interval_s=3600)
+    for accept in ("", "", "", OPENMETRICS, OPENMETRICS):
+        exposition(metrics.registry, accept)
+    assert fleet.reads == 1
+    assert len(built) == 2  # once per format
