@@ -202,6 +202,7 @@ class HubMetrics:
             ["direction", "type"],
             registry=self.registry,
         )
+        self._message_children: dict[tuple[str, str], Counter] = {}
         self.desired_specs = Counter(
             "wingsmith_desired_deployments_sent",
             "Deployment specs sent to agents",
@@ -258,7 +259,14 @@ class HubMetrics:
 
     # SyncMetrics
     def message(self, *, direction: str, kind: str) -> None:
-        self.messages.labels(direction=direction, type=kind).inc()
+        # Every stream message of every agent passes here, on the event loop: the child is
+        # looked up once per (direction, type), not validated and locked at each message.
+        child = self._message_children.get((direction, kind))
+        if child is None:
+            child = self._message_children[(direction, kind)] = self.messages.labels(
+                direction=direction, type=kind
+            )
+        child.inc()
 
     def desired_sent(self, *, snapshot: bool, deployments: int, removals: int, size: int) -> None:
         kind = "snapshot" if snapshot else "delta"
