@@ -48,7 +48,7 @@ import contextlib
 import platform
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -324,10 +324,10 @@ class TimedStore:
         return self._store.dialect
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Transaction]:
+    def write(self, clusters: Iterable[str] | None = None) -> Iterator[Transaction]:
         start = time.perf_counter()
-        with self._timed("write", start), self._store.write() as conn:
-            # Entered: SQLite's BEGIN IMMEDIATE (PostgreSQL's write lock) is held.
+        with self._timed("write", start), self._store.write(clusters) as conn:
+            # Entered: SQLite's BEGIN IMMEDIATE (PostgreSQL's write locks) is held.
             self._metrics.lock_wait.observe(time.perf_counter() - start)
             yield conn
 

@@ -61,6 +61,8 @@ class Fenceable(Protocol):
 
 # (cluster id, claimed term) -> the newest term persisted for the cluster
 Persist = Callable[[str, int], int]
+# cluster id -> a term one past the newest, persisted in the same transaction (a grant)
+NextTerm = Callable[[str], int]
 # (cluster id, the leading session's id or None)
 MarkLeader = Callable[[str, "str | None"], None]
 # cluster id -> the ids of the nodes the hub holds for it
@@ -98,11 +100,13 @@ class Leadership:
         self,
         *,
         persist: Persist,
+        next_term: NextTerm,
         mark: MarkLeader,
         node_ids: NodeIds = lambda cluster_id: (),
         run: Run = _inline,
     ) -> None:
         self._persist = persist
+        self._next_term = next_term
         self._mark = mark
         self._node_ids = node_ids
         self._run = run
@@ -191,7 +195,9 @@ class Leadership:
         if not standing:
             return
         session, session_id = standing[0]
-        term = await self._run(lambda: self._persist(cluster_id, self._persist(cluster_id, 0) + 1))
+        # Read and raised in one transaction under the cluster's lock: another hub granting at
+        # the same moment gets the next term, never this one.
+        term = await self._run(lambda: self._next_term(cluster_id))
         log.info(
             "cluster %s: leadership granted to session %s (term %d)", cluster_id, session_id, term
         )
