@@ -16,8 +16,10 @@ A pod comes to lead in one of two ways:
   Lease past the hub's term and claims again (agent/cluster/kube/lease.py);
 - **granted** (a read-only DaemonSet, which may write nothing, a Lease included): read-only
   node agents *stand*; while no session leads, the hub grants leadership to the one that has
-  stood longest, with a term one past the newest, and grants it again to the next when that
-  session closes or steps down. Leadership there only decides who reports cluster-level state.
+  stood longest, with a term one past the newest (read and raised in one transaction under
+  the cluster's write lock, so two hubs granting at once never hand out the same term), and
+  grants it again to the next when that session closes or steps down. Leadership there only
+  decides who reports cluster-level state.
 
 Every session that comes to lead, by claim or by grant, is sent a LeadershipGrant with its term
 and the ids of the nodes the hub holds for the cluster: the leader reports as absent those
