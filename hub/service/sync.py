@@ -550,6 +550,10 @@ def _write_batches(
         )
     advanced = rollouts.evaluate(ctx, tx, settled) if settled else set()
     nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
+    if nodes:
+        # A verified GPU is bound to the first node that reported it, fleet-wide: deciding
+        # that reads every cluster's devices (docs/architecture.md "Write locks").
+        tx.conn.serialize(port.DEVICES)
     refusals: list[observations.DeviceRefusal] = []
     node_changes, nodes_written, node_records = observations.write_nodes(
         tx.conn, nodes, known=ctx.node_hashes, written=written, refusals=refusals

@@ -23,10 +23,12 @@ can wait for each other in a cycle:
                    waits for it but later writers, as the old single write lock did;
   2. `cluster:ID`  one per cluster: its ingest, desired-state revisions, sessions and
                    leadership term (all taken as the write begins, in one statement);
-  3. `admission:P` one per project, in ascending name: its quota admission (a quota is
+  3. `devices`     binding GPU UUIDs to the node that verified them first: an ingest that
+                   writes nodes reads every cluster's devices to decide;
+  4. `admission:P` one per project, in ascending name: its quota admission (a quota is
                    shared by the project's clusters; a cluster's free devices are guarded by
                    the cluster's lock, which every pass writing there holds);
-  4. `watch`       the watch feed's recorder.
+  5. `watch`       the watch feed's recorder.
 
 Singleton try-locks (`try_serialize`: pruning tombstones, sweeping dead hubs) never wait, so
 they stand outside the order. `Store.write(clusters)` takes levels 1 and 2 when it begins;
@@ -71,14 +73,15 @@ class WiderScope(Exception):
 
 
 FLEET = "fleet"
+DEVICES = "devices"
 WATCH = "watch"
 _CLUSTER = "cluster:"
 _ADMISSION = "admission:"
 # The order of the waiting locks (the module docstring); clusters sort by id within theirs,
 # projects by name within theirs.
-_LEVELS = {FLEET: 1, WATCH: 4}
+_LEVELS = {FLEET: 1, DEVICES: 3, WATCH: 5}
 _CLUSTER_LEVEL = 2
-_ADMISSION_LEVEL = 3
+_ADMISSION_LEVEL = 4
 
 
 def cluster_lock(cluster_id: str) -> str:

@@ -31,6 +31,8 @@ def test_the_lock_order_is_checked_per_transaction() -> None:
     assert locks.take(port.admission_lock("teal"))
     with pytest.raises(port.LockOrderError, match="out of order"):
         locks.take(port.admission_lock("blue"))  # before red: a cycle could close
+    with pytest.raises(port.LockOrderError, match="out of order"):
+        locks.take(port.DEVICES)  # device binding comes before admission
     assert locks.take(port.WATCH)
     with pytest.raises(port.LockOrderError, match="out of order"):
         locks.take(port.admission_lock("zinc"))  # admission comes before the watch
