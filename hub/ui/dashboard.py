@@ -109,7 +109,7 @@ class Dashboard:
         self._store = store
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
-        self.history = history.History(self._list_as_admin, charts)
+        self.history = history.History(charts)
         self.live = live.Live(watch, caller)
 
     # -- the app ------------------------------------------------------------------------------
@@ -220,15 +220,6 @@ class Dashboard:
                 return items
 
     # -- the charts' history (hub/ui/history.py) ---------------------------------------------
-
-    async def _list_as_admin(self, kind: str) -> list[dict[str, Any]]:
-        """The sampler's read: every cluster or project (fleet facts), as the admin."""
-        caller = _CALLER.set(access.ADMIN)
-        try:
-            method = "ListClusters" if kind == "clusters" else "ListProjects"
-            return await self.list_all(method, kind)
-        finally:
-            _CALLER.reset(caller)
 
     async def _sampling(self, app: web.Application) -> AsyncIterator[None]:
         async with self.history.running():
