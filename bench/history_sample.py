@@ -9,8 +9,8 @@
   (hub/service/history.py `figures`), then kept; all of it in a worker thread.
 
 The store (SQLite in a temporary folder, or `--store-url`) holds N clusters of 8 nodes of 8
-GPUs each (64 devices), every tenth device held by a pod, and one project a 10 clusters with a
-workload of 10 replicas of 4 GPUs placed over them. Both paths are checked to give the same
+GPUs each (64 devices), one device of each node held by a pod, and a project per 10 clusters
+with a workload of 10 replicas of 4 GPUs placed over them. Both paths are checked to give the same
 values. Prints, per fleet size, the median and best wall and CPU milliseconds of the read
 alone and of a whole sample (the read and the store's upsert of its values).
 
