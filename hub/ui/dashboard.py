@@ -228,10 +228,10 @@ class Dashboard:
     async def _history(self, request: web.Request) -> web.StreamResponse:
         kind = "cluster" if request.match_info["kind"] == "clusters" else "project"
         name = request.match_info["name"]
-        data = await self.history.chart(kind, name)
-        if data is None:
+        body = await self.history.chart_json(kind, name)
+        if body is None:
             raise web.HTTPNotFound(text=f"no history of {kind} {name}")
-        return web.json_response(data)
+        return web.Response(body=body, content_type="application/json")
 
     # -- login --------------------------------------------------------------------------------
 

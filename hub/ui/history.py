@@ -11,8 +11,8 @@ retained: each sample drops what is older than `retention_s`, and a chart reads 
 retention. A picture of the recent past, not a record (the audit log and the metrics are
 those).
 
-The event loop only schedules: a sample's read and write, and a chart's read and its
-columns, run in a worker thread (DESIGN.md "no writes on the loop"); nothing is listed
+The event loop only schedules: a sample's read and write, and a chart's read, its columns
+and their JSON, run in a worker thread (DESIGN.md "no writes on the loop"); nothing is listed
 through the API or encoded for a sample. No sample is taken at start, while the fleet
 reconnects: the first is one interval later, or when a chart is first read. Samples are taken
 whether or not anyone has the dashboard open: a chart opened in the morning shows the night
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
@@ -84,6 +85,20 @@ class History:
         """uPlot's data for one cluster or project: {"times": [...], "series": [{class, field,
         values}]}; None when it was never sampled (unknown). A class seen for the first time
         reads 0 in the samples before it (every series as long as the times)."""
+        points = await self._points(kind, name)
+        if not points:
+            return None
+        return await asyncio.to_thread(_columns, points)
+
+    async def chart_json(self, kind: str, name: str) -> bytes | None:
+        """`chart`'s answer as JSON, built and encoded in a worker thread (a day of a cluster's
+        series is tens of thousands of numbers: not the event loop's work)."""
+        points = await self._points(kind, name)
+        if not points:
+            return None
+        return await asyncio.to_thread(lambda: json.dumps(_columns(points)).encode())
+
+    async def _points(self, kind: str, name: str) -> list[Point]:
         age = self._clock() - self._last
         if age > FRESH_S:
             await self.sample()
@@ -92,9 +107,7 @@ class History:
         if not points and self._clock() - self._last > NEW_S:
             await self.sample()
             points = await self._read(kind, name)
-        if not points:
-            return None
-        return await asyncio.to_thread(_columns, points)
+        return points
 
     async def _read(self, kind: str, name: str) -> list[Point]:
         since = self._bucket(self._clock() - self._retention)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import threading
 import time
 from typing import Any
@@ -217,12 +218,14 @@ def test_a_sample_is_read_and_kept_off_the_event_loop(store_url: str) -> None:
     keeper = Recorded(ctx)
     history_ = History(keeper, interval_s=3600)
 
-    async def run() -> tuple[int, dict[str, Any] | None]:
+    async def run() -> tuple[int, dict[str, Any] | None, bytes | None]:
         await history_.sample()
-        return threading.get_ident(), await history_.chart("project", "search")
+        chart = await history_.chart("project", "search")
+        return threading.get_ident(), chart, await history_.chart_json("project", "search")
 
-    loop_thread, chart = asyncio.run(run())
+    loop_thread, chart, body = asyncio.run(run())
     assert chart is not None and chart["series"], "sampled and kept"
+    assert body is not None and json.loads(body) == chart, "the JSON a page fetches"
     assert keeper.threads and all(
         ident != loop_thread and not on_loop for ident, on_loop in keeper.threads
     ), keeper.threads
