@@ -80,7 +80,9 @@ class ChartHistory:
         return len(values)
 
     def put(self, bucket: int, values: Sequence[Value], *, oldest: int) -> None:
-        with transaction(self._ctx) as tx:
+        # Only the fleet lock (shared): the history table decides no other write, and the
+        # covering lock would hold up every writer of the fleet once a sample interval.
+        with transaction(self._ctx, ()) as tx:
             history.put(tx.conn, bucket, values)
             history.prune(tx.conn, before=oldest)
 
