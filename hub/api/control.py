@@ -9,7 +9,6 @@ REST gateway (hub/api/rest.py), so every behaviour exists once. Handlers convert
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -19,7 +18,7 @@ from google.protobuf.message import Message
 from opentelemetry import trace
 
 from hub import access, errors, tracing, wire
-from hub.api import convert, permissions, watch
+from hub.api import contract, convert, permissions, watch
 from hub.api.auth import Authenticator
 from hub.filters import AllocationFilter, AuditFilter, DeploymentFilter, ReplicaFilter
 from hub.model import AuditRecord
@@ -43,8 +42,9 @@ from wingsmith.v1 import resources_pb2 as pb
 
 MessageT = TypeVar("MessageT", bound=Message)
 
-WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout", "priority", "labels")
-PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects", "labels")
+WORKLOAD_MUTABLE = contract.MUTABLE["UpdateWorkload"]
+PROJECT_MUTABLE = contract.MUTABLE["UpdateProject"]
+DEPLOYMENT_MUTABLE = contract.MUTABLE["UpdateDeployment"]
 
 
 class ControlHandlers:
@@ -352,7 +352,9 @@ class ControlHandlers:
         return convert.deployment(view)
 
     def UpdateDeployment(self, request: cpb.UpdateDeploymentRequest) -> pb.Deployment:
-        paths = _mask_paths(request, request.update_mask, request.deployment, allowed=("enabled",))
+        paths = _mask_paths(
+            request, request.update_mask, request.deployment, allowed=DEPLOYMENT_MUTABLE
+        )
         if "enabled" not in paths:
             answer = convert.deployment(deployments.get(self._ctx, request.ref))
             if request.validate_only:
@@ -730,15 +732,6 @@ def refusal_recorder(
     return record
 
 
-# C0 control characters and DEL. Nothing a caller names (a resource, a label, a model, a
-# node) has a use for one: a CR/LF once reached the rendered DGD through serving.model.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-# Free text: an engine argument may be a multi-line value (a chat template), so a tab or a
-# line feed is kept there; every other control character is refused there too.
-_FREE_TEXT = re.compile(r"(^|\.)engine_args\[\d+\]\Z")
-_FREE_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-
-
 def _dry_cluster(view: views.ClusterView, preview: dryrun.DryRun) -> pb.Cluster:
     answer = convert.cluster(view)
     answer.dry_run.CopyFrom(convert.dry_run(preview))
@@ -755,7 +748,8 @@ def _refuse_nul(request: Message) -> None:
     for path, text in _strings(request, ""):
         if "\x00" in text:
             raise errors.InvalidArgument(path, "must not contain a NUL character (\\u0000)")
-        pattern = _FREE_TEXT_CONTROL if _FREE_TEXT.search(path) else _CONTROL
+        free = contract.FREE_TEXT_PATH.search(path)
+        pattern = contract.FREE_TEXT_CONTROL if free else contract.CONTROL
         found = pattern.search(text)
         if found is not None:
             raise errors.InvalidArgument(

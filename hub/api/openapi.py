@@ -29,7 +29,8 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
 
-from hub.api import jsonmap, rest
+from hub.api import contract, jsonmap, rest
+from hub.service import validate
 
 OPENAPI_PATH = "/v1/openapi.json"
 
@@ -72,6 +73,10 @@ def document(
                 "the JSON is the REST mapping of docs/rest.md."
             ),
         },
+        "tags": [
+            {"name": service.name, "description": _first_line(schemas.descriptions, service)}
+            for service in services
+        ],
         "paths": paths,
         "components": {
             "schemas": {"Error": _error_schema(), **dict(sorted(schemas.defined.items()))},
@@ -106,11 +111,14 @@ def _operation(
         for name, field in route.path_fields
     ]
     for name, field in route.query_fields:
+        schema = _text_schema(field, schemas, path=False)
+        if name == _MASK and route.method.name in contract.MUTABLE:
+            schema = _mask_schema(route)
         parameter: dict[str, Any] = {
             "name": name,
             "in": "query",
             "required": False,
-            "schema": _text_schema(field, schemas, path=False),
+            "schema": schema,
         }
         if field.is_repeated:
             # ?tag=a&tag=b: repeated keys, never commas (docs/rest.md).
@@ -119,6 +127,9 @@ def _operation(
     operation: dict[str, Any] = {
         "operationId": operation_id,
         "summary": f"{route.method.containing_service.name}.{route.method.name}",
+        # One tag per gRPC service: generated clients group their calls by it.
+        "tags": [route.method.containing_service.name],
+        **_cross_field(route.method.name),
         "parameters": parameters,
         "responses": {
             "200": (
@@ -141,18 +152,62 @@ def _operation(
         },
     }
     if route.body:
+        schema, required = _request_body_schema(route, schemas)
         operation["requestBody"] = {
-            "required": False,
-            "content": {"application/json": {"schema": _request_body_schema(route, schemas)}},
+            "required": required,
+            "content": {"application/json": {"schema": schema}},
         }
     return operation
 
 
-def _request_body_schema(route: rest.RouteDescription, schemas: _Schemas) -> dict[str, Any]:
+_MASK = "update_mask"
+
+
+def _cross_field(method: str) -> dict[str, Any]:
+    rules = contract.CROSS_FIELD.get(method, ())
+    if not rules:
+        return {}
+    return {"description": "Also refused: " + "; ".join(r.description for r in rules) + "."}
+
+
+def _mask_schema(route: rest.RouteDescription) -> dict[str, Any]:
+    """The update_mask parameter: comma-separated paths, each one `contract.MUTABLE` allows."""
+    resource = jsonmap.message_type(route.method.input_type.fields_by_name[route.body])
+    allowed = contract.MUTABLE[route.method.name]
+    paths = contract.mask_paths(resource, allowed)
+    one = "|".join(re.escape(p) for p in sorted(paths, key=lambda p: (-len(p), p)))
+    return {
+        "type": "string",
+        "pattern": f"^(({one})(,({one}))*)?$",
+        "description": (
+            f"the fields to change, comma-separated: {', '.join(allowed)}, or a field below"
+            " one of them (e.g. serving.model); absent: the fields the body sets"
+        ),
+    }
+
+
+def _request_body_schema(
+    route: rest.RouteDescription, schemas: _Schemas
+) -> tuple[dict[str, Any], bool]:
+    """(the body's schema, whether a body is required). A call with required fields
+    (`contract.REQUIRED`) or an update (`contract.MUTABLE`) has a body schema of its own."""
     request = route.method.input_type
+    method = route.method.name
+    required = contract.REQUIRED.get(method, ())
+    only = contract.MUTABLE.get(method)
     if route.body == "*":
-        return schemas.ref(request, output=False)
-    return schemas.field(request.fields_by_name[route.body], output=False)
+        if not required:
+            return schemas.ref(request, output=False), False
+        return schemas.variant(request, method=method, required=required, only=None), True
+    field = request.fields_by_name[route.body]
+    inner = tuple(p.split(".", 1)[1] for p in required if p.startswith(f"{route.body}."))
+    if route.body not in required and only is None:
+        return schemas.field(field, output=False), False
+    message = jsonmap.message_type(field)
+    variant = schemas.variant(message, method=method, required=inner, only=only)
+    if route.body in required:
+        return variant, True
+    return _nullable(variant), False
 
 
 def _response_schema(route: rest.RouteDescription, schemas: _Schemas) -> dict[str, Any]:
@@ -169,6 +224,11 @@ def _text_schema(field: FieldDescriptor, schemas: _Schemas, *, path: bool) -> di
         schema = _well_known(jsonmap.message_type(field).full_name, output=False)
     else:
         schema = schemas.scalar(field, output=False)
+        rule = contract.rule_for(field)
+        if rule is not None and not field.is_repeated:
+            schema = _ruled(schema, rule)
+        elif field.type == _FD.TYPE_STRING:
+            schema = _ruled(schema, contract.STRINGS)
     _drop_null(schema)
     if path and schema.get("type") == "string":
         schema = {**schema, "minLength": 1}
@@ -229,31 +289,84 @@ class _Schemas:
         schema["additionalProperties"] = False
         return schema
 
+    def variant(
+        self,
+        desc: Descriptor,
+        *,
+        method: str,
+        required: Sequence[str],
+        only: Sequence[str] | None,
+    ) -> dict[str, Any]:
+        """`<Name>.<Method>`: the input schema of `desc` as one call reads it: only the
+        fields in `only` (an update's mutable fields), `required` (dotted paths) present and
+        not null."""
+        name = f"{desc.full_name}.{method}"
+        if name not in self.defined:
+            self.defined[name] = {}
+            schema = self._message(desc, output=False)
+            properties = schema["properties"]
+            if only is not None:
+                schema["properties"] = properties = {k: properties[k] for k in only}
+            top = sorted({p.split(".", 1)[0] for p in required})
+            for key in top:
+                inner = tuple(p.split(".", 1)[1] for p in required if p.startswith(f"{key}."))
+                field = desc.fields_by_name[key]
+                if inner:
+                    sub = jsonmap.message_type(field)
+                    properties[key] = self.variant(sub, method=method, required=inner, only=None)
+                else:
+                    properties[key] = _present(properties[key])
+            if top:
+                schema["required"] = top
+            self.defined[name] = schema
+        return {"$ref": f"#/components/schemas/{name}"}
+
     def _described(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
         schema = self.field(field, output=output)
         text = self.descriptions.get(field.full_name)
+        rule = None if output else contract.rule_for(field)
+        if rule is not None:
+            text = f"{text} ({rule.description})" if text else rule.description
         return {**schema, "description": text} if text else schema
 
     def field(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
+        rule = None if output else contract.rule_for(field)
         if jsonmap.is_map(field):
             entry = jsonmap.message_type(field)
-            value = self._value(entry.fields_by_name["value"], output=output)
+            value = self._value(entry.fields_by_name["value"], output=output, rule=None)
             schema: dict[str, Any] = {"type": "object", "additionalProperties": value}
             key = entry.fields_by_name["key"]
             if key.cpp_type in _INT_BOUNDS:
                 schema["propertyNames"] = {"pattern": "^-?[0-9]+$"}
+            elif not output:
+                schema["propertyNames"] = _ruled({}, contract.STRINGS)
+            if rule is not None:
+                _ruled_map(schema, rule)
         elif field.is_repeated:
-            schema = {"type": "array", "items": self._value(field, output=output)}
+            items = self._value(field, output=output, rule=rule.items if rule else None)
+            schema = {"type": "array", "items": items}
+            if rule is not None and rule.limit is not None:
+                schema["maxItems"] = rule.limit
         else:
-            value = self._value(field, output=output)
+            value = self._value(field, output=output, rule=rule)
             # An unset field with presence is null on output; any field may be null on input.
             return _nullable(value) if (not output or field.has_presence) else value
         return schema if output else _nullable(schema)
 
-    def _value(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
+    def _value(
+        self, field: FieldDescriptor, *, output: bool, rule: validate.Rule | None
+    ) -> dict[str, Any]:
         if field.type == _FD.TYPE_MESSAGE:
             return self.ref(jsonmap.message_type(field), output=output)
-        return self.scalar(field, output=output)
+        schema = self.scalar(field, output=output)
+        if output:
+            return schema
+        if rule is not None:
+            return _ruled(schema, rule)
+        if field.type == _FD.TYPE_STRING:
+            free = field.full_name in contract.FREE_TEXT_FIELDS
+            return _ruled(schema, contract.FREE_TEXT if free else contract.STRINGS)
+        return schema
 
     def scalar(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
         if field.type == _FD.TYPE_ENUM:
@@ -268,6 +381,49 @@ class _Schemas:
         if field.type == _FD.TYPE_BYTES:
             return {"type": "string", "contentEncoding": "base64"}
         return {"type": "string"}
+
+
+def _ruled(schema: dict[str, Any], rule: validate.Rule) -> dict[str, Any]:
+    """`schema` (a scalar's) with what `rule` says of one value."""
+    out = dict(schema)
+    if rule.pattern:
+        body = f"({rule.pattern})?" if rule.optional else rule.pattern
+        out["pattern"] = f"^({body})$"
+    if rule.max_length is not None:
+        out["maxLength"] = rule.max_length
+    if rule.minimum is not None:
+        out["minimum"] = rule.minimum
+    if rule.maximum is not None:
+        out["maximum"] = rule.maximum
+    if rule.format:
+        out["format"] = rule.format
+    if rule.forbidden:
+        out["not"] = {"pattern": rule.forbidden}
+    return out
+
+
+def _ruled_map(schema: dict[str, Any], rule: validate.Rule) -> None:
+    if rule.keys is not None:
+        schema["propertyNames"] = _ruled({}, rule.keys)
+    if rule.values is not None and "$ref" not in schema["additionalProperties"]:
+        schema["additionalProperties"] = _ruled(schema["additionalProperties"], rule.values)
+    if rule.limit is not None:
+        schema["maxProperties"] = rule.limit
+
+
+def _present(schema: dict[str, Any]) -> dict[str, Any]:
+    """A field's input schema as a call that requires it: not null, and a string not empty
+    (proto3 cannot tell "" from unset)."""
+    out: dict[str, Any] = json.loads(json.dumps(schema))
+    _drop_null(out)
+    if out.get("type") == "string" and "pattern" not in out and "enum" not in out:
+        out["minLength"] = 1
+    return out
+
+
+def _first_line(descriptions: Mapping[str, str], service: ServiceDescriptor) -> str:
+    text = descriptions.get(service.full_name, "")
+    return text.split("\n", 1)[0] if text else f"the {service.name} calls"
 
 
 def _enum_schema(field: FieldDescriptor, *, output: bool) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def _promote(
     name = workload_name or found.name
     validate.dns_label(name, "workload_name", max_length=MAX_WORKLOAD_NAME)
     if projects.get(tx.conn, project) is None:
-        raise errors.InvalidArgument("project", f"no such project {project!r} (create it first)")
+        raise errors.NotFound("project", project)
     device = device_class or found.observation.device_class
     if not device:
         raise errors.InvalidArgument(
