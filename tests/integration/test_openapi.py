@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import hypothesis
+import hypothesis.errors
 import hypothesis.strategies as st
 import pytest
 import schemathesis
 import yaml
 from google.api import annotations_pb2
 from schemathesis import checks
+from schemathesis.generation.modes import GenerationMode
 
 from hub.api import contract
 from hub.api.openapi import OPENAPI_PATH
@@ -39,10 +41,16 @@ FUZZ_CASES = 15
 checks.load_all_checks()
 CHECK_NAMES = sorted(checks.CHECKS.get_all_names())
 # The document's `format: page-token` (hub/service/validate.py PAGE_TOKEN_RULE): only a
-# next_page_token the hub handed out; here, tokens it would hand out after arbitrary keys.
+# next_page_token the hub handed out. Here, tokens it would hand out after a key that every
+# list has the form of (the audit log's keys are record numbers; the others' are names).
 schemathesis.openapi.format(
     "page-token",
-    st.one_of(st.just(""), st.text(max_size=20).map(lambda key: validate.next_token([key], 1))),
+    st.one_of(
+        st.just(""),
+        st.from_regex(r"[1-9][0-9]{0,9}", fullmatch=True).map(
+            lambda key: validate.next_token([key], 1)
+        ),
+    ),
 )
 
 
@@ -129,6 +137,7 @@ def test_schemathesis_finds_no_5xx_and_no_response_outside_the_document(
     schema = schemathesis.openapi.from_dict(fetch_document(hub))
     base_url = f"http://127.0.0.1:{hub.http_port}"
     figures: collections.Counter[str] = collections.Counter()
+    failed: collections.Counter[str] = collections.Counter()
     failures: list[str] = []
     # Streams (Server-Sent Events) never end, so no response would come back to validate:
     # tests/integration/test_watch.py holds them.
@@ -137,20 +146,31 @@ def test_schemathesis_finds_no_5xx_and_no_response_outside_the_document(
         for op in (result.ok() for result in schema.get_all_operations())
         if not streams(op.definition.raw)
     ]
-    for token in (ADMIN_TOKEN, None):
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        for operation in operations:
-            run_operation(operation, base_url, headers, figures=figures, failures=failures)
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        for token in (ADMIN_TOKEN, None):
+            headers = {"authorization": f"Bearer {token}"} if token else {}
+            for operation in operations:
+                run_operation(
+                    operation,
+                    base_url,
+                    headers,
+                    mode=mode,
+                    figures=figures,
+                    failed=failed,
+                    failures=failures,
+                )
 
-    cases = sum(v for k, v in figures.items() if k.isdigit())
-    Path("/tmp/contract24-failures.txt").write_text("\n\n".join(failures))
+    cases = sum(v for k, v in figures.items() if k.split()[-1].isdigit())
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(figures.items()))
     print(f"\nschemathesis checks: {', '.join(CHECK_NAMES)}")
-    print(f"schemathesis: {len(operations)} operations x 2 credentials, {cases} cases")
-    print(f"responses by status: {statuses}; failures: {len(failures)}")
+    print(f"schemathesis: {len(operations)} operations x 2 credentials x 2 modes, {cases} cases")
+    print(f"responses by mode and status: {statuses}")
+    print(f"failures: {len(failures)}; by mode and kind: {dict(sorted(failed.items())) or 'none'}")
+    Path("/tmp/contract24-failures.txt").write_text("\n\n".join(failures))
     assert not failures, "\n".join(failures[:10])
     assert cases >= len(operations) * 2 * 3, "too few cases ran to mean anything"
-    assert figures["200"] > 0 and figures["401"] > 0
+    assert figures["positive 200"] > 0 and figures["positive 401"] > 0
+    assert figures["negative 400"] > 0, "no request the document refuses was refused"
 
 
 def run_operation(
@@ -158,7 +178,9 @@ def run_operation(
     base_url: str,
     headers: dict[str, str],
     *,
+    mode: GenerationMode,
     figures: collections.Counter[str],
+    failed: collections.Counter[str],
     failures: list[str],
 ) -> None:
     @hypothesis.settings(
@@ -169,7 +191,7 @@ def run_operation(
         phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
         suppress_health_check=list(hypothesis.HealthCheck),
     )
-    @hypothesis.given(case=operation.as_strategy())
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
     def fuzz(case: Any) -> None:
         body = case.body if isinstance(case.body, dict) else {}
         rules = contract.CROSS_FIELD.get(operation.definition.raw["operationId"], ())
@@ -178,7 +200,7 @@ def run_operation(
             figures["skipped: breaks a cross-field rule"] += 1
             return
         response = case.call(base_url=base_url, headers=headers, timeout=10)
-        figures[str(response.status_code)] += 1
+        figures[f"{mode.value} {response.status_code}"] += 1
         try:
             case.validate_response(
                 response, headers=headers, transport_kwargs={"base_url": base_url}
@@ -187,9 +209,14 @@ def run_operation(
         # the test fails on the list with the first ten.
         except (Exception, BaseExceptionGroup) as e:
             for f in getattr(e, "exceptions", [e]):
-                figures["fail:" + type(f).__name__] += 1
+                failed[f"{mode.value} {type(f).__name__}"] += 1
             failures.append(
                 f"{case.method} {case.formatted_path} {case.body!r} {case.query!r}: {e}"
             )
 
-    fuzz()
+    try:
+        fuzz()
+    except hypothesis.errors.Unsatisfiable:
+        # Nothing of the operation can be made invalid (a GET by name takes any segment).
+        assert mode is GenerationMode.NEGATIVE, operation.label
+        figures["negative: nothing to break"] += 1
