@@ -26,8 +26,9 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from hub import access, serving
+from hub import access, placement, serving
 from hub.service import validate
+from hub.service import workloads as workload_rules
 from hub.service.workloads import MAX_WORKLOAD_NAME
 
 # C0 control characters and DEL. Nothing a caller names (a resource, a label, a model, a
@@ -55,7 +56,14 @@ def _body(regex: re.Pattern[str]) -> str:
 
 
 _WORKLOAD_NAME = validate.name_rule(MAX_WORKLOAD_NAME)
-_PARALLEL = validate.Rule(f"0..{serving.MAX_PARALLEL} (0 means 1)", minimum=0, maximum=1024)
+_PARALLEL = validate.Rule(
+    f"0..{serving.MAX_PARALLEL} (0 means 1)", minimum=0, maximum=serving.MAX_PARALLEL
+)
+_FAILOVER_S = validate.Rule(
+    f"seconds, 1..{workload_rules.MAX_FAILOVER_S} (0: {workload_rules.DEFAULT_FAILOVER_S})",
+    minimum=0,
+    maximum=workload_rules.MAX_FAILOVER_S,
+)
 _WORKERS = validate.Rule("0..64 workers (0 means 1)", minimum=0, maximum=64)
 _SERVING: dict[str, validate.Rule] = {
     "engine_version": validate.Rule(
@@ -117,6 +125,26 @@ FIELDS: dict[str, validate.Rule] = {
     "wingsmith.v1.Placement.cluster_selector": validate.LABELS_RULE,
     "wingsmith.v1.PlacementPreference.clusters": _NAMES,
     "wingsmith.v1.PlacementPreference.cluster_selector": validate.LABELS_RULE,
+    "wingsmith.v1.PlacementPreference.weights": validate.Rule(
+        f"weights by cluster id, each 0..{placement.MAX_WEIGHT}",
+        keys=validate.NAME,
+        values=validate.Rule("a weight", minimum=0, maximum=placement.MAX_WEIGHT),
+    ),
+    "wingsmith.v1.Placement.preferences": validate.Rule(
+        f"at most {placement.MAX_PREFERENCES} steps", limit=placement.MAX_PREFERENCES
+    ),
+    "wingsmith.v1.Failover.toleration_seconds": _FAILOVER_S,
+    "wingsmith.v1.Failover.stabilization_seconds": _FAILOVER_S,
+    "wingsmith.v1.RolloutPolicy.max_clusters_in_flight": validate.Rule(
+        f"0..{workload_rules.MAX_CLUSTERS_IN_FLIGHT} (0: every cluster at once)",
+        minimum=0,
+        maximum=workload_rules.MAX_CLUSTERS_IN_FLIGHT,
+    ),
+    "wingsmith.v1.RolloutPolicy.wave_deadline_seconds": validate.Rule(
+        f"0..{workload_rules.MAX_WAVE_DEADLINE_S} seconds (0: the default)",
+        minimum=0,
+        maximum=workload_rules.MAX_WAVE_DEADLINE_S,
+    ),
     "wingsmith.v1.ApiToken.name": validate.NAME,
     "wingsmith.v1.ApiToken.projects": _NAMES,
     "wingsmith.v1.PromoteDiscoveredRequest.workload_name": _WORKLOAD_NAME.optional_form(),
@@ -238,6 +266,29 @@ def _window(_: Mapping[str, Any], query: Mapping[str, Any]) -> bool:
         return True
 
 
+def _one_way_of_placing(body: Mapping[str, Any], _: Mapping[str, Any]) -> bool:
+    where = body.get("placement") or {}
+    if where.get("clusters") and where.get("cluster_selector"):
+        return False
+    for step in where.get("preferences") or []:
+        given = [k for k in ("clusters", "cluster_selector", "weights") if (step or {}).get(k)]
+        if len(given) != 1:
+            return False
+    return True
+
+
+_PLACING = CrossField(
+    "placement: clusters or cluster_selector, not both; each preference gives exactly one of"
+    " clusters, cluster_selector or weights",
+    _one_way_of_placing,
+)
+
+
+def _one_scope(body: Mapping[str, Any], _: Mapping[str, Any]) -> bool:
+    return not (body.get("node") and body.get("device_class"))
+
+
+_SCOPE = CrossField("node or device_class, not both", _one_scope)
 _EXPERTS = CrossField(
     "serving.expert_parallel must divide serving.tensor_parallel (experts are spread over a"
     " worker's devices)",
@@ -248,8 +299,8 @@ _IMAGE = CrossField(
     _image_versioned,
 )
 CROSS_FIELD: dict[str, tuple[CrossField, ...]] = {
-    "CreateWorkload": (_EXPERTS, _IMAGE),
-    "UpdateWorkload": (CrossField(_EXPERTS.description, _update_divides), _IMAGE),
+    "CreateWorkload": (_EXPERTS, _IMAGE, _PLACING),
+    "UpdateWorkload": (CrossField(_EXPERTS.description, _update_divides), _IMAGE, _PLACING),
     "CreateApiToken": (
         CrossField(
             "token.projects: at least one for a viewer or operator token, none for any other role",
@@ -257,4 +308,6 @@ CROSS_FIELD: dict[str, tuple[CrossField, ...]] = {
         ),
     ),
     "ListAuditRecords": (CrossField("since must be before until", _window),),
+    "CordonCluster": (_SCOPE,),
+    "UncordonCluster": (_SCOPE,),
 }

@@ -385,6 +385,10 @@ class _Schemas:
 
 def _ruled(schema: dict[str, Any], rule: validate.Rule) -> dict[str, Any]:
     """`schema` (a scalar's) with what `rule` says of one value."""
+    bounded = rule.minimum is not None or rule.maximum is not None
+    if bounded and "anyOf" in schema:
+        # A float with bounds: "NaN" and "Infinity" are out of them.
+        schema = {"type": "number"}
     out = dict(schema)
     if rule.pattern:
         body = f"({rule.pattern})?" if rule.optional else rule.pattern
@@ -397,6 +401,9 @@ def _ruled(schema: dict[str, Any], rule: validate.Rule) -> dict[str, Any]:
         out["maximum"] = rule.maximum
     if rule.format:
         out["format"] = rule.format
+        if rule.optional:
+            # "" (unset) is no value of the format: say it apart.
+            return {"anyOf": [{**schema, "maxLength": 0}, {**out, "minLength": 1}]}
     if rule.forbidden:
         out["not"] = {"pattern": rule.forbidden}
     return out
