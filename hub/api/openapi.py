@@ -1,6 +1,6 @@
 """The REST contract as an OpenAPI 3.1 document, generated from the gateway's own routes.
 
-`document(services)` walks `rest.describe_routes` (the same `google.api.http` rules the gateway
+`document(services)` walks `routes.describe_routes` (the same `google.api.http` rules the gateway
 routes by) and describes each message with JSON Schema read off its descriptor, following
 the conventions jsonmap implements: proto field names, enum words (the *_UNSPECIFIED value is
 `null`), int64 as JSON numbers, RFC 3339 timestamps, FieldMask as "a,b.c", and `null` for an
@@ -29,7 +29,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
 
-from hub.api import contract, jsonmap, rest
+from hub.api import contract, jsonmap, routes
 from hub.service import validate
 
 OPENAPI_PATH = "/v1/openapi.json"
@@ -54,7 +54,7 @@ def document(
     schemas = _Schemas()
     paths: dict[str, dict[str, Any]] = {}
     operation_ids: dict[str, int] = {}
-    for route in rest.describe_routes(services):
+    for route in routes.describe_routes(services):
         path = _openapi_path(route.template)
         name = route.method.name
         count = operation_ids[name] = operation_ids.get(name, 0) + 1
@@ -98,7 +98,7 @@ def _openapi_path(template: str) -> str:
 
 
 def _operation(
-    route: rest.RouteDescription, *, operation_id: str, schemas: _Schemas
+    route: routes.RouteDescription, *, operation_id: str, schemas: _Schemas
 ) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
         {
@@ -170,7 +170,7 @@ def _cross_field(method: str) -> dict[str, Any]:
     return {"description": "Also refused: " + "; ".join(r.description for r in rules) + "."}
 
 
-def _mask_schema(route: rest.RouteDescription) -> dict[str, Any]:
+def _mask_schema(route: routes.RouteDescription) -> dict[str, Any]:
     """The update_mask parameter: comma-separated paths, each one `contract.MUTABLE` allows."""
     resource = jsonmap.message_type(route.method.input_type.fields_by_name[route.body])
     allowed = contract.MUTABLE[route.method.name]
@@ -187,7 +187,7 @@ def _mask_schema(route: rest.RouteDescription) -> dict[str, Any]:
 
 
 def _request_body_schema(
-    route: rest.RouteDescription, schemas: _Schemas
+    route: routes.RouteDescription, schemas: _Schemas
 ) -> tuple[dict[str, Any], bool]:
     """(the body's schema, whether a body is required). A call with required fields
     (`contract.REQUIRED`) or an update (`contract.MUTABLE`) has a body schema of its own."""
@@ -210,7 +210,7 @@ def _request_body_schema(
     return _nullable(variant), False
 
 
-def _response_schema(route: rest.RouteDescription, schemas: _Schemas) -> dict[str, Any]:
+def _response_schema(route: routes.RouteDescription, schemas: _Schemas) -> dict[str, Any]:
     response = route.method.output_type
     if route.response_body:
         return schemas.field(response.fields_by_name[route.response_body], output=True)
