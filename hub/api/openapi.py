@@ -1,16 +1,16 @@
 """The REST contract as an OpenAPI 3.1 document, generated from the gateway's own routes.
 
-`document(services)` walks `routes.describe_routes` (the same `google.api.http` rules the gateway
-routes by) and describes each message with JSON Schema read off its descriptor, following
+`document(services)` walks `routes.describe_routes` (the same `google.api.http` rules the
+gateway routes by) and describes each message with JSON Schema read off its descriptor, following
 the conventions jsonmap implements: proto field names, enum words (the *_UNSPECIFIED value is
 `null`), int64 as JSON numbers, RFC 3339 timestamps, FieldMask as "a,b.c", and `null` for an
 unset field with presence. Nothing here names a Wingsmith message: a new RPC or field is in
 the document without a change here.
 
-Two schemas per message, because the hub reads more loosely than it writes:
-- `<Name>` (responses): every field present (`required`), nulls only where jsonmap writes them;
-- `<Name>.Input` (request bodies): every field optional and nullable (null means unset),
-  enums also by their full name, unknown keys refused (`additionalProperties: false`).
+The messages' schemas (`<Name>`, `<Name>.Input`, `<Name>.<Method>`) are hub/api/jsonschema.py's;
+this module adds what the contract says of calls (hub/api/contract.py): required request
+bodies, the update_mask paths each update allows, rules over two fields in words, and a tag
+per gRPC service.
 Descriptions are the protos' comments (generated/wingsmith/v1/descriptions.json, written by
 tools/genproto.py, since the Python descriptors drop comments): on each message and field
 that has one. `wingsmith explain` prints them.
@@ -20,30 +20,17 @@ Every failure is the error envelope `{"error": {"code", "status", "message"}}` (
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 
-from hub.api import contract, jsonmap, routes
-from hub.service import validate
+from hub.api import contract, jsonmap, jsonschema, routes
 
 OPENAPI_PATH = "/v1/openapi.json"
 
-_FD = FieldDescriptor
-_INT_BOUNDS: dict[int, tuple[int, int]] = {
-    _FD.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
-    _FD.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
-    _FD.CPPTYPE_UINT32: (0, 2**32 - 1),
-    _FD.CPPTYPE_UINT64: (0, 2**64 - 1),
-}
-_NON_FINITE = ("NaN", "Infinity", "-Infinity")
 _ERROR_REF = "#/components/schemas/Error"
-_NULL: dict[str, Any] = {"type": "null"}
 
 
 def document(
@@ -51,7 +38,7 @@ def document(
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 document of every route `rest.build_rest_app(services=...)` serves,
     plus GET /v1/openapi.json itself."""
-    schemas = _Schemas()
+    schemas = jsonschema.Schemas()
     paths: dict[str, dict[str, Any]] = {}
     operation_ids: dict[str, int] = {}
     for route in routes.describe_routes(services):
@@ -98,7 +85,7 @@ def _openapi_path(template: str) -> str:
 
 
 def _operation(
-    route: routes.RouteDescription, *, operation_id: str, schemas: _Schemas
+    route: routes.RouteDescription, *, operation_id: str, schemas: jsonschema.Schemas
 ) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
         {
@@ -187,7 +174,7 @@ def _mask_schema(route: routes.RouteDescription) -> dict[str, Any]:
 
 
 def _request_body_schema(
-    route: routes.RouteDescription, schemas: _Schemas
+    route: routes.RouteDescription, schemas: jsonschema.Schemas
 ) -> tuple[dict[str, Any], bool]:
     """(the body's schema, whether a body is required). A call with required fields
     (`contract.REQUIRED`) or an update (`contract.MUTABLE`) has a body schema of its own."""
@@ -207,29 +194,31 @@ def _request_body_schema(
     variant = schemas.variant(message, method=method, required=inner, only=only)
     if route.body in required:
         return variant, True
-    return _nullable(variant), False
+    return jsonschema.nullable(variant), False
 
 
-def _response_schema(route: routes.RouteDescription, schemas: _Schemas) -> dict[str, Any]:
+def _response_schema(route: routes.RouteDescription, schemas: jsonschema.Schemas) -> dict[str, Any]:
     response = route.method.output_type
     if route.response_body:
         return schemas.field(response.fields_by_name[route.response_body], output=True)
     return schemas.ref(response, output=True)
 
 
-def _text_schema(field: FieldDescriptor, schemas: _Schemas, *, path: bool) -> dict[str, Any]:
+def _text_schema(
+    field: FieldDescriptor, schemas: jsonschema.Schemas, *, path: bool
+) -> dict[str, Any]:
     """A path or query value's schema: what one URL value spells (strings for everything
     but numbers and bools, which the gateway parses from text)."""
-    if field.type == _FD.TYPE_MESSAGE:
-        schema = _well_known(jsonmap.message_type(field).full_name, output=False)
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        schema = jsonschema.well_known(jsonmap.message_type(field).full_name, output=False)
     else:
         schema = schemas.scalar(field, output=False)
         rule = contract.rule_for(field)
         if rule is not None and not field.is_repeated:
-            schema = _ruled(schema, rule)
-        elif field.type == _FD.TYPE_STRING:
-            schema = _ruled(schema, contract.STRINGS)
-    _drop_null(schema)
+            schema = jsonschema.ruled(schema, rule)
+        elif field.type == FieldDescriptor.TYPE_STRING:
+            schema = jsonschema.ruled(schema, contract.STRINGS)
+    jsonschema.drop_null(schema)
     if path and schema.get("type") == "string":
         schema = {**schema, "minLength": 1}
     if field.is_repeated:
@@ -237,249 +226,9 @@ def _text_schema(field: FieldDescriptor, schemas: _Schemas, *, path: bool) -> di
     return schema
 
 
-def _drop_null(schema: dict[str, Any]) -> None:
-    """A URL value is never null: strip `null` from a schema's type and enum."""
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        schema["type"] = kinds[0] if len(kinds) == 1 else kinds
-    if "enum" in schema:
-        schema["enum"] = [v for v in schema["enum"] if v is not None]
-    if "anyOf" in schema:
-        schema["anyOf"] = [s for s in schema["anyOf"] if s != _NULL]
-
-
-@functools.cache
-def descriptions() -> Mapping[str, str]:
-    """The protos' comments by full name ({} if the generated file is missing)."""
-    try:
-        resource = importlib.resources.files("wingsmith.v1").joinpath("descriptions.json")
-        loaded = json.loads(resource.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ModuleNotFoundError):
-        return {}
-    return {str(k): str(v) for k, v in loaded.items()}
-
-
-class _Schemas:
-    """Component schemas, defined on first use; `ref` and `field` return schema fragments."""
-
-    def __init__(self) -> None:
-        self.defined: dict[str, dict[str, Any]] = {}
-        self.descriptions = descriptions()
-
-    def ref(self, desc: Descriptor, *, output: bool) -> dict[str, Any]:
-        special = _well_known(desc.full_name, output=output)
-        if special:
-            return special
-        name = desc.full_name if output else f"{desc.full_name}.Input"
-        if name not in self.defined:
-            self.defined[name] = {}  # reserved first: a message may contain itself
-            self.defined[name] = self._message(desc, output=output)
-        return {"$ref": f"#/components/schemas/{name}"}
-
-    def _message(self, desc: Descriptor, *, output: bool) -> dict[str, Any]:
-        properties = {f.name: self._described(f, output=output) for f in desc.fields}
-        schema: dict[str, Any] = {"type": "object", "properties": properties}
-        if desc.full_name in self.descriptions:
-            schema["description"] = self.descriptions[desc.full_name]
-        if output:
-            schema["required"] = [f.name for f in desc.fields]
-        # Unknown keys are refused. Input also accepts each field's ProtoJSON lowerCamelCase
-        # name (docs/rest.md); the document spells the canonical snake_case name only.
-        schema["additionalProperties"] = False
-        return schema
-
-    def variant(
-        self,
-        desc: Descriptor,
-        *,
-        method: str,
-        required: Sequence[str],
-        only: Sequence[str] | None,
-    ) -> dict[str, Any]:
-        """`<Name>.<Method>`: the input schema of `desc` as one call reads it: only the
-        fields in `only` (an update's mutable fields), `required` (dotted paths) present and
-        not null."""
-        name = f"{desc.full_name}.{method}"
-        if name not in self.defined:
-            self.defined[name] = {}
-            schema = self._message(desc, output=False)
-            properties = schema["properties"]
-            if only is not None:
-                schema["properties"] = properties = {k: properties[k] for k in only}
-            top = sorted({p.split(".", 1)[0] for p in required})
-            for key in top:
-                inner = tuple(p.split(".", 1)[1] for p in required if p.startswith(f"{key}."))
-                field = desc.fields_by_name[key]
-                if inner:
-                    sub = jsonmap.message_type(field)
-                    properties[key] = self.variant(sub, method=method, required=inner, only=None)
-                else:
-                    properties[key] = _present(properties[key])
-            if top:
-                schema["required"] = top
-            self.defined[name] = schema
-        return {"$ref": f"#/components/schemas/{name}"}
-
-    def _described(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-        schema = self.field(field, output=output)
-        text = self.descriptions.get(field.full_name)
-        rule = None if output else contract.rule_for(field)
-        if rule is not None:
-            text = f"{text} ({rule.description})" if text else rule.description
-        return {**schema, "description": text} if text else schema
-
-    def field(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-        rule = None if output else contract.rule_for(field)
-        if jsonmap.is_map(field):
-            entry = jsonmap.message_type(field)
-            value = self._value(entry.fields_by_name["value"], output=output, rule=None)
-            schema: dict[str, Any] = {"type": "object", "additionalProperties": value}
-            key = entry.fields_by_name["key"]
-            if key.cpp_type in _INT_BOUNDS:
-                schema["propertyNames"] = {"pattern": "^-?[0-9]+$"}
-            elif not output:
-                schema["propertyNames"] = _ruled({}, contract.STRINGS)
-            if rule is not None:
-                _ruled_map(schema, rule)
-        elif field.is_repeated:
-            items = self._value(field, output=output, rule=rule.items if rule else None)
-            schema = {"type": "array", "items": items}
-            if rule is not None and rule.limit is not None:
-                schema["maxItems"] = rule.limit
-        else:
-            value = self._value(field, output=output, rule=rule)
-            # An unset field with presence is null on output; any field may be null on input.
-            return _nullable(value) if (not output or field.has_presence) else value
-        return schema if output else _nullable(schema)
-
-    def _value(
-        self, field: FieldDescriptor, *, output: bool, rule: validate.Rule | None
-    ) -> dict[str, Any]:
-        if field.type == _FD.TYPE_MESSAGE:
-            return self.ref(jsonmap.message_type(field), output=output)
-        schema = self.scalar(field, output=output)
-        if output:
-            return schema
-        if rule is not None:
-            return _ruled(schema, rule)
-        if field.type == _FD.TYPE_STRING:
-            free = field.full_name in contract.FREE_TEXT_FIELDS
-            return _ruled(schema, contract.FREE_TEXT if free else contract.STRINGS)
-        return schema
-
-    def scalar(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-        if field.type == _FD.TYPE_ENUM:
-            return _enum_schema(field, output=output)
-        if field.cpp_type in _INT_BOUNDS:
-            low, high = _INT_BOUNDS[field.cpp_type]
-            return {"type": "integer", "minimum": low, "maximum": high}
-        if field.cpp_type in (_FD.CPPTYPE_FLOAT, _FD.CPPTYPE_DOUBLE):
-            return {"anyOf": [{"type": "number"}, {"type": "string", "enum": list(_NON_FINITE)}]}
-        if field.cpp_type == _FD.CPPTYPE_BOOL:
-            return {"type": "boolean"}
-        if field.type == _FD.TYPE_BYTES:
-            return {"type": "string", "contentEncoding": "base64"}
-        return {"type": "string"}
-
-
-def _ruled(schema: dict[str, Any], rule: validate.Rule) -> dict[str, Any]:
-    """`schema` (a scalar's) with what `rule` says of one value."""
-    bounded = rule.minimum is not None or rule.maximum is not None
-    if bounded and "anyOf" in schema:
-        # A float with bounds: "NaN" and "Infinity" are out of them.
-        schema = {"type": "number"}
-    out = dict(schema)
-    if rule.pattern:
-        body = f"({rule.pattern})?" if rule.optional else rule.pattern
-        out["pattern"] = f"^({body})$"
-    if rule.max_length is not None:
-        out["maxLength"] = rule.max_length
-    if rule.minimum is not None:
-        out["minimum"] = rule.minimum
-    if rule.maximum is not None:
-        out["maximum"] = rule.maximum
-    if rule.format:
-        out["format"] = rule.format
-        if rule.optional:
-            # "" (unset) is no value of the format: say it apart.
-            return {"anyOf": [{**schema, "maxLength": 0}, {**out, "minLength": 1}]}
-    if rule.forbidden:
-        out["not"] = {"pattern": rule.forbidden}
-    return out
-
-
-def _ruled_map(schema: dict[str, Any], rule: validate.Rule) -> None:
-    if rule.keys is not None:
-        schema["propertyNames"] = _ruled({}, rule.keys)
-    if rule.values is not None and "$ref" not in schema["additionalProperties"]:
-        schema["additionalProperties"] = _ruled(schema["additionalProperties"], rule.values)
-    if rule.limit is not None:
-        schema["maxProperties"] = rule.limit
-
-
-def _present(schema: dict[str, Any]) -> dict[str, Any]:
-    """A field's input schema as a call that requires it: not null, and a string not empty
-    (proto3 cannot tell "" from unset)."""
-    out: dict[str, Any] = json.loads(json.dumps(schema))
-    _drop_null(out)
-    if out.get("type") == "string" and "pattern" not in out and "enum" not in out:
-        out["minLength"] = 1
-    return out
-
-
 def _first_line(descriptions: Mapping[str, str], service: ServiceDescriptor) -> str:
     text = descriptions.get(service.full_name, "")
     return text.split("\n", 1)[0] if text else f"the {service.name} calls"
-
-
-def _enum_schema(field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-    enum = jsonmap.enum_type(field)
-    words = jsonmap.enum_words(enum)
-    values: list[Any] = list(words)
-    if not output:
-        values += [v.name for v in enum.values if not v.name.endswith("UNSPECIFIED")]
-    # The *_UNSPECIFIED value is null, in a list as anywhere.
-    return {"type": ["string", "null"], "enum": [*values, None]}
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
-    if isinstance(kind, str) and "$ref" not in schema and "enum" not in schema:
-        return {**schema, "type": [kind, "null"]}
-    return {"anyOf": [schema, _NULL]}
-
-
-def _well_known(full_name: str, *, output: bool) -> dict[str, Any]:
-    """The ProtoJSON form of a well-known type; {} for any other message."""
-    scalars: dict[str, dict[str, Any]] = {
-        "google.protobuf.DoubleValue": {"type": "number"},
-        "google.protobuf.FloatValue": {"type": "number"},
-        "google.protobuf.Int64Value": {"type": "integer"},
-        "google.protobuf.UInt64Value": {"type": "integer", "minimum": 0},
-        "google.protobuf.Int32Value": {"type": "integer"},
-        "google.protobuf.UInt32Value": {"type": "integer", "minimum": 0},
-        "google.protobuf.BoolValue": {"type": "boolean"},
-        "google.protobuf.StringValue": {"type": "string"},
-        "google.protobuf.BytesValue": {"type": "string", "contentEncoding": "base64"},
-        "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
-        "google.protobuf.Duration": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?s$"},
-        "google.protobuf.FieldMask": {"type": "string"},
-        "google.protobuf.Struct": {"type": "object"},
-        "google.protobuf.ListValue": {"type": "array"},
-        "google.protobuf.Value": {},
-        "google.protobuf.Any": {"type": "object", "properties": {"@type": {"type": "string"}}},
-    }
-    if full_name == "google.protobuf.Empty":
-        return {"type": "object", "maxProperties": 0} if output else {"type": "object"}
-    schema = scalars.get(full_name)
-    if schema is None:
-        return {}
-    if full_name == "google.protobuf.Value":
-        return {"description": "any JSON value"}
-    return dict(schema)
 
 
 def _error_schema() -> dict[str, Any]:
