@@ -12,7 +12,7 @@ One request, in order:
 2. Bind: the JSON body to the rule's `body` field (or to the whole request for "*"), then
    path variables (URL-decoded; `{a.b}` binds into a nested message), then every other
    query parameter to a scalar, enum or repeated field by its dotted proto name. The merged
-   document is parsed by jsonmap.from_json, so every error names its field.
+   document is parsed by jsonread.from_json, so every error names its field.
 3. Infer the update_mask from the body's fields when the caller gave none (as grpc-gateway).
 4. Dispatch, and answer 200 with jsonmap.to_json of the response, or the error as
    {"error": {"code", "status", "message"}} with the status of hub.errors' table.
@@ -47,7 +47,7 @@ from google.protobuf.message import Message
 from multidict import MultiMapping
 
 from hub import errors
-from hub.api import jsonmap, routes, sse
+from hub.api import jsonmap, jsonread, routes, sse
 from hub.errors import InvalidArgument, WingsmithError
 
 Dispatch = Callable[[MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
@@ -323,7 +323,7 @@ def _build_request(
 ) -> Message:
     document = _request_document(route=route, body=body, path_values=path_values, query=query)
     message_class = message_factory.GetMessageClass(route.request_type)
-    message = jsonmap.from_json(document, message_class)
+    message = jsonread.from_json(document, message_class)
     paths = _inferred_mask(route, body, query=query)
     if paths is not None:
         mask = getattr(message, _MASK_FIELD)
