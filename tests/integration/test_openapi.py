@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -115,6 +116,53 @@ def test_the_document_speaks_the_hubs_json(hub: Hub) -> None:
     assert "vllm" in engine["enum"] and "ENGINE_VLLM" in engine["enum"]
     error = document["paths"]["/v1/projects/{name}"]["get"]["responses"]["default"]
     assert error["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+
+
+# One request breaking each cross-field rule of the contract: (method, HTTP method, path,
+# body, query). The rule's own predicate must say it breaks, and the hub must refuse it.
+_SINCE, _UNTIL = "2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z"
+CROSS_FIELD_BREAKS: list[tuple[str, str, str, dict[str, Any], dict[str, str]]] = [
+    ("CreateWorkload", "POST", "/v1/workloads", workload("x", tp=4, expert_parallel=3), {}),
+    ("CreateWorkload", "POST", "/v1/workloads", workload("x", image="mirror/vllm:latest"), {}),
+    (
+        "CreateWorkload",
+        "POST",
+        "/v1/workloads",
+        {**workload("x"), "placement": {"clusters": ["east"], "cluster_selector": {"a": "b"}}},
+        {},
+    ),
+    ("UpdateWorkload", "PATCH", "/v1/workloads/llama", {"serving": {"expert_parallel": 3}}, {}),
+    (
+        "CreateApiToken",
+        "POST",
+        "/v1/tokens",
+        {"name": "t", "role": "admin", "projects": ["search"]},
+        {},
+    ),
+    ("CreateApiToken", "POST", "/v1/tokens", {"name": "t", "role": "operator"}, {}),
+    ("ListAuditRecords", "GET", "/v1/audit", {}, {"since": _SINCE, "until": _UNTIL}),
+    ("CordonCluster", "POST", "/v1/clusters/east:cordon", {"node": "n", "device_class": "A"}, {}),
+    (
+        "UncordonCluster",
+        "POST",
+        "/v1/clusters/east:uncordon",
+        {"node": "n", "device_class": "A"},
+        {},
+    ),
+]
+
+
+def test_every_cross_field_rule_the_document_states_is_one_the_hub_enforces(hub: Hub) -> None:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("llama", tp=2, clusters=("east",)))
+    assert {case[0] for case in CROSS_FIELD_BREAKS} == set(contract.CROSS_FIELD)
+    for method, verb, path, body, query in CROSS_FIELD_BREAKS:
+        rules = contract.CROSS_FIELD[method]
+        assert not all(rule.holds(body, query) for rule in rules), (method, body, query)
+        url = f"{path}?{urllib.parse.urlencode(query)}" if query else path
+        status, answer = hub.rest(verb, url, body or None, check=False)
+        assert (status, answer["error"]["status"]) == (400, "INVALID_ARGUMENT"), (method, answer)
 
 
 def streams(operation: dict[str, Any]) -> bool:
