@@ -7,7 +7,7 @@ call requires, which fields an update may change. One table, read twice.
 - The OpenAPI document states it (hub/api/openapi.py): each rule's pattern, bounds and
   description on the field it guards, `required` from `REQUIRED`, the update bodies and their
   `update_mask` paths from `MUTABLE`.
-Held together by tests: tests/unit/api/test_contract.py (every `validate.*` call of the use
+Held together by tests: tests/unit/api/test_document_rules.py (every `validate.*` call of the use
 cases names a field whose documented schema carries that rule), tests/integration/
 test_openapi.py (schemathesis: the hub accepts what the document allows and refuses what it
 refuses; each cross-field rule here is one the hub enforces).

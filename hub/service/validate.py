@@ -4,7 +4,7 @@ Every rule raises hub.errors.InvalidArgument naming the field and saying what is
 Each rule is also data (`Rule`: a pattern, bounds, a description), the one statement of it:
 the functions here check values with it, and the REST contract (hub/api/contract.py) puts
 the same `Rule` on the fields it guards in the OpenAPI document, so the two cannot drift
-(tests/unit/api/test_contract.py holds every `validate.*` call to a documented field).
+(tests/unit/api/test_document_rules.py holds every `validate.*` call to a documented field).
 """
 
 from __future__ import annotations
