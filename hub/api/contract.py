@@ -7,10 +7,10 @@ call requires, which fields an update may change. One table, read twice.
 - The OpenAPI document states it (hub/api/openapi.py): each rule's pattern, bounds and
   description on the field it guards, `required` from `REQUIRED`, the update bodies and their
   `update_mask` paths from `MUTABLE`.
-Held together by tests: tests/unit/api/test_document_rules.py (every `validate.*` call of the use
-cases names a field whose documented schema carries that rule), tests/integration/
-test_openapi.py (schemathesis: the hub accepts what the document allows and refuses what it
-refuses; each cross-field rule here is one the hub enforces).
+Held together by tests: tests/unit/api/test_document_rules.py (every `validate.*` call of
+the use cases names a field whose documented schema carries that rule) and
+tests/integration/test_openapi.py (schemathesis: the hub accepts what the document allows
+and refuses what it refuses; each cross-field rule here is one the hub enforces).
 
 Rules are keyed by proto full name (`wingsmith.v1.Workload.name`) or, for the paging and
 selector fields every list request shares, by field name (`BY_NAME`): a new list RPC or a
