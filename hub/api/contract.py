@@ -65,7 +65,9 @@ _FAILOVER_S = validate.Rule(
     minimum=0,
     maximum=workload_rules.MAX_FAILOVER_S,
 )
-_WORKERS = validate.Rule("0..64 workers (0 means 1)", minimum=0, maximum=64)
+_WORKERS = validate.Rule(
+    f"0..{serving.MAX_WORKERS} workers (0 means 1)", minimum=0, maximum=serving.MAX_WORKERS
+)
 _SERVING: dict[str, validate.Rule] = {
     "engine_version": validate.Rule(
         "the engine's version, e.g. 0.11.0 (a Kubernetes label value)",
@@ -92,7 +94,9 @@ _SERVING: dict[str, validate.Rule] = {
     "engine_args": validate.Rule(
         f"at most {serving.MAX_ENGINE_ARGS} arguments",
         items=validate.Rule(
-            "one argument, 1..4096 characters", pattern=FREE_TEXT.pattern.replace("*", "+")
+            f"one argument, 1..{serving.MAX_ENGINE_ARG_LENGTH} characters",
+            pattern=FREE_TEXT.pattern.replace("*", "+"),
+            max_length=serving.MAX_ENGINE_ARG_LENGTH,
         ),
         limit=serving.MAX_ENGINE_ARGS,
     ),
@@ -118,7 +122,7 @@ FIELDS: dict[str, validate.Rule] = {
         "a fraction in [0, 1] (0: the engine's default)", minimum=0, maximum=1
     ),
     "wingsmith.v1.KvCacheConfig.block_size": validate.Rule(
-        "0..4096 tokens", minimum=0, maximum=4096
+        f"0..{serving.MAX_BLOCK_SIZE} tokens", minimum=0, maximum=serving.MAX_BLOCK_SIZE
     ),
     "wingsmith.v1.Disaggregation.prefill_workers": _WORKERS,
     "wingsmith.v1.Disaggregation.decode_workers": _WORKERS,
