@@ -152,6 +152,7 @@ FIELDS: dict[str, validate.Rule] = {
     ),
     "wingsmith.v1.ApiToken.name": validate.NAME,
     "wingsmith.v1.ApiToken.projects": _NAMES,
+    "wingsmith.v1.PromoteDiscoveredRequest.project": validate.NAME,
     "wingsmith.v1.PromoteDiscoveredRequest.workload_name": _WORKLOAD_NAME.optional_form(),
     "wingsmith.v1.PromoteDiscoveredRequest.device_class": (
         validate.DEVICE_CLASS_RULE.optional_form()

@@ -75,6 +75,7 @@ def _promote(
     _check_promotable(found)
     name = workload_name or found.name
     validate.dns_label(name, "workload_name", max_length=MAX_WORKLOAD_NAME)
+    validate.dns_label(project, "project")
     if projects.get(tx.conn, project) is None:
         raise errors.NotFound("project", project)
     device = device_class or found.observation.device_class
