@@ -29,7 +29,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from hub import access, placement, serving
 from hub.service import validate
-from hub.service import workloads as workload_rules
+from hub.service import workload_checks as workload_rules
 from hub.service.workloads import MAX_WORKLOAD_NAME
 
 # C0 control characters and DEL. Nothing a caller names (a resource, a label, a model, a
@@ -199,6 +199,7 @@ MUTABLE: dict[str, tuple[str, ...]] = {
     "UpdateWorkload": ("replicas", "serving", "placement", "rollout", "priority", "labels"),
     "UpdateProject": ("quotas", "preemptible_by_other_projects", "labels"),
     "UpdateDeployment": ("enabled",),
+    "UpdateCluster": ("labels",),
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import descriptor
@@ -111,6 +112,33 @@ def stream_dispatcher(feed: watch.WatchFeed, auth: Authenticator) -> StreamDispa
         await feed.drive(request, principal, write)
 
     return dispatch
+
+
+@dataclass(frozen=True)
+class PrincipalWatch:
+    """Watch for an edge that authenticates its callers itself (the dashboard's session):
+    `drive` authorizes as `stream_dispatcher` does, then serves the stream; `head` is the last
+    revision handed out (a page read now resumes from it)."""
+
+    drive: Callable[
+        [cpb.WatchRequest, access.Principal, Callable[[Message], Awaitable[None]]],
+        Awaitable[None],
+    ]
+    head: Callable[[], Awaitable[int]]
+
+
+def principal_watch(feed: watch.WatchFeed) -> PrincipalWatch:
+    async def drive(
+        request: cpb.WatchRequest,
+        principal: access.Principal,
+        write: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        rule = permissions.rule_for("Watch")
+        _refuse_nul(request)
+        access.authorize(principal, action="Watch", needs=rule.needs, projects=None)
+        await feed.drive(request, principal, write)
+
+    return PrincipalWatch(drive=drive, head=feed.head)
 
 
 def principal_dispatcher(

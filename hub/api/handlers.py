@@ -30,6 +30,7 @@ from hub.service import (
     inventory,
     projects,
     rollouts,
+    selectors,
     views,
     workloads,
 )
@@ -42,6 +43,7 @@ MessageT = TypeVar("MessageT", bound=Message)
 WORKLOAD_MUTABLE = contract.MUTABLE["UpdateWorkload"]
 PROJECT_MUTABLE = contract.MUTABLE["UpdateProject"]
 DEPLOYMENT_MUTABLE = contract.MUTABLE["UpdateDeployment"]
+CLUSTER_MUTABLE = contract.MUTABLE["UpdateCluster"]
 
 
 class ControlHandlers:
@@ -184,11 +186,30 @@ class ControlHandlers:
 
     def ListClusters(self, request: cpb.ListClustersRequest) -> cpb.ListClustersResponse:
         found, token = clusters.list_page(
-            self._ctx, page_size=request.page_size, page_token=request.page_token
+            self._ctx,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            label_selector=request.label_selector,
         )
         return cpb.ListClustersResponse(
             clusters=[convert.cluster(c) for c in found], next_page_token=token
         )
+
+    def UpdateCluster(self, request: cpb.UpdateClusterRequest) -> pb.Cluster:
+        if request.validate_only:
+            return self._rehearsed("UpdateCluster", request, pb.Cluster)
+        paths = updates.mask_paths(
+            request, request.update_mask, request.cluster, allowed=CLUSTER_MUTABLE
+        )
+        cluster_id = request.cluster_id or request.cluster.cluster_id
+        if request.cluster.cluster_id and request.cluster.cluster_id != cluster_id:
+            raise errors.InvalidArgument("cluster.cluster_id", "cannot be changed")
+        if "labels" in paths:
+            labels = dict(request.cluster.labels)
+            return convert.cluster(
+                clusters.set_labels(self._ctx, cluster_id=cluster_id, labels=labels)
+            )
+        return convert.cluster(clusters.get(self._ctx, cluster_id))
 
     def DeleteCluster(self, request: cpb.DeleteClusterRequest) -> empty_pb2.Empty:
         if request.validate_only:
@@ -278,6 +299,12 @@ class ControlHandlers:
             return convert.dry_run_workload(preview)
         return convert.workload(rollouts.resume(self._ctx, request.ref))
 
+    def PauseWorkloadRollout(self, request: cpb.PauseWorkloadRolloutRequest) -> pb.Workload:
+        if request.validate_only:
+            preview = self._shown(rollouts.preview_pause(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
+        return convert.workload(rollouts.pause(self._ctx, request.ref))
+
     def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
             preview = self._shown(rollouts.preview_abort(self._ctx, request.ref))
@@ -294,6 +321,7 @@ class ControlHandlers:
                 workload_id=request.workload_id,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -360,6 +388,7 @@ class ControlHandlers:
             include_ignored=request.include_ignored,
             page_size=request.page_size,
             page_token=request.page_token,
+            label_selector=request.label_selector,
         )
         return cpb.ListDiscoveredResponse(
             discovered=[convert.discovered(d) for d in found], next_page_token=token
@@ -399,6 +428,7 @@ class ControlHandlers:
                 deployment_id=request.deployment_id,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -427,6 +457,7 @@ class ControlHandlers:
                 project=request.project,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,

@@ -126,7 +126,7 @@ PAGE_SIZE_RULE = Rule(
 _SELECTOR_TERM = rf"!? *{_LABEL_KEY_BODY}|{_LABEL_KEY_BODY}(==|!=|=){_LABEL_VALUE_BODY}"
 SELECTOR_RULE = Rule(
     "a label selector: comma-separated k=v, k==v, k!=v, k (present) or !k (absent), all of"
-    " which must hold; empty: everything",
+    f" which must hold, at most {2 * MAX_LABELS} of them; empty: everything",
     pattern=rf" *|( *({_SELECTOR_TERM}) *)(,( *({_SELECTOR_TERM}) *))*",
     optional=True,
 )

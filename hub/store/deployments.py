@@ -22,6 +22,7 @@ from hub import serving
 from hub.filters import DeploymentFilter
 from hub.model import Deployment
 from hub.store import clusters, codec, port
+from hub.store.labels import selected
 from hub.store.port import Row, Transaction
 
 # The fields a statement reads (keys, filters, the waiting clause, the accounting sums, the
@@ -137,6 +138,9 @@ def list_page(
         clause, values = port.among("d.project", where.projects)
         clauses.append(clause)
         params += values
+    chosen, values = selected(conn, where.labels, "w.labels")
+    clauses += chosen
+    params += values
     rows = conn.execute(
         _select(" AND ".join(clauses)) + " ORDER BY d.deployment_id LIMIT ?", [*params, limit]
     ).fetchall()

@@ -11,6 +11,7 @@ from dataclasses import replace
 from hub.filters import AllocationFilter, ReplicaFilter
 from hub.model import Allocation, Replica
 from hub.store import observations, port
+from hub.store.labels import OF_DEPLOYMENT, OF_REPLICA, selected
 from hub.store.port import Transaction
 
 
@@ -30,6 +31,9 @@ def list_replicas(
         clause, values = port.among("project", where.projects)
         clauses.append(f"r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})")
         params += values
+    chosen, values = selected(conn, where.labels, OF_REPLICA.format(r="r"))
+    clauses += chosen
+    params += values
     rows = conn.execute(
         f"SELECT r.* FROM replicas r WHERE {' AND '.join(clauses)} ORDER BY r.replica_id LIMIT ?",
         [*params, limit],
@@ -77,6 +81,9 @@ def list_allocations(
         clause, values = port.among("d.project", where.projects)
         clauses.append(clause)
         params += values
+    chosen, values = selected(conn, where.labels, OF_DEPLOYMENT.format(d="d"))
+    clauses += chosen
+    params += values
     rows = conn.execute(
         "SELECT a.cluster_id, a.node_id, a.namespace, a.pod_name, a.device_id,"
         " r.replica_id, r.deployment_id, d.project FROM allocations a"
