@@ -18,7 +18,7 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from hub import access, errors, wire
-from hub.api import contract, convert, rehearsal, updates
+from hub.api import contract, convert, rehearsal, scopes, updates
 from hub.filters import AllocationFilter, AuditFilter, DeploymentFilter, ReplicaFilter
 from hub.service import access as access_service
 from hub.service import (
@@ -68,36 +68,6 @@ class ControlHandlers:
             return handler(request)
         finally:
             self._caller.principal = access.ADMIN
-
-    def _require(self, *, project: str = "", cluster_id: str = "", replica: str = "") -> None:
-        """A list filter naming a parent that does not exist is NOT_FOUND, not an empty page:
-        the same for every filter (an unknown workload_id, deployment_id or replica_id already
-        is), so a typo never reads as "nothing there" (docs/rest.md)."""
-        if project:
-            projects.get(self._ctx, project)
-        if cluster_id:
-            clusters.require(self._ctx, cluster_id)
-        if replica:
-            inventory.get_replica(self._ctx, replica)  # a gone replica's id, too
-
-    def _readable(self) -> frozenset[str] | None:
-        """The projects whose workloads, deployments, replicas and allocations the caller
-        reads; None: every project (hub/access.py)."""
-        return self.principal.readable
-
-    def _reads(self, kind: str, ref: str, project: str) -> None:
-        """Another project's resource is NOT_FOUND to a scoped token, exactly as one that
-        does not exist: it learns nothing of other teams' workloads, not even their names."""
-        if not self.principal.reads(project):
-            raise errors.NotFound(kind, ref)
-
-    def _reads_filter(self, action: str, project: str) -> None:
-        """A list filtered by a project the caller may not read is refused, naming why."""
-        if project and not self.principal.reads(project):
-            raise errors.PermissionDenied(
-                f"{action} of project {project}: {self.principal.describe()} reads only its own"
-                " projects' workloads, deployments, replicas and allocations"
-            )
 
     def _shown(self, preview: dryrun.DryRun) -> dryrun.DryRun:
         """A dry run's answer as the caller may read it: a project-scoped token sees the
@@ -254,18 +224,18 @@ class ControlHandlers:
 
     def GetWorkload(self, request: cpb.GetWorkloadRequest) -> pb.Workload:
         view = workloads.get(self._ctx, request.ref)
-        self._reads("workload", request.ref, view.workload.project)
+        scopes.reads(self.principal, "workload", request.ref, view.workload.project)
         return convert.workload(view)
 
     def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> cpb.ListWorkloadsResponse:
-        self._require(project=request.project)
-        self._reads_filter("ListWorkloads", request.project)
+        scopes.require(self._ctx, project=request.project)
+        scopes.reads_filter(self.principal, "ListWorkloads", request.project)
         found, token = workloads.list_page(
             self._ctx,
             project=request.project,
             page_size=request.page_size,
             page_token=request.page_token,
-            projects=self._readable(),
+            projects=self.principal.readable,
             label_selector=request.label_selector,
         )
         return cpb.ListWorkloadsResponse(
@@ -314,13 +284,13 @@ class ControlHandlers:
     # -- deployments --------------------------------------------------------------------------
 
     def ListDeployments(self, request: cpb.ListDeploymentsRequest) -> cpb.ListDeploymentsResponse:
-        self._require(cluster_id=request.cluster_id)
+        scopes.require(self._ctx, cluster_id=request.cluster_id)
         found, token = deployments.list_page(
             self._ctx,
             where=DeploymentFilter(
                 workload_id=request.workload_id,
                 cluster_id=request.cluster_id,
-                projects=self._readable(),
+                projects=self.principal.readable,
                 labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
@@ -332,7 +302,7 @@ class ControlHandlers:
 
     def GetDeployment(self, request: cpb.GetDeploymentRequest) -> pb.Deployment:
         view = deployments.get(self._ctx, request.ref)
-        self._reads("deployment", request.ref, view.deployment.project)
+        scopes.reads(self.principal, "deployment", request.ref, view.deployment.project)
         return convert.deployment(view)
 
     def UpdateDeployment(self, request: cpb.UpdateDeploymentRequest) -> pb.Deployment:
@@ -369,19 +339,19 @@ class ControlHandlers:
 
     def ReviewDeployment(self, request: cpb.ReviewDeploymentRequest) -> cpb.DeploymentReview:
         review = authority.review(self._ctx, request.ref)
-        self._reads("deployment", request.ref, review.view.deployment.project)
+        scopes.reads(self.principal, "deployment", request.ref, review.view.deployment.project)
         return convert.review(review)
 
     def GetAppliedObject(self, request: cpb.GetAppliedObjectRequest) -> pb.AppliedObject:
-        if self._readable() is not None:
+        if self.principal.readable is not None:
             project = deployments.get(self._ctx, request.ref).deployment.project
-            self._reads("deployment", request.ref, project)
+            scopes.reads(self.principal, "deployment", request.ref, project)
         return convert.applied_object(deployments.applied_object(self._ctx, request.ref))
 
     # -- discovered ---------------------------------------------------------------------------
 
     def ListDiscovered(self, request: cpb.ListDiscoveredRequest) -> cpb.ListDiscoveredResponse:
-        self._require(cluster_id=request.cluster_id)
+        scopes.require(self._ctx, cluster_id=request.cluster_id)
         found, token = adoption.list_page(
             self._ctx,
             cluster_id=request.cluster_id,
@@ -421,13 +391,13 @@ class ControlHandlers:
     # -- observations -------------------------------------------------------------------------
 
     def ListReplicas(self, request: cpb.ListReplicasRequest) -> cpb.ListReplicasResponse:
-        self._require(cluster_id=request.cluster_id)
+        scopes.require(self._ctx, cluster_id=request.cluster_id)
         found, token = inventory.list_replicas(
             self._ctx,
             where=ReplicaFilter(
                 deployment_id=request.deployment_id,
                 cluster_id=request.cluster_id,
-                projects=self._readable(),
+                projects=self.principal.readable,
                 labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
@@ -439,16 +409,19 @@ class ControlHandlers:
 
     def GetReplica(self, request: cpb.GetReplicaRequest) -> pb.Replica:
         replica = inventory.get_replica(self._ctx, request.ref)
-        if self._readable() is not None:
+        if self.principal.readable is not None:
             project = deployments.project_of(self._ctx, replica.replica.deployment_id)
-            self._reads("replica", request.ref, project)
+            scopes.reads(self.principal, "replica", request.ref, project)
         return convert.replica(replica)
 
     def ListAllocations(self, request: cpb.ListAllocationsRequest) -> cpb.ListAllocationsResponse:
-        self._require(
-            project=request.project, cluster_id=request.cluster_id, replica=request.replica_id
+        scopes.require(
+            self._ctx,
+            project=request.project,
+            cluster_id=request.cluster_id,
+            replica=request.replica_id,
         )
-        self._reads_filter("ListAllocations", request.project)
+        scopes.reads_filter(self.principal, "ListAllocations", request.project)
         found, token = inventory.list_allocations(
             self._ctx,
             where=AllocationFilter(
@@ -456,7 +429,7 @@ class ControlHandlers:
                 deployment_id=request.deployment_id,
                 project=request.project,
                 cluster_id=request.cluster_id,
-                projects=self._readable(),
+                projects=self.principal.readable,
                 labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
