@@ -1,11 +1,10 @@
 """The control API's handlers: one method per ControlService RPC, request message in,
 response message out, hub.errors out on failure.
 
-Both edges call these through hub/api/control.py's dispatcher (authenticate, authorize,
-handle, audit): the gRPC server (hub/api/grpc_control.py) and the REST gateway
-(hub/api/rest.py), so every behaviour exists once. Handlers convert at the edge
-(hub/api/convert.py) and call hub/service; they hold no state of their own. The fields an
-update may change come from the contract (hub/api/contract.py `MUTABLE`).
+The gRPC server and the REST gateway call these through hub/api/control.py's dispatcher
+(authenticate, authorize, handle, audit), so every behaviour exists once. Handlers convert
+at the edge (hub/api/convert.py) and call hub/service; they hold no state of their own. The
+fields an update may change are the contract's (hub/api/contract.py `MUTABLE`).
 """
 
 from __future__ import annotations
