@@ -25,7 +25,7 @@ from hub import access, errors, tracing
 from hub.api import contract, permissions, watch
 from hub.api.auth import Authenticator
 
-# The handlers the dispatchers run; named here too, as the hub's wiring (hub/app.py) builds
+# The handlers the dispatchers run; named here too, as the hub's wiring (hub/app/) builds
 # them beside their dispatcher.
 from hub.api.handlers import ControlHandlers as ControlHandlers
 from hub.model import AuditRecord

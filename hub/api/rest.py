@@ -430,7 +430,7 @@ def _quiet_client_body_errors() -> None:
 # Public entry points.
 
 
-# The HTTP rule's path template a request matched (for per-route metrics: hub/app.py).
+# The HTTP rule's path template a request matched (for per-route metrics: hub/app/listeners.py).
 ROUTE_KEY = web.RequestKey("route", str)
 
 
