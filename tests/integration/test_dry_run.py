@@ -66,6 +66,27 @@ def state(hub: Hub, agents: dict[str, SimAgent]) -> str:
     )
 
 
+def settled(hub: Hub, agents: dict[str, SimAgent]) -> str:
+    """The state once it holds still: three readings in a row alike. A deployment reported
+    ready can still be moving (its agent's counters, a phase, an audit record of the call
+    that made it): a reading taken then would differ from the next for reasons no dry run
+    caused, which is how this file failed on a busy machine."""
+    readings: list[str] = []
+
+    def still() -> bool:
+        readings.append(state(hub, agents))
+        return len(readings) >= 3 and len(set(readings[-3:])) == 1
+
+    wait_until(still, interval=0.2, what="the fleet's state to hold still")
+    return readings[-1]
+
+
+def differs(before: str, after: str) -> str:
+    """Which parts of two states differ (for a failure's message)."""
+    old, new = json.loads(before), json.loads(after)
+    return ", ".join(key for key in old if old[key] != new.get(key)) or "nothing"
+
+
 def decided(deployments: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
     """Per cluster: what placement and admission decided."""
     return {
@@ -84,7 +105,7 @@ def test_validate_only_over_rest_changes_nothing_and_predicts_each_call(
     running = fleet(hub, agents)
     hub.post("/v1/workloads", workload("chat", replicas=2, clusters=("east",)))
     wait_until(lambda: ready(hub, "chat.east", 2), what="chat running on east")
-    before = state(hub, running)
+    before = settled(hub, running)
 
     # Create: 3 replicas of 4 GPUs where only 4 GPUs of quota are left: 1 admitted, 2 wait.
     created = hub.post("/v1/workloads?validate_only=true", workload("big", replicas=3))
@@ -119,7 +140,10 @@ def test_validate_only_over_rest_changes_nothing_and_predicts_each_call(
     by_name = {c["name"]: c["effects"] for c in disabled["dry_run"]["changes"]}
     assert by_name["chat.east"] == ["disabled"]
 
-    assert state(hub, running) == before, "a dry run writes, publishes and audits nothing"
+    after = state(hub, running)
+    assert after == before, (
+        f"a dry run writes, publishes and audits nothing: {differs(before, after)}"
+    )
 
     # The real calls do what the dry runs said.
     real = hub.post("/v1/workloads", workload("big", replicas=3))
@@ -141,7 +165,7 @@ def test_validate_only_over_grpc_is_authorized_as_the_real_call_and_not_audited(
     viewer = hub.post("/v1/tokens", {"name": "viewer", "role": "fleet_viewer"})["secret"]
     # Settled first: a replica still starting would change the state under the comparison.
     wait_until(lambda: hub.get("/v1/workloads/chat")["ready_replicas"] == 1, what="chat ready")
-    before = state(hub, running)
+    before = settled(hub, running)
     with grpc.insecure_channel(hub.grpc_target) as channel:
         stub = control_pb2_grpc.ControlServiceStub(channel)
         admin = (("authorization", f"Bearer {ADMIN_TOKEN}"),)
@@ -168,7 +192,8 @@ def test_validate_only_over_grpc_is_authorized_as_the_real_call_and_not_audited(
             )
         assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "workload.replicas" in str(invalid.value.details())
-    assert state(hub, running) == before
+    after = state(hub, running)
+    assert after == before, differs(before, after)
 
 
 def test_a_previewed_promotion_of_a_discovered_dgd_writes_nothing_and_predicts_it(
@@ -177,7 +202,7 @@ def test_a_previewed_promotion_of_a_discovered_dgd_writes_nothing_and_predicts_i
     agent = setup(hub, agents, tmp_path)
     wait_until(lambda: hub.get("/v1/discovered/east.ml.legacy-qwen")["device_class"])
     running = {"east": agent}
-    before = state(hub, running), hub.get("/v1/discovered")
+    before = settled(hub, running), hub.get("/v1/discovered")
 
     body = {"project": "search", "validate_only": True}
     preview = hub.post("/v1/discovered/east.ml.legacy-qwen/promote", body)
@@ -201,7 +226,7 @@ def test_cordon_drain_uncordon_and_authority_take_validate_only_over_rest_and_gr
     hub.post("/v1/workloads", workload("chat", replicas=1, clusters=("east", "west")))
     wait_until(lambda: hub.get("/v1/workloads/chat")["ready_replicas"] == 1, what="chat ready")
     home = next(d for d in hub.get("/v1/deployments")["deployments"])
-    before = state(hub, running)
+    before = settled(hub, running)
 
     status, drained = hub.rest(
         "POST", f"/v1/clusters/{home['cluster_id']}:drain?validate_only=true", {}
@@ -231,7 +256,10 @@ def test_cordon_drain_uncordon_and_authority_take_validate_only_over_rest_and_gr
             metadata=admin,
         )
         assert answer.dry_run.summary == "no change"
-    assert state(hub, running) == before, "a dry run writes, publishes and audits nothing"
+    after = state(hub, running)
+    assert after == before, (
+        f"a dry run writes, publishes and audits nothing: {differs(before, after)}"
+    )
 
     # The real drain does what its dry run said: the same stand-ins, the same marks.
     real = hub.post(f"/v1/clusters/{home['cluster_id']}:drain", {})
