@@ -513,11 +513,12 @@ def _write_batches(
     advanced = rollouts.evaluate(ctx, tx, settled) if settled else set()
     nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
     refusals: list[observations.DeviceRefusal] = []
-    node_changes, nodes_written, node_records = observations.write_nodes(
+    node_writes = observations.write_nodes(
         tx.conn, nodes, known=ctx.node_hashes, written=written, refusals=refusals
     )
-    changed |= node_changes
-    records += node_records
+    held = changed | node_writes.held_changed
+    changed |= node_writes.capacity_changed
+    records += node_writes.records
     for cluster_id, batch in items:
         for sighting in batch.discovered:
             if discovered.write(tx.conn, cluster_id=cluster_id, observation=sighting, now=tx.now):
@@ -530,11 +531,10 @@ def _write_batches(
                 observe_ns=batch.discovered_complete_ns,
                 now=tx.now,
             )
-    for cluster_id in sorted(changed):
-        accounting.refresh_held(tx.conn, cluster_id)
+    accounting.refresh_held_of(tx.conn, held)
     if changed or advanced:
         admit.run(ctx, tx, cluster_ids=changed | advanced)
-    return IngestResult(len(fresh), nodes_written, records, frozenset(changed), tuple(refusals))
+    return IngestResult(len(fresh), node_writes.nodes, records, frozenset(changed), tuple(refusals))
 
 
 def _rejections_cleared(
@@ -600,8 +600,7 @@ def drop_nodes(ctx: ServiceContext, nodes: Sequence[tuple[str, str]]) -> frozens
     with transaction(ctx) as tx:
         still = sorted(set(nodes) & set(observations.unreported_nodes(tx.conn)))
         changed = observations.drop_nodes(tx.conn, still, known=ctx.node_hashes, written=written)
-        for cluster_id in sorted(changed):
-            accounting.refresh_held(tx.conn, cluster_id)
+        accounting.refresh_held_of(tx.conn, changed)
         if changed:
             admit.run(ctx, tx, cluster_ids=changed)
     ctx.node_hashes.update(written)

@@ -17,22 +17,22 @@ from hub.store.port import Transaction
 def list_replicas(
     conn: Transaction, *, where: ReplicaFilter, after: str, limit: int
 ) -> list[Replica]:
-    clauses, params = ["r.replica_id > ?"], [after]
-    for column, value in (
-        ("r.deployment_id", where.deployment_id),
-        ("r.cluster_id", where.cluster_id),
-        ("r.replica_id", where.replica_id),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.projects is not None:
-        clause, values = port.among("project", where.projects)
-        clauses.append(f"r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})")
-        params += values
+    where_ = (
+        port.Where("r.replica_id > ?", after)
+        .equal(
+            ("r.deployment_id", where.deployment_id),
+            ("r.cluster_id", where.cluster_id),
+            ("r.replica_id", where.replica_id),
+        )
+        .among(
+            "project",
+            where.projects,
+            within="r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})",
+        )
+    )
     rows = conn.execute(
-        f"SELECT r.* FROM replicas r WHERE {' AND '.join(clauses)} ORDER BY r.replica_id LIMIT ?",
-        [*params, limit],
+        f"SELECT r.* FROM replicas r {where_.sql()} ORDER BY r.replica_id LIMIT ?",
+        [*where_.params, limit],
     ).fetchall()
     devices = _devices_by_pod(conn, [(r["cluster_id"], r["namespace"], r["name"]) for r in rows])
     return [
@@ -63,29 +63,25 @@ def list_allocations(
     conn: Transaction, *, where: AllocationFilter, after: str, limit: int
 ) -> list[Allocation]:
     """Allocations grouped per pod; keyed (for paging) by replica id."""
-    clauses, params = [], []
-    for column, value in (
-        ("r.replica_id", where.replica_id),
-        ("r.deployment_id", where.deployment_id),
-        ("d.project", where.project),
-        ("a.cluster_id", where.cluster_id),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.projects is not None:
-        clause, values = port.among("d.project", where.projects)
-        clauses.append(clause)
-        params += values
+    where_ = (
+        port.Where()
+        .equal(
+            ("r.replica_id", where.replica_id),
+            ("r.deployment_id", where.deployment_id),
+            ("d.project", where.project),
+            ("a.cluster_id", where.cluster_id),
+        )
+        .among("d.project", where.projects)
+    )
     rows = conn.execute(
         "SELECT a.cluster_id, a.node_id, a.namespace, a.pod_name, a.device_id,"
         " r.replica_id, r.deployment_id, d.project FROM allocations a"
         " LEFT JOIN replicas r ON r.cluster_id = a.cluster_id AND r.namespace = a.namespace"
         "  AND r.name = a.pod_name"
         " LEFT JOIN deployments d ON d.deployment_id = r.deployment_id"
-        f" {'WHERE ' + ' AND '.join(clauses) if clauses else ''}"
+        f" {where_.sql()}"
         " ORDER BY a.cluster_id, a.namespace, a.pod_name, a.device_id",
-        params,
+        where_.params,
     ).fetchall()
     grouped: dict[str, Allocation] = {}
     for r in rows:

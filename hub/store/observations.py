@@ -11,7 +11,7 @@ ignored, so a delayed batch can never roll state back. Unchanged node state is n
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
 from hub.model import (
@@ -62,7 +62,7 @@ _REPORT_UPSERT = (
     "INSERT INTO deployment_reports (deployment_id, observe_ns, has_status, phase, reason,"
     " message, ready_replicas, desired_replicas, applied_generation, absent, live_args,"
     " replicas_owner)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
+    " {rows} ON CONFLICT (deployment_id) DO UPDATE SET"
     " observe_ns = excluded.observe_ns, has_status = excluded.has_status,"
     " phase = excluded.phase, reason = excluded.reason, message = excluded.message,"
     " ready_replicas = excluded.ready_replicas, desired_replicas = excluded.desired_replicas,"
@@ -100,7 +100,7 @@ _DEVICE_COLUMNS = (
 )
 _ALLOCATION_INSERT = (
     "INSERT INTO allocations (cluster_id, node_id, namespace, pod_name,"
-    " device_id, resource_name) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    " device_id, resource_name) {rows} ON CONFLICT DO NOTHING"
 )
 
 
@@ -131,7 +131,7 @@ def write_deployments(
     ]
     if not fresh:
         return []
-    conn.executemany(_REPORT_UPSERT, [_report_row(obs) for _, obs in fresh])
+    port.write_rows(conn, _REPORT_UPSERT, [_report_row(obs) for _, obs in fresh])
     conn.executemany(
         "DELETE FROM deployment_rejections WHERE deployment_id = ? AND generation <= ?",
         [
@@ -141,16 +141,20 @@ def write_deployments(
         ],
     )
     _write_applied(conn, fresh)
-    conn.executemany(
-        "DELETE FROM replicas WHERE deployment_id = ?", [(obs.deployment_id,) for _, obs in fresh]
+    port.write_rows(
+        conn,
+        "DELETE FROM replicas WHERE deployment_id IN ({rows})",
+        [(obs.deployment_id,) for _, obs in fresh],
     )
-    conn.executemany(
-        conn.dialect.replace("replicas", _REPLICA_COLUMNS, ("replica_id",)),
+    port.write_rows(
+        conn,
+        conn.dialect.replace_rows("replicas", _REPLICA_COLUMNS, ("replica_id",)),
         [
             row
             for cluster_id, obs in fresh
             for row in _replica_rows(cluster_id, obs.deployment_id, obs.replicas, obs.observe_ns)
         ],
+        unique=(0,),
     )
     return fresh
 
@@ -168,9 +172,11 @@ def adopt_replicas(
     the devices those pods hold are then counted as the deployment's (held), not reserved a
     second time beside the allocations already seen. The agent's first report of the
     deployment is newer and replaces these rows (write_deployments)."""
-    conn.executemany(
-        conn.dialect.replace("replicas", _REPLICA_COLUMNS, ("replica_id",)),
+    port.write_rows(
+        conn,
+        conn.dialect.replace_rows("replicas", _REPLICA_COLUMNS, ("replica_id",)),
         _replica_rows(cluster_id, deployment_id, pods, observe_ns),
+        unique=(0,),
     )
 
 
@@ -199,14 +205,16 @@ def _replica_rows(
 def _write_applied(conn: Transaction, fresh: Sequence[tuple[str, DeploymentObservation]]) -> None:
     """Each observation replaces the applied object the hub held (none: the row goes); an
     unchanged digest rewrites nothing, so the body is stored once per change, not per report."""
-    conn.executemany(
-        "DELETE FROM deployment_applied WHERE deployment_id = ?",
+    port.write_rows(
+        conn,
+        "DELETE FROM deployment_applied WHERE deployment_id IN ({rows})",
         [(obs.deployment_id,) for _, obs in fresh if obs.applied is None],
     )
-    conn.executemany(
+    port.write_rows(
+        conn,
         "INSERT INTO deployment_applied (deployment_id, cluster_id, api_version, kind,"
         " namespace, name, digest, body, truncated, observe_ns)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (deployment_id) DO UPDATE SET"
+        " {rows} ON CONFLICT (deployment_id) DO UPDATE SET"
         " api_version = excluded.api_version, kind = excluded.kind,"
         " namespace = excluded.namespace, name = excluded.name, digest = excluded.digest,"
         " body = excluded.body, truncated = excluded.truncated,"
@@ -284,6 +292,18 @@ def _report_row(obs: DeploymentObservation) -> tuple[object, ...]:
 NodeHashes = MutableMapping[tuple[str, str], tuple[int, int]]
 
 
+@dataclass(frozen=True)
+class NodesWritten:
+    """What `write_nodes` changed. `capacity_changed`: clusters whose devices or allocations
+    changed (admission runs again there); `held_changed`: those whose allocations or replicas
+    changed (what their deployments hold is counted again; a device's health is not held)."""
+
+    capacity_changed: set[str]
+    held_changed: set[str]
+    nodes: int
+    records: int
+
+
 def write_nodes(
     conn: Transaction,
     items: Sequence[tuple[str, NodeObservation]],
@@ -291,10 +311,10 @@ def write_nodes(
     known: NodeHashes | None = None,
     written: NodeHashes | None = None,
     refusals: list[DeviceRefusal] | None = None,
-) -> tuple[set[str], int, int]:
+) -> NodesWritten:
     """Apply node observations (cluster id, observation) for a whole group, a statement per
     table. Pods come and go far more often than GPUs: only the table that changed is rewritten.
-    Returns (clusters whose devices or allocations changed, nodes changed, records written).
+    Returns what changed, and how many nodes and records were written.
 
     A device UUID belongs to the node that verified it first, for as long as that node
     reports it; another node's claim on it is not stored, and an allocation of a device the
@@ -306,12 +326,14 @@ def write_nodes(
         if current is None or obs.observe_ns > current.observe_ns:
             newest[key] = obs
     stored = _stored_node_versions(conn, list(newest))
+    holders = _verified_holders(conn, _claims_to_check(newest, stored, known))
     node_rows: list[tuple[object, ...]] = []
     device_keys: list[tuple[str, str]] = []
     device_rows: list[tuple[object, ...]] = []
     allocation_keys: list[tuple[str, str]] = []
     allocation_rows: list[tuple[object, ...]] = []
     changed: set[str] = set()
+    held: set[str] = set()
     nodes_changed = records = 0
     applied: set[tuple[str, str]] = set()
     claims: dict[str, tuple[str, str]] = {}  # verified UUIDs claimed in this group so far
@@ -326,7 +348,7 @@ def write_nodes(
         refused: list[DeviceRefusal] = []
         if kept and (last is None or hash(frozenset(devices)) != last[0]):
             # The device set changed since it was last written clean: check every claim.
-            kept = _bound_devices(conn, key, kept, claims, refused)
+            kept = _bound_devices(key, kept, holders, claims, refused)
             devices = _device_rows(kept)
         owned = _own_allocations(key, () if obs.absent else obs.allocations, kept, refused)
         allocations = _allocation_rows(owned)
@@ -347,6 +369,7 @@ def write_nodes(
             device_keys.append((cluster_id, node_id))
             device_rows.extend((cluster_id, node_id, *d) for d in sorted(devices))
         if allocations_changed:
+            held.add(cluster_id)
             allocation_keys.append((cluster_id, node_id))
             allocation_rows.extend((cluster_id, node_id, *a) for a in sorted(allocations))
         if devices_changed or allocations_changed:
@@ -356,24 +379,31 @@ def write_nodes(
     # A node gone takes its pods with it (Kubernetes garbage-collects the pods of a deleted
     # node): no replica may name a node the cluster no longer has.
     gone = [key for key, obs in newest.items() if obs.absent and key in applied]
-    conn.executemany("DELETE FROM replicas WHERE cluster_id = ? AND node_id = ?", gone)
+    port.write_rows(conn, "DELETE FROM replicas WHERE (cluster_id, node_id) IN ({rows})", gone)
     changed.update(cluster_id for cluster_id, _ in gone)
-    conn.executemany(
+    held.update(cluster_id for cluster_id, _ in gone)
+    port.write_rows(
+        conn,
         "INSERT INTO nodes (cluster_id, node_id, observe_ns, inventory_error, absent)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (cluster_id, node_id) DO UPDATE SET"
+        " {rows} ON CONFLICT (cluster_id, node_id) DO UPDATE SET"
         " observe_ns = excluded.observe_ns, inventory_error = excluded.inventory_error,"
         " absent = excluded.absent",
         node_rows,
     )
-    conn.executemany("DELETE FROM devices WHERE cluster_id = ? AND node_id = ?", device_keys)
-    conn.executemany(
-        conn.dialect.replace("devices", _DEVICE_COLUMNS, ("cluster_id", "uuid")), device_rows
+    port.write_rows(
+        conn, "DELETE FROM devices WHERE (cluster_id, node_id) IN ({rows})", device_keys
     )
-    conn.executemany(
-        "DELETE FROM allocations WHERE cluster_id = ? AND node_id = ?", allocation_keys
+    port.write_rows(
+        conn,
+        conn.dialect.replace_rows("devices", _DEVICE_COLUMNS, ("cluster_id", "uuid")),
+        device_rows,
+        unique=(0, 2),
     )
-    conn.executemany(_ALLOCATION_INSERT, allocation_rows)
-    return changed, nodes_changed, records
+    port.write_rows(
+        conn, "DELETE FROM allocations WHERE (cluster_id, node_id) IN ({rows})", allocation_keys
+    )
+    port.write_rows(conn, _ALLOCATION_INSERT, allocation_rows)
+    return NodesWritten(changed, held, nodes_changed, records)
 
 
 def unreported_nodes(conn: Transaction) -> list[tuple[str, str]]:
@@ -411,8 +441,7 @@ def drop_nodes(
         (cluster_id, NodeObservation(node_id, observe_ns + 1, (), (), absent=True))
         for (cluster_id, node_id), observe_ns in stored.items()
     ]
-    changed, _, _ = write_nodes(conn, absent, known=known, written=written)
-    return changed
+    return write_nodes(conn, absent, known=known, written=written).capacity_changed
 
 
 def _node_changes(
@@ -444,18 +473,16 @@ def _node_changes(
 def _stored_node_versions(
     conn: Transaction, keys: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], int]:
-    by_cluster: dict[str, list[str]] = {}
-    for cluster_id, node_id in keys:
-        by_cluster.setdefault(cluster_id, []).append(node_id)
+    """(cluster id, node id) -> observe_ns of those of `keys` the hub holds: a statement per
+    chunk of keys, not one per cluster."""
     stored: dict[tuple[str, str], int] = {}
-    for cluster_id, node_ids in by_cluster.items():
-        for chunk in port.chunks(node_ids):
-            for r in conn.execute(
-                "SELECT node_id, observe_ns FROM nodes"
-                f" WHERE cluster_id = ? AND node_id IN ({port.marks(chunk)})",
-                [cluster_id, *chunk],
-            ):
-                stored[(cluster_id, r["node_id"])] = r["observe_ns"]
+    for values, params in port.row_chunks(sorted(set(keys))):
+        for r in conn.execute(
+            "SELECT cluster_id, node_id, observe_ns FROM nodes"
+            f" WHERE (cluster_id, node_id) IN ({values})",
+            params,
+        ):
+            stored[(r["cluster_id"], r["node_id"])] = r["observe_ns"]
     return stored
 
 
@@ -474,28 +501,52 @@ def write_rejection(
     )
 
 
-def _bound_devices(
-    conn: Transaction,
-    key: tuple[str, str],
-    devices: Sequence[Device],
-    claims: dict[str, tuple[str, str]],
-    refused: list[DeviceRefusal],
-) -> tuple[Device, ...]:
-    """The node's devices whose UUID no other node holds verified (stored, or claimed earlier
-    in this group); the others go to `refused`. A verified device kept claims its UUID."""
-    cluster_id, node_id = key
-    holders: dict[str, tuple[str, str]] = {}
-    for chunk in port.chunks([d.uuid for d in devices]):
+def _claims_to_check(
+    newest: Mapping[tuple[str, str], NodeObservation],
+    stored: Mapping[tuple[str, str], int],
+    known: NodeHashes | None,
+) -> list[str]:
+    """The UUIDs of every node of the group whose device set changed since it was last written
+    clean (write_nodes checks their claims): looked up together, one statement per chunk for
+    the whole group rather than one per node (a round trip each on PostgreSQL)."""
+    uuids: list[str] = []
+    for key, obs in newest.items():
+        if obs.absent or not obs.devices or stored.get(key, -1) >= obs.observe_ns:
+            continue
+        last = known.get(key) if known is not None else None
+        if last is None or hash(frozenset(_device_rows(obs.devices))) != last[0]:
+            uuids.extend(d.uuid for d in obs.devices)
+    return uuids
+
+
+def _verified_holders(conn: Transaction, uuids: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+    """UUID -> the nodes (cluster id, node id) holding it verified, as stored."""
+    holders: dict[str, list[tuple[str, str]]] = {}
+    for chunk in port.chunks(uuids):
         for r in conn.execute(
             "SELECT uuid, cluster_id, node_id FROM devices"
             f" WHERE verified = 1 AND uuid IN ({port.marks(chunk)})",
             chunk,
         ):
-            if (r["cluster_id"], r["node_id"]) != key:
-                holders[r["uuid"]] = (r["cluster_id"], r["node_id"])
+            holders.setdefault(r["uuid"], []).append((r["cluster_id"], r["node_id"]))
+    return holders
+
+
+def _bound_devices(
+    key: tuple[str, str],
+    devices: Sequence[Device],
+    holders: Mapping[str, Sequence[tuple[str, str]]],
+    claims: dict[str, tuple[str, str]],
+    refused: list[DeviceRefusal],
+) -> tuple[Device, ...]:
+    """The node's devices whose UUID no other node holds verified (`holders`: stored, or
+    `claims`: claimed earlier in this group); the others go to `refused`. A verified device
+    kept claims its UUID."""
+    cluster_id, node_id = key
     kept: list[Device] = []
     for device in devices:
-        holder = holders.get(device.uuid) or claims.get(device.uuid)
+        others = [h for h in holders.get(device.uuid, ()) if h != key]
+        holder = others[-1] if others else claims.get(device.uuid)
         if holder is not None and holder != key:
             # Another cluster's name is not told to this cluster's agent.
             where = f"node {holder[1]}" if holder[0] == cluster_id else "another cluster"
