@@ -40,6 +40,7 @@ from hub.service.context import (
     transaction,
 )
 from hub.store import accounting, audit, clusters, deployments, discovered, faults, observations
+from hub.store import nodes as node_store
 
 log = logging.getLogger(__name__)
 
@@ -333,7 +334,7 @@ class IngestResult:
     records: int
     capacity_changed: frozenset[str]
     # Devices and allocations contradicting what the hub knows, not stored.
-    device_refusals: tuple[observations.DeviceRefusal, ...] = ()
+    device_refusals: tuple[node_store.DeviceRefusal, ...] = ()
 
 
 def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -> IngestResult:
@@ -372,7 +373,7 @@ class IngestOutcome:
     capacity_changed: set[str] = field(default_factory=set)
     # Devices and allocations refused field by field (the rest of their batch was written):
     # counted in metrics, and told to the report's stream through `refused`.
-    device_refusals: list[observations.DeviceRefusal] = field(default_factory=list)
+    device_refusals: list[node_store.DeviceRefusal] = field(default_factory=list)
 
 
 def ingest_reports(ctx: ServiceContext, reports: Sequence[Report]) -> IngestOutcome:
@@ -414,7 +415,7 @@ def _write_reports(
 
 def _tell_device_refusals(
     reports: Sequence[tuple[int, Report]],
-    refusals: Sequence[observations.DeviceRefusal],
+    refusals: Sequence[node_store.DeviceRefusal],
     outcome: IngestOutcome,
 ) -> None:
     """Each refusal to the report that carried its node (its stream gets a Problem naming
@@ -512,8 +513,8 @@ def _write_batches(
     # A deployment ready on its new digest may let the next wave of its workload's rollout go.
     advanced = rollouts.evaluate(ctx, tx, settled) if settled else set()
     nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
-    refusals: list[observations.DeviceRefusal] = []
-    node_writes = observations.write_nodes(
+    refusals: list[node_store.DeviceRefusal] = []
+    node_writes = node_store.write_nodes(
         tx.conn, nodes, known=ctx.node_hashes, written=written, refusals=refusals
     )
     held = changed | node_writes.held_changed
@@ -585,9 +586,9 @@ def _requeue(tx: Tx, accepted: Sequence[Deployment]) -> None:
 
 def unreported_nodes(ctx: ServiceContext) -> set[tuple[str, str]]:
     """(cluster id, node id) of the nodes no open stream reports in a cluster that still
-    reports (hub/store/observations.py says which): candidates for `drop_nodes`."""
+    reports (hub/store/nodes.py says which): candidates for `drop_nodes`."""
     with snapshot(ctx) as conn:
-        return set(observations.unreported_nodes(conn))
+        return set(node_store.unreported_nodes(conn))
 
 
 def drop_nodes(ctx: ServiceContext, nodes: Sequence[tuple[str, str]]) -> frozenset[str]:
@@ -598,8 +599,8 @@ def drop_nodes(ctx: ServiceContext, nodes: Sequence[tuple[str, str]]) -> frozens
     Returns the clusters whose capacity changed."""
     written: dict[tuple[str, str], tuple[int, int]] = {}
     with transaction(ctx) as tx:
-        still = sorted(set(nodes) & set(observations.unreported_nodes(tx.conn)))
-        changed = observations.drop_nodes(tx.conn, still, known=ctx.node_hashes, written=written)
+        still = sorted(set(nodes) & set(node_store.unreported_nodes(tx.conn)))
+        changed = node_store.drop_nodes(tx.conn, still, known=ctx.node_hashes, written=written)
         accounting.refresh_held_of(tx.conn, changed)
         if changed:
             admit.run(ctx, tx, cluster_ids=changed)

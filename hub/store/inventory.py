@@ -1,6 +1,6 @@
 """What runs where, paged for the inventory API: replicas with the devices their pods hold,
 and device allocations grouped per pod. Reads only; the agents' observations write these rows
-(hub/store/observations.py). Caller: hub/service/inventory.py.
+(hub/store/observations.py, hub/store/nodes.py). Caller: hub/service/inventory.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from hub.filters import AllocationFilter, ReplicaFilter
 from hub.model import Allocation, Replica
-from hub.store import observations, port
+from hub.store import port, replicas
 from hub.store.port import Transaction
 
 
@@ -85,9 +85,7 @@ def list_allocations(
     ).fetchall()
     grouped: dict[str, Allocation] = {}
     for r in rows:
-        rid = r["replica_id"] or observations.replica_id(
-            r["cluster_id"], r["namespace"], r["pod_name"]
-        )
+        rid = r["replica_id"] or replicas.replica_id(r["cluster_id"], r["namespace"], r["pod_name"])
         current = grouped.get(rid)
         if current is None:
             grouped[rid] = Allocation(

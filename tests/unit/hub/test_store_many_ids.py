@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hub.model import Device, NodeObservation, Placement, Workload
 from hub.store import clusters, deployments, failovers, observations, workloads
+from hub.store import nodes as node_store
 from hub.store.port import IN_CHUNK, chunks, open_store
 from tests.records import CONFIG, every_field_deployment
 
@@ -108,7 +109,7 @@ def test_rows_written_many_statements_at_a_time_keep_the_last_of_a_repeated_key(
     twice = NodeObservation("n0", 10, (*group[0][1].devices, device(0, 0, healthy=False)), ())
     group[0] = ("west", twice)
     with db.write() as conn:
-        written = observations.write_nodes(conn, group)
+        written = node_store.write_nodes(conn, group)
     assert written.nodes == nodes and written.capacity_changed == {"west"}
     # Later, every node drops its last device.
     fewer = [
@@ -116,10 +117,10 @@ def test_rows_written_many_statements_at_a_time_keep_the_last_of_a_repeated_key(
         for n in range(nodes)
     ]
     with db.write() as conn:
-        observations.write_nodes(conn, fewer)
+        node_store.write_nodes(conn, fewer)
     with db.read() as conn:
         held = {
-            (n.node_id, d.uuid): d for n in observations.nodes_of(conn, "west") for d in n.devices
+            (n.node_id, d.uuid): d for n in node_store.nodes_of(conn, "west") for d in n.devices
         }
     assert len(held) == nodes * (per_node - 1)
     assert held[("n0", "GPU-0-0")].healthy  # rewritten by the newer, healthy report
@@ -161,7 +162,7 @@ def test_a_device_reported_twice_in_one_group_is_stored_once(store_url: str) -> 
             ),
             (),
         )
-        observations.write_nodes(conn, [("west", twice)])
+        node_store.write_nodes(conn, [("west", twice)])
     with db.read() as conn:
         rows = conn.execute("SELECT healthy FROM devices WHERE uuid = 'GPU-a'").fetchall()
     assert len(rows) == 1
