@@ -100,7 +100,12 @@ def write_nodes(
         if current is None or obs.observe_ns > current.observe_ns:
             newest[key] = obs
     stored = _stored_node_versions(conn, list(newest))
-    holders = _verified_holders(conn, _claims_to_check(newest, stored, known))
+    fresh = {key: obs for key, obs in newest.items() if stored.get(key, -1) < obs.observe_ns}
+    # Each node's device rows and their hash, built once (the claims check, the change check
+    # and the write all read them).
+    reported = {key: _hashed(() if obs.absent else obs.devices) for key, obs in fresh.items()}
+    check = _claims_to_check(reported, known)
+    holders = _verified_holders(conn, (d.uuid for key in check for d in fresh[key].devices))
     node_rows: list[tuple[object, ...]] = []
     device_keys: list[tuple[str, str]] = []
     device_rows: list[tuple[object, ...]] = []
@@ -111,19 +116,18 @@ def write_nodes(
     nodes_changed = records = 0
     applied: set[tuple[str, str]] = set()
     claims: dict[str, tuple[str, str]] = {}  # verified UUIDs claimed in this group so far
-    for (cluster_id, node_id), obs in newest.items():
-        if stored.get((cluster_id, node_id), -1) >= obs.observe_ns:
-            continue
-        applied.add((cluster_id, node_id))
-        key = (cluster_id, node_id)
+    for key, obs in fresh.items():
+        cluster_id, node_id = key
+        applied.add(key)
         kept = () if obs.absent else obs.devices
-        devices = _device_rows(kept)
-        last = known.get(key) if known is not None else None
+        devices, device_hash = reported[key]
         refused: list[DeviceRefusal] = []
-        if kept and (last is None or hash(frozenset(devices)) != last[0]):
+        if key in check:
             # The device set changed since it was last written clean: check every claim.
-            kept = _bound_devices(key, kept, holders, claims, refused)
-            devices = _device_rows(kept)
+            bound = _bound_devices(key, kept, holders, claims, refused)
+            if len(bound) != len(kept):
+                kept = bound
+                devices, device_hash = _hashed(kept)
         owned = _own_allocations(key, () if obs.absent else obs.allocations, kept, refused)
         allocations = _allocation_rows(owned)
         if refusals is not None:
@@ -133,6 +137,7 @@ def write_nodes(
             key=(cluster_id, node_id),
             is_new=(cluster_id, node_id) not in stored,
             rows=(devices, allocations),
+            device_hash=device_hash,
             known=known,
             written=written,
         )
@@ -224,12 +229,13 @@ def _node_changes(
     key: tuple[str, str],
     is_new: bool,
     rows: tuple[set[tuple[object, ...]], set[tuple[str, ...]]],
+    device_hash: int,
     known: NodeHashes | None,
     written: NodeHashes | None,
 ) -> tuple[bool, bool]:
-    """(devices changed, allocations changed) for one node."""
+    """(devices changed, allocations changed) for one node; `device_hash`: its device rows'."""
     devices, allocations = rows
-    hashes = (hash(frozenset(devices)), hash(frozenset(allocations)))
+    hashes = (device_hash, hash(frozenset(allocations)))
     if written is not None:
         written[key] = hashes
     if is_new:
@@ -261,21 +267,24 @@ def _stored_node_versions(
 
 
 def _claims_to_check(
-    newest: Mapping[tuple[str, str], NodeObservation],
-    stored: Mapping[tuple[str, str], int],
+    reported: Mapping[tuple[str, str], tuple[set[tuple[object, ...]], int]],
     known: NodeHashes | None,
-) -> list[str]:
-    """The UUIDs of every node of the group whose device set changed since it was last written
-    clean (write_nodes checks their claims): looked up together, one statement per chunk for
-    the whole group rather than one per node (a round trip each on PostgreSQL)."""
-    uuids: list[str] = []
-    for key, obs in newest.items():
-        if obs.absent or not obs.devices or stored.get(key, -1) >= obs.observe_ns:
-            continue
+) -> set[tuple[str, str]]:
+    """The nodes of the group whose device set changed since it was last written clean:
+    write_nodes checks their claims, their UUIDs looked up together (one statement per chunk
+    for the whole group rather than one per node: a round trip each on PostgreSQL)."""
+    check: set[tuple[str, str]] = set()
+    for key, (rows, device_hash) in reported.items():
         last = known.get(key) if known is not None else None
-        if last is None or hash(frozenset(_device_rows(obs.devices))) != last[0]:
-            uuids.extend(d.uuid for d in obs.devices)
-    return uuids
+        if rows and (last is None or device_hash != last[0]):
+            check.add(key)
+    return check
+
+
+def _hashed(devices: Iterable[Device]) -> tuple[set[tuple[object, ...]], int]:
+    """A node's device rows and the hash `NodeHashes` keeps of them."""
+    rows = _device_rows(devices)
+    return rows, hash(frozenset(rows))
 
 
 def _verified_holders(conn: Transaction, uuids: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
