@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 from opentelemetry import trace
 
-from agent import __version__, reconcile, tracing
+from agent import __version__, execute, reconcile, tracing
 from agent.backoff import Backoff
 from agent.cluster import port
 from agent.departed import DepartedNodes
@@ -379,50 +379,11 @@ class Agent:
                     adapters=adapters,
                 )
             if self.config.read_only:
-                for apply in plan.applies:
-                    log.info("read-only: would apply deployment %s", apply.deployment_id)
-                for delete in plan.deletes:
-                    log.info("read-only: would delete %s/%s", delete.namespace, delete.name)
-                for scale in plan.scales:
-                    log.info("read-only: would scale %s/%s", scale.namespace, scale.name)
+                execute.log_only(plan)
                 return plan
-            failures = list(plan.failures)
-            for apply in plan.applies:
-                try:
-                    with tracing.child("apply", **{"wingsmith.deployment": apply.deployment_id}):
-                        await self._io(
-                            self.cluster.apply_dgd, apply.manifest, take_over=apply.take_over
-                        )
-                    self.applied += 1
-                    self.recreating.pop(apply.deployment_id, None)
-                except port.ClusterError as e:
-                    log.warning("applying deployment %s failed: %s", apply.deployment_id, e)
-                    if not e.retryable and not apply.letting_go:
-                        failures.append(
-                            reconcile.Failure(apply.deployment_id, apply.generation, str(e))
-                        )
-            for scale in plan.scales:
-                try:
-                    await self._io(
-                        self.cluster.scale_adapter, scale.namespace, scale.name, scale.replicas
-                    )
-                except port.ClusterError as e:
-                    log.warning("scaling %s/%s failed: %s", scale.namespace, scale.name, e)
-                    if not e.retryable:
-                        failures.append(
-                            reconcile.Failure(
-                                scale.deployment_id, scale.generation, f"scaling adapter: {e}"
-                            )
-                        )
-            for delete in plan.deletes:
-                try:
-                    await self._io(self.cluster.delete_dgd, delete.namespace, delete.name)
-                    self.deleted += 1
-                except port.ClusterError as e:
-                    log.warning("deleting %s/%s failed: %s", delete.namespace, delete.name, e)
-                if delete.recreate:
-                    log.info("deployment %s: %s", delete.deployment_id, delete.recreate)
-                    self.recreating[delete.deployment_id] = delete.recreate
+            outcome = await execute.execute(plan, self.cluster, self._io, self.recreating)
+            self.applied += outcome.applied
+            self.deleted += outcome.deleted
             # Only what the hub still declares can be waiting to be created again.
             for deployment_id in [d for d in self.recreating if d not in self.desired.deployments]:
                 del self.recreating[deployment_id]
@@ -433,7 +394,7 @@ class Agent:
             if not plan.empty:
                 self._changed.set()
                 self._sim_wake.set()
-            return reconcile.Plan(plan.applies, plan.deletes, tuple(failures), plan.scales)
+            return reconcile.Plan(plan.applies, plan.deletes, tuple(outcome.failures), plan.scales)
 
     async def _resync_loop(self) -> None:
         while True:

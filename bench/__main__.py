@@ -168,6 +168,9 @@ async def main_async(args: argparse.Namespace) -> int:
     comparisons: list[str] = []
     bare_rates: dict[int, dict[str, float]] = {}
     started = time.monotonic()
+    # The machine's load when the run began and ended (1-minute averages): a figure measured
+    # beside other work reads differently from one measured on a quiet machine.
+    load_before = os.getloadavg()[0]
     profile = pathlib.Path(args.profile) if args.profile else None
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
@@ -198,6 +201,7 @@ async def main_async(args: argparse.Namespace) -> int:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "wall_s": time.monotonic() - started,
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
     data = report.as_json(results, meta)
     if bare_rates:

@@ -157,9 +157,12 @@ def gaps(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
 
 
 def _machine(meta: Mapping[str, Any]) -> str:
+    load = meta.get("load_average")
+    # Recorded since issue 23 (older files have none): at the run's start and end.
+    loaded = f", load {load[0]} -> {load[1]}" if isinstance(load, list) and len(load) == 2 else ""
     return (
         f"{meta.get('command', '?')}  ({meta.get('cpus', '?')} CPUs, "
-        f"{meta.get('platform', '?')}, Python {meta.get('python', '?')})"
+        f"{meta.get('platform', '?')}, Python {meta.get('python', '?')}{loaded})"
     )
 
 

@@ -29,7 +29,9 @@ FILTER_PARAMS = {
     "deployment": "deployment_id",
     "replica": "replica_id",
     "project": "project",
-    # -l/--selector: Kubernetes' equality-based label selector (docs/cli.md).
+    # -l/--selector: Kubernetes' equality-based label selector (docs/cli.md "Labels"): over
+    # a workload's, project's or cluster's own labels; over their workload's for deployments,
+    # replicas, allocations and discovered workloads (promoted ones; the others have none).
     "selector": "label_selector",
 }
 
@@ -73,6 +75,7 @@ CLUSTER = Kind(
     "clusters",
     "/v1/clusters",
     "cluster_id",
+    filters=("selector",),
     creatable=True,
     deletable=True,
     short=("cl",),
@@ -107,7 +110,7 @@ DEPLOYMENT = Kind(
     "deployments",
     "/v1/deployments",
     "name",
-    filters=("workload", "cluster"),
+    filters=("workload", "cluster", "selector"),
     short=("dep",),
     # Set with enable/disable and authority promote/demote; everything else the hub decides.
     spec=("enabled", "authority"),
@@ -117,7 +120,7 @@ REPLICA = Kind(
     "replicas",
     "/v1/replicas",
     "name",
-    filters=("deployment", "cluster"),
+    filters=("deployment", "cluster", "selector"),
     short=("rep",),
 )
 ALLOCATION = Kind(
@@ -125,7 +128,7 @@ ALLOCATION = Kind(
     "allocations",
     "/v1/allocations",
     "replica_id",
-    filters=("replica", "deployment", "project", "cluster"),
+    filters=("replica", "deployment", "project", "cluster", "selector"),
     gettable=False,
     short=("alloc",),
 )
@@ -136,7 +139,7 @@ DISCOVERED = Kind(
     "discovered",
     "/v1/discovered",
     "name",
-    filters=("cluster",),
+    filters=("cluster", "selector"),
     all_param="include_ignored",
     short=("disc",),
 )

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from cli import output
+from cli import cells, output
 
 JsonObject = dict[str, Any]
 
@@ -43,14 +43,14 @@ def render(review: JsonObject) -> str:
 
 
 def _heading(review: JsonObject) -> str:
-    name = f"{output.text(review.get('name'))} ({output.text(review.get('deployment_id'))})"
-    authority = output.text(review.get("authority"))
+    name = f"{cells.text(review.get('name'))} ({cells.text(review.get('deployment_id'))})"
+    authority = cells.text(review.get("authority"))
     if review.get("adopted"):
         authority += ", adopted"
     rows = [
         ["deployment:", name],
         ["authority:", authority],
-        ["summary:", output.text(review.get("summary"))],
+        ["summary:", cells.text(review.get("summary"))],
         ["restarts pods:", _restarts(review)],
     ]
     return output.format_rows(rows)
@@ -82,7 +82,7 @@ def difference(d: JsonObject) -> str:
     observed --model x`."""
     declared = d.get("declared") or NONE
     observed = d.get("observed") or NONE
-    return f"{output.text(d.get('field'))}: declared {declared}, observed {observed}"
+    return f"{cells.text(d.get('field'))}: declared {declared}, observed {observed}"
 
 
 # -- engine args ------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ def flag_rows(columns: Sequence[Sequence[str]]) -> list[list[str]]:
     """
     parsed = [dict(_keyed(flags(argv))) for argv in columns]
     keys = list(dict.fromkeys(key for table in parsed for key in table))
-    return [[key[0], *(table.get(key, output.MISSING) for table in parsed)] for key in keys]
+    return [[key[0], *(table.get(key, cells.MISSING) for table in parsed)] for key in keys]
 
 
 def flags(argv: Sequence[str]) -> list[tuple[str, str]]:
@@ -144,15 +144,15 @@ def _keyed(pairs: Sequence[tuple[str, str]]) -> list[tuple[tuple[str, int], str]
 
 def _config(review: JsonObject) -> str:
     live_replicas = (
-        f"{output.text(review.get('live_replicas'))} "
-        f"({output.text(review.get('ready_replicas'))} ready)"
+        f"{cells.text(review.get('live_replicas'))} "
+        f"({cells.text(review.get('ready_replicas'))} ready)"
     )
-    versions = ", ".join(review.get("live_engine_versions") or []) or output.MISSING
+    versions = ", ".join(review.get("live_engine_versions") or []) or cells.MISSING
     rows = [
         ["CONFIG", "DECLARED", "LIVE"],
-        ["replicas", output.text(review.get("declared_replicas")), live_replicas],
-        ["engine version", output.text(review.get("declared_engine_version")), versions],
-        ["serving digest", output.text(review.get("declared_serving_digest")), _digests(review)],
+        ["replicas", cells.text(review.get("declared_replicas")), live_replicas],
+        ["engine version", cells.text(review.get("declared_engine_version")), versions],
+        ["serving digest", cells.text(review.get("declared_serving_digest")), _digests(review)],
     ]
     return output.format_rows(rows)
 
@@ -160,4 +160,4 @@ def _config(review: JsonObject) -> str:
 def _digests(review: JsonObject) -> str:
     # Pods of an adopted DGD carry no digest label: the hub counts them as "unlabeled".
     live = review.get("live_digests") or {}
-    return ", ".join(f"{digest}: {count}" for digest, count in live.items()) or output.MISSING
+    return ", ".join(f"{digest}: {count}" for digest, count in live.items()) or cells.MISSING

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -208,6 +209,9 @@ def _from_field(field: Any, hint: Any) -> _Convert:
         item = _from_single(field, _item_hint(hint, 0))
         return lambda message: tuple(item(v) for v in getattr(message, name))
     single = _from_single(field, _required(hint))
+    if single is _same:
+        # A scalar, read as it is: one C call per field (ingest reads every device this way).
+        return operator.attrgetter(name)
     if field.message_type is None:
         return lambda message: single(getattr(message, name))
     # An unset timestamp, or an unset message of an optional field, reads as None.

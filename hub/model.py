@@ -424,7 +424,7 @@ class Node:
     observe_ns: int
 
 
-# -- Observations as they arrive from an agent (validated at hub/sync/convert.py) -------------
+# -- Observations as they arrive from an agent (validated at hub/sync/observed.py) ------------
 
 
 @dataclass(frozen=True)

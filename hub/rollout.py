@@ -33,6 +33,8 @@ DONE = "converged"
 DRIFTED = "drifted"
 
 REASON_WAVE_DEADLINE = "wave_deadline_exceeded"
+# Paused by an operator (PauseWorkloadRollout): nothing was late.
+REASON_PAUSED_BY_HAND = "paused_by_operator"
 
 
 @dataclass(frozen=True)

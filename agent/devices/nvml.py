@@ -1,7 +1,8 @@
 """NVML adapter: the node's GPUs and MIG devices as the NVIDIA driver reports them.
 
-`NvmlInventory` implements agent/devices/model.py's `DeviceInventory` over nvidia-ml-py. It is
-the only module in the project that imports pynvml (.importlinter: pynvml-only-in-devices).
+`NvmlInventory` implements agent/devices/model.py's `DeviceInventory` over nvidia-ml-py. It and
+agent/devices/nvml_device.py (one device handle's queries) are the only modules in the project
+that import pynvml (.importlinter: pynvml-only-in-devices).
 Callers: the agent's wiring, through the port, and the diagnostic command
 (agent/devices/diagnose.py). It only reads: it never changes a device (no MIG reconfiguration,
 no resets, no clocks), and it knows nothing of the kubelet (agent/devices/verify.py compares).
@@ -25,7 +26,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import logging
-import uuid as uuidlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,21 +34,19 @@ from typing import TypeVar
 import pynvml
 
 from agent.devices import classes
+from agent.devices import nvml_device as query
 from agent.devices.model import Gpu, Inventory
+from agent.devices.nvml_device import Handle
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# A pynvml device handle (a ctypes pointer), only ever passed back to pynvml. Never compared:
-# one device can come back as different handles; its UUID is what identifies it.
-Handle = object
 
 LIBRARY_NOT_FOUND = (
     "NVML library not found: is the NVIDIA driver installed and the container started with the"
     " NVIDIA runtime?"
 )
 GPU_IS_LOST = "GPU is lost"
-ROW_REMAPPING_FAILED = "row remapping failed"
 # Kubelet device ids NVML can resolve (shared/reference/kubelet-and-nvml.md); anything else
 # (another plugin's ids, old-style MIG ids) cannot be verified against NVML.
 RESOLVABLE_PREFIXES = ("GPU-", "MIG-")
@@ -58,8 +56,6 @@ UNKNOWN_UUID_PREFIX = "unknown-"
 # GPUs do not overwrite each other (and stays within the hub's 128 characters).
 _MAX_ID = 128
 
-# Queries the device or the driver does not offer: they say nothing about health.
-_UNSUPPORTED = (pynvml.NVMLError_NotSupported, pynvml.NVMLError_FunctionNotFound)
 _INIT_FAILURES = (
     (pynvml.NVMLError_LibraryNotFound, LIBRARY_NOT_FOUND),
     (
@@ -125,17 +121,6 @@ def format_driver_version(driver: str, cuda: int) -> str:
     """The driver's version and CUDA's integer (12040) as "550.54.15 / CUDA 12.4"."""
     cuda_text = f"CUDA {cuda // 1000}.{cuda % 1000 // 10}" if cuda > 0 else ""
     return " / ".join(part for part in (driver, cuda_text) if part)
-
-
-def nvlink_domain(*, cluster_uuid: bytes, clique_id: int, trusted: bool) -> str:
-    """The domain "<clusterUuid>.<cliqueId>", as GPU feature discovery labels gpu.clique.
-
-    `trusted`: the fabric manager finished registering the GPU (state COMPLETED, status
-    SUCCESS); until then the ids may still change. A zero cluster UUID: not in a fabric.
-    """
-    if not trusted or not any(cluster_uuid):
-        return ""
-    return f"{uuidlib.UUID(bytes=bytes(cluster_uuid))}.{clique_id}"
 
 
 # --- sessions --------------------------------------------------------------------------------
@@ -214,8 +199,8 @@ def unknown_gpu_id(*, node: str, pci_bus_id: str, index: int) -> str:
 
 
 def _driver_version() -> str:
-    driver = _best_effort(lambda: str(pynvml.nvmlSystemGetDriverVersion()), "")
-    cuda = _best_effort(lambda: int(pynvml.nvmlSystemGetCudaDriverVersion()), 0)
+    driver = query.best_effort(lambda: str(pynvml.nvmlSystemGetDriverVersion()), "")
+    cuda = query.best_effort(lambda: int(pynvml.nvmlSystemGetCudaDriverVersion()), 0)
     return format_driver_version(driver, cuda)
 
 
@@ -227,7 +212,7 @@ def _read_index(index: int, overrides: Mapping[str, str], node: str) -> list[Gpu
         return _read_device(handle, overrides)
     except pynvml.NVMLError as e:
         found = handle
-        pci = "" if found is None else _best_effort(lambda: _pci_bus_id(found), "")
+        pci = "" if found is None else query.best_effort(lambda: query.pci_bus_id(found), "")
         return [
             _failed_device(
                 handle,
@@ -241,26 +226,26 @@ def _read_index(index: int, overrides: Mapping[str, str], node: str) -> list[Gpu
 
 def _read_device(handle: Handle, overrides: Mapping[str, str]) -> list[Gpu]:
     gpu = _read_gpu(handle, overrides)
-    if not _mig_enabled(handle):
+    if not query.mig_enabled(handle):
         return [gpu]
     return [gpu, *_read_migs(handle, gpu, overrides)]
 
 
 def _read_gpu(handle: Handle, overrides: Mapping[str, str]) -> Gpu:
     """One full GPU (with MIG on, the parent of its MIG devices)."""
-    name = _name(handle)
-    memory = _memory_total(handle)
-    reasons = _health_reasons(handle)
+    name = query.name(handle)
+    memory = query.memory_total(handle)
+    reasons = query.health_reasons(handle)
     return Gpu(
-        uuid=_uuid(handle),
+        uuid=query.uuid(handle),
         name=name,
         memory_bytes=memory,
-        pci_bus_id=_pci_bus_id(handle),
+        pci_bus_id=query.pci_bus_id(handle),
         device_class=classes.device_class(name, memory, overrides=overrides),
         healthy=not reasons,
         health_reason="; ".join(reasons),
-        nvlink_domain=_nvlink_domain(handle),
-        index=_index(handle),
+        nvlink_domain=query.nvlink_domain_of(handle),
+        index=query.index(handle),
     )
 
 
@@ -275,11 +260,11 @@ def _failed_device(
 ) -> Gpu:
     """A device some query failed on: unhealthy, with whatever identity NVML still gives."""
 
-    def attempt(query: Callable[[Handle], T], default: T) -> T:
-        return default if handle is None else _best_effort(lambda: query(handle), default)
+    def attempt(read: Callable[[Handle], T], default: T) -> T:
+        return default if handle is None else query.best_effort(lambda: read(handle), default)
 
-    name = attempt(_name, "")
-    memory = attempt(_memory_total, 0)
+    name = attempt(query.name, "")
+    memory = attempt(query.memory_total, 0)
     profile = classes.mig_profile_from_name(name)
     if parent is not None:
         device_class = classes.mig_device_class(
@@ -291,10 +276,10 @@ def _failed_device(
     else:
         device_class = classes.device_class(name, memory, overrides=overrides)
     return Gpu(
-        uuid=attempt(_uuid, fallback_uuid),
+        uuid=attempt(query.uuid, fallback_uuid),
         name=name,
         memory_bytes=memory,
-        pci_bus_id=parent.pci_bus_id if parent else attempt(_pci_bus_id, ""),
+        pci_bus_id=parent.pci_bus_id if parent else attempt(query.pci_bus_id, ""),
         device_class=device_class,
         healthy=False,
         health_reason=reason,
@@ -309,93 +294,13 @@ def _failure_reason(error: Exception) -> str:
     return f"NVML error: {error}"
 
 
-# --- identity --------------------------------------------------------------------------------
-
-
-def _uuid(handle: Handle) -> str:
-    return str(pynvml.nvmlDeviceGetUUID(handle))
-
-
-def _name(handle: Handle) -> str:
-    return str(pynvml.nvmlDeviceGetName(handle))
-
-
-def _memory_total(handle: Handle) -> int:
-    return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-
-
-def _pci_bus_id(handle: Handle) -> str:
-    return str(pynvml.nvmlDeviceGetPciInfo(handle).busId)
-
-
-def _index(handle: Handle) -> int:
-    return int(pynvml.nvmlDeviceGetIndex(handle))
-
-
-# --- health and topology ---------------------------------------------------------------------
-
-
-def _health_reasons(handle: Handle) -> list[str]:
-    reasons = []
-    ecc = _uncorrected_ecc_errors(handle)
-    if ecc:
-        reasons.append(f"uncorrectable ECC errors: {ecc}")
-    if _row_remapping_failed(handle):
-        reasons.append(ROW_REMAPPING_FAILED)
-    return reasons
-
-
-def _uncorrected_ecc_errors(handle: Handle) -> int | None:
-    # Volatile: since the driver last loaded. The aggregate counter keeps errors a reset or
-    # a row remap has long dealt with, and would mark a repaired GPU unhealthy forever.
-    return _optional(
-        lambda: int(
-            pynvml.nvmlDeviceGetTotalEccErrors(
-                handle, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_VOLATILE_ECC
-            )
-        )
-    )
-
-
-def _row_remapping_failed(handle: Handle) -> bool | None:
-    # (corrected, uncorrected, pending, failureOccurred): a pending remap heals at the next
-    # reset, a failed one means the memory can no longer be repaired.
-    return _optional(lambda: bool(pynvml.nvmlDeviceGetRemappedRows(handle)[3]))
-
-
-def _nvlink_domain(handle: Handle) -> str:
-    info = pynvml.c_nvmlGpuFabricInfoV_t()
-    try:
-        pynvml.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.byref(info))
-    except pynvml.NVMLError as e:
-        if isinstance(e, pynvml.NVMLError_GpuIsLost):
-            raise
-        if not isinstance(e, _UNSUPPORTED):
-            # Topology is advice for placement, not health: an odd answer costs only the domain.
-            log.debug("GPU fabric info unreadable: %s", e)
-        return ""
-    # nvml.h declares the state one byte wide; pynvml reads four, three of them padding the
-    # driver need not clear.
-    state = int(info.state) & 0xFF
-    trusted = state == pynvml.NVML_GPU_FABRIC_STATE_COMPLETED and info.status == pynvml.NVML_SUCCESS
-    return nvlink_domain(
-        cluster_uuid=bytes(info.clusterUuid), clique_id=int(info.cliqueId), trusted=trusted
-    )
-
-
 # --- MIG -------------------------------------------------------------------------------------
-
-
-def _mig_enabled(handle: Handle) -> bool:
-    modes = _optional(lambda: [int(mode) for mode in pynvml.nvmlDeviceGetMigMode(handle)])
-    # [current, pending]: a pending change applies only after a GPU reset.
-    return modes is not None and modes[0] == pynvml.NVML_DEVICE_MIG_ENABLE
 
 
 def _read_migs(handle: Handle, parent: Gpu, overrides: Mapping[str, str]) -> list[Gpu]:
     migs = []
     for slot in range(int(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle))):
-        mig = _mig_handle(handle, slot)
+        mig = query.mig_handle(handle, slot)
         if mig is None:
             continue
         try:
@@ -413,22 +318,14 @@ def _read_migs(handle: Handle, parent: Gpu, overrides: Mapping[str, str]) -> lis
     return migs
 
 
-def _mig_handle(handle: Handle, slot: int) -> Handle | None:
-    try:
-        mig: Handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
-    except pynvml.NVMLError_NotFound:
-        return None  # an empty slot: no MIG device was created there
-    return mig
-
-
 def _read_mig(mig: Handle, parent: Gpu, overrides: Mapping[str, str]) -> Gpu:
     """A MIG device: its own UUID, name and memory; PCI, health and index from its parent."""
-    name = _name(mig)
-    profile = classes.mig_profile_from_name(name) or _mig_profile_from_attributes(mig, parent)
+    name = query.name(mig)
+    profile = classes.mig_profile_from_name(name) or query.mig_profile_from_attributes(mig, parent)
     return Gpu(
-        uuid=_uuid(mig),
+        uuid=query.uuid(mig),
         name=name,
-        memory_bytes=_memory_total(mig),
+        memory_bytes=query.memory_total(mig),
         pci_bus_id=parent.pci_bus_id,
         device_class=classes.mig_device_class(
             parent.device_class, profile, name=name, overrides=overrides
@@ -441,25 +338,6 @@ def _read_mig(mig: Handle, parent: Gpu, overrides: Mapping[str, str]) -> Gpu:
         parent_uuid=parent.uuid,
         index=parent.index,
     )
-
-
-def _mig_profile_from_attributes(mig: Handle, parent: Gpu) -> str:
-    """For drivers whose MIG device names carry no profile."""
-    attributes = _optional(lambda: pynvml.nvmlDeviceGetAttributes(mig))
-    if attributes is None:
-        return ""
-    return classes.mig_profile_from_slices(
-        gpu_instance_slices=int(attributes.gpuInstanceSliceCount),
-        compute_instance_slices=int(attributes.computeInstanceSliceCount),
-        memory_mib=int(attributes.memorySizeMB),
-        parent_memory_bytes=parent.memory_bytes,
-    )
-
-
-def _is_mig(handle: Handle) -> bool:
-    flag = _optional(lambda: pynvml.nvmlDeviceIsMigDeviceHandle(handle))
-    # pynvml 13 returns the ctypes c_uint itself here, not its value.
-    return bool(getattr(flag, "value", flag))
 
 
 # --- resolve ---------------------------------------------------------------------------------
@@ -489,26 +367,7 @@ def _resolve_uuid(uuid: str, overrides: Mapping[str, str]) -> Gpu | None:
 
 
 def _read_resolved(handle: Handle, overrides: Mapping[str, str]) -> Gpu:
-    if not _is_mig(handle):
+    if not query.is_mig(handle):
         return _read_gpu(handle, overrides)
     parent = _read_gpu(pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle), overrides)
     return _read_mig(handle, parent, overrides)
-
-
-# --- error policy ----------------------------------------------------------------------------
-
-
-def _optional(query: Callable[[], T]) -> T | None:
-    """The answer, or None where the device or driver does not offer the query."""
-    try:
-        return query()
-    except _UNSUPPORTED:
-        return None
-
-
-def _best_effort(query: Callable[[], T], default: T) -> T:
-    """The answer, or `default` on any NVML error: for what is only informative."""
-    try:
-        return query()
-    except pynvml.NVMLError:
-        return default

@@ -35,7 +35,7 @@ from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 log = logging.getLogger(__name__)
 
 
-# Trailing metadata of a refused handshake (hub/sync/session.py): ms until our slot.
+# Trailing metadata of a refused handshake (hub/sync/handshake.py): ms until our slot.
 RETRY_AFTER_KEY = "wingsmith-retry-after-ms"
 MAX_RETRY_AFTER_S = 300.0
 

@@ -12,6 +12,7 @@ import asyncio
 import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from google.protobuf import descriptor, empty_pb2, field_mask_pb2
@@ -33,6 +34,7 @@ from hub.service import (
     inventory,
     projects,
     rollouts,
+    selectors,
     views,
     workloads,
 )
@@ -45,6 +47,7 @@ MessageT = TypeVar("MessageT", bound=Message)
 
 WORKLOAD_MUTABLE = ("replicas", "serving", "placement", "rollout", "priority", "labels")
 PROJECT_MUTABLE = ("quotas", "preemptible_by_other_projects", "labels")
+CLUSTER_MUTABLE = ("labels",)
 
 
 class ControlHandlers:
@@ -202,11 +205,28 @@ class ControlHandlers:
 
     def ListClusters(self, request: cpb.ListClustersRequest) -> cpb.ListClustersResponse:
         found, token = clusters.list_page(
-            self._ctx, page_size=request.page_size, page_token=request.page_token
+            self._ctx,
+            page_size=request.page_size,
+            page_token=request.page_token,
+            label_selector=request.label_selector,
         )
         return cpb.ListClustersResponse(
             clusters=[convert.cluster(c) for c in found], next_page_token=token
         )
+
+    def UpdateCluster(self, request: cpb.UpdateClusterRequest) -> pb.Cluster:
+        if request.validate_only:
+            return self._rehearsed("UpdateCluster", request, pb.Cluster)
+        paths = _mask_paths(request, request.update_mask, request.cluster, allowed=CLUSTER_MUTABLE)
+        cluster_id = request.cluster_id or request.cluster.cluster_id
+        if request.cluster.cluster_id and request.cluster.cluster_id != cluster_id:
+            raise errors.InvalidArgument("cluster.cluster_id", "cannot be changed")
+        if "labels" in paths:
+            labels = dict(request.cluster.labels)
+            return convert.cluster(
+                clusters.set_labels(self._ctx, cluster_id=cluster_id, labels=labels)
+            )
+        return convert.cluster(clusters.get(self._ctx, cluster_id))
 
     def DeleteCluster(self, request: cpb.DeleteClusterRequest) -> empty_pb2.Empty:
         if request.validate_only:
@@ -322,6 +342,12 @@ class ControlHandlers:
             return convert.dry_run_workload(preview)
         return convert.workload(rollouts.resume(self._ctx, request.ref))
 
+    def PauseWorkloadRollout(self, request: cpb.PauseWorkloadRolloutRequest) -> pb.Workload:
+        if request.validate_only:
+            preview = self._shown(rollouts.preview_pause(self._ctx, request.ref))
+            return convert.dry_run_workload(preview)
+        return convert.workload(rollouts.pause(self._ctx, request.ref))
+
     def AbortWorkloadRollout(self, request: cpb.AbortWorkloadRolloutRequest) -> pb.Workload:
         if request.validate_only:
             preview = self._shown(rollouts.preview_abort(self._ctx, request.ref))
@@ -338,6 +364,7 @@ class ControlHandlers:
                 workload_id=request.workload_id,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -402,6 +429,7 @@ class ControlHandlers:
             include_ignored=request.include_ignored,
             page_size=request.page_size,
             page_token=request.page_token,
+            label_selector=request.label_selector,
         )
         return cpb.ListDiscoveredResponse(
             discovered=[convert.discovered(d) for d in found], next_page_token=token
@@ -441,6 +469,7 @@ class ControlHandlers:
                 deployment_id=request.deployment_id,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -469,6 +498,7 @@ class ControlHandlers:
                 project=request.project,
                 cluster_id=request.cluster_id,
                 projects=self._readable(),
+                labels=selectors.parse(request.label_selector),
             ),
             page_size=request.page_size,
             page_token=request.page_token,
@@ -612,6 +642,33 @@ def stream_dispatcher(feed: watch.WatchFeed, auth: Authenticator) -> StreamDispa
         await feed.drive(request, principal, write)
 
     return dispatch
+
+
+@dataclass(frozen=True)
+class PrincipalWatch:
+    """Watch for an edge that authenticates its callers itself (the dashboard's session):
+    `drive` authorizes as `stream_dispatcher` does, then serves the stream; `head` is the last
+    revision handed out (a page read now resumes from it)."""
+
+    drive: Callable[
+        [cpb.WatchRequest, access.Principal, Callable[[Message], Awaitable[None]]],
+        Awaitable[None],
+    ]
+    head: Callable[[], Awaitable[int]]
+
+
+def principal_watch(feed: watch.WatchFeed) -> PrincipalWatch:
+    async def drive(
+        request: cpb.WatchRequest,
+        principal: access.Principal,
+        write: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        rule = permissions.rule_for("Watch")
+        _refuse_nul(request)
+        access.authorize(principal, action="Watch", needs=rule.needs, projects=None)
+        await feed.drive(request, principal, write)
+
+    return PrincipalWatch(drive=drive, head=feed.head)
 
 
 def principal_dispatcher(

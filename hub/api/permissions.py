@@ -59,6 +59,7 @@ RULES: dict[str, Rule] = {
     "CreateCluster": _admin("cluster", lambda r: r.cluster.cluster_id),
     "GetCluster": _read("cluster"),
     "ListClusters": _read("cluster"),
+    "UpdateCluster": _admin("cluster", lambda r: r.cluster_id or r.cluster.cluster_id),
     "DeleteCluster": _admin("cluster", lambda r: r.cluster_id),
     "RotateClusterToken": _admin("cluster", lambda r: r.cluster_id),
     # Maintenance moves what may run where, across projects: the admin's.
@@ -77,6 +78,7 @@ RULES: dict[str, Rule] = {
     "UpdateWorkload": _by("workload", "ref", "workload"),
     "DeleteWorkload": _by("workload", "ref", "workload"),
     "ResumeWorkloadRollout": _by("workload", "ref", "workload"),
+    "PauseWorkloadRollout": _by("workload", "ref", "workload"),
     "AbortWorkloadRollout": _by("workload", "ref", "workload"),
     "ListDeployments": _read("deployment"),
     "GetDeployment": _read("deployment"),

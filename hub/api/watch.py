@@ -184,6 +184,10 @@ class WatchFeed:
                 await self._task
             self._task = None
 
+    async def head(self) -> int:
+        """The last revision handed out (the dashboard's pages carry it: hub/ui/live.py)."""
+        return await asyncio.to_thread(watch.head, self._ctx)
+
     async def _record(self) -> int:
         return await asyncio.to_thread(watch.record, self._ctx, lambda: render(self._ctx))
 
@@ -292,18 +296,26 @@ class WatchFeed:
             await write(event)
             watcher.sent = event.revision
         heartbeat = self._ctx.settings.watch_heartbeat_s
+        clock = asyncio.get_running_loop().time
+        written = clock()
         while True:
             while not watcher.queue.empty():
                 event = watcher.queue.get_nowait()
                 await write(event)
                 watcher.sent = event.revision
+                written = clock()
             watcher.wake.clear()
-            try:
-                await asyncio.wait_for(watcher.wake.wait(), heartbeat)
-            except TimeoutError:
-                if watcher.queue.empty():
-                    await write(bookmark(watcher.revision))
-                    watcher.sent = watcher.revision
+            # Counted from the last write, not from the last wake: the feed wakes every
+            # watcher at each recording, events or not, and an idle stream must still get
+            # its heartbeat (before, it got none while the feed ran).
+            left = heartbeat - (clock() - written)
+            if left <= 0:
+                await write(bookmark(watcher.revision))
+                watcher.sent = watcher.revision
+                written = clock()
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watcher.wake.wait(), left)
 
 
 def _kinds(request: cpb.WatchRequest) -> frozenset[str]:

@@ -201,11 +201,7 @@ _NO_ROLE = credit.Role("", "")
 def _overcommitted(tx: Tx, cluster_ids: list[str] | None) -> dict[tuple[str, str], int]:
     """(cluster, class) -> devices allocated and reserved beyond the verified total, where a
     cluster came back with fewer devices than it had admitted."""
-    return {
-        key: cap.allocated + cap.reserved - cap.total
-        for key, cap in accounting.capacities(tx.conn, cluster_ids).items()
-        if cap.reserved and cap.allocated + cap.reserved > cap.total
-    }
+    return accounting.overcommitted(tx.conn, cluster_ids)
 
 
 def _idle(d: Deployment, read_only: set[str]) -> tuple[str, str]:

@@ -17,7 +17,7 @@ import secrets
 
 from hub import adoption, errors, serving
 from hub.model import Deployment, Discovered, Placement, Workload
-from hub.service import admit, dryrun, validate, views
+from hub.service import admit, dryrun, selectors, validate, views
 from hub.service import workloads as workloads_service
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.workloads import MAX_WORKLOAD_NAME
@@ -27,12 +27,26 @@ from hub.store.port import Transaction
 
 
 def list_page(
-    ctx: ServiceContext, *, cluster_id: str, include_ignored: bool, page_size: int, page_token: str
+    ctx: ServiceContext,
+    *,
+    cluster_id: str,
+    include_ignored: bool,
+    page_size: int,
+    page_token: str,
+    label_selector: str = "",
 ) -> tuple[list[Discovered], str]:
+    """A page of discovered workloads; `label_selector` tests the labels of the workload each
+    was promoted to (an entry not promoted has none)."""
     limit, after = validate.page(page_size, page_token)
+    selector = selectors.parse(label_selector)
     with snapshot(ctx) as conn:
         found = discovered.list_page(
-            conn, cluster_id=cluster_id, include_ignored=include_ignored, after=after, limit=limit
+            conn,
+            cluster_id=cluster_id,
+            include_ignored=include_ignored,
+            after=after,
+            limit=limit,
+            selector=selector,
         )
     return found, validate.next_token([d.discovered_id for d in found], limit)
 

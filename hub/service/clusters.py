@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from hub import errors
 from hub.model import Cluster, Maintenance, evolve
-from hub.service import admit, dryrun, failover, validate, views
+from hub.service import admit, dryrun, failover, selectors, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, clusters, deployments
 from hub.store import nodes as node_store
@@ -36,6 +36,19 @@ def create(
         return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id)), token
 
 
+def set_labels(
+    ctx: ServiceContext, *, cluster_id: str, labels: Mapping[str, str]
+) -> views.ClusterView:
+    """Replace the cluster's labels (an operator's: region=eu). Placements decided from now on
+    select by them (a workload's placement.cluster_selector, its preferences); what is placed
+    stays where it is, as a new cluster moves nothing either."""
+    clean = validate.labels(labels, "cluster.labels")
+    with transaction(ctx) as tx:
+        _get(tx.conn, cluster_id)
+        clusters.set_labels(tx.conn, cluster_id=cluster_id, labels=clean)
+        return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+
+
 def get(ctx: ServiceContext, cluster_id: str) -> views.ClusterView:
     with snapshot(ctx) as conn:
         return views.cluster_view(ctx, conn, _get(conn, cluster_id))
@@ -48,11 +61,13 @@ def require(ctx: ServiceContext, cluster_id: str) -> None:
 
 
 def list_page(
-    ctx: ServiceContext, *, page_size: int, page_token: str
+    ctx: ServiceContext, *, page_size: int, page_token: str, label_selector: str = ""
 ) -> tuple[list[views.ClusterView], str]:
+    """A page of clusters; only those whose labels `label_selector` matches."""
     limit, after = validate.page(page_size, page_token)
+    selector = selectors.parse(label_selector)
     with snapshot(ctx) as conn:
-        found = clusters.list_page(conn, after=after, limit=limit)
+        found = clusters.list_page(conn, after=after, limit=limit, selector=selector)
         result = [views.cluster_view(ctx, conn, c) for c in found]
     return result, validate.next_token([c.cluster_id for c in found], limit)
 

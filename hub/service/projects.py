@@ -44,19 +44,12 @@ def get(ctx: ServiceContext, name: str) -> views.ProjectView:
 def list_page(
     ctx: ServiceContext, *, page_size: int, page_token: str, label_selector: str = ""
 ) -> tuple[list[views.ProjectView], str]:
-    """A page of projects; only those `label_selector` matches, selected before the page is
-    cut (hub/service/selectors.py)."""
+    """A page of projects; only those `label_selector` matches, selected in the store's query
+    before the page is cut (hub/service/selectors.py)."""
     limit, after = validate.page(page_size, page_token)
     selector = selectors.parse(label_selector)
     with snapshot(ctx) as conn:
-        found = selectors.page(
-            lambda start: projects.list_page(conn, after=start, limit=limit),
-            after=after,
-            limit=limit,
-            selector=selector,
-            key=lambda p: p.name,
-            labels=lambda p: p.labels,
-        )
+        found = projects.list_page(conn, after=after, limit=limit, selector=selector)
         result = [views.project_view(conn, p) for p in found]
     return result, validate.next_token([p.name for p in found], limit)
 

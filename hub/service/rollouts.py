@@ -7,8 +7,9 @@ the pure decision (hub/rollout.py) hands it to N clusters at a time, and the res
 serving config (same digest, same generation: nothing restarts) until their wave comes. The
 decision is taken again in the same transaction as every observation that ends a
 deployment's rollout (hub/service/sync.py) and by a periodic pass (`sweep`, for deadlines).
-A wave not ready within the deadline pauses the rollout; `resume` goes on, `abort` restores
-the previous config on the clusters already changed.
+A wave not ready within the deadline pauses the rollout, and so does an operator (`pause`: the
+clusters in flight go on rolling out, no further cluster gets the change); `resume` goes on,
+`abort` restores the previous config on the clusters already changed.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _resume(ctx: ServiceContext, tx: Tx, ref: str) -> str:
     if record.state != ROLLOUT_PAUSED:
         raise errors.FailedPrecondition(
             f"workload {workload.name} has no paused rollout (rollout: {_said(record)})",
-            ["resume applies to a rollout in waves paused at a wave deadline"],
+            ["resume applies to a rollout in waves paused at a wave deadline or by hand"],
         )
     rows = deployments.rollout_rows(tx.conn, workload.workload_id)
     flying = {c.cluster_id for c in rollout.in_flight(rollout.waves_of(workload, rows))}
@@ -138,6 +139,47 @@ def _resume(ctx: ServiceContext, tx: Tx, ref: str) -> str:
     record = _step(ctx, tx, replace(workload, rollout=record))
     _record(tx, workload, record)
     admit.run(ctx, tx, cluster_ids=set(record.changed_at))
+    return workload.workload_id
+
+
+def pause(ctx: ServiceContext, ref: str) -> views.WorkloadView:
+    """Pause a rolling rollout by hand: no further wave starts until `resume` (which gives
+    the clusters still in flight a new deadline, so the pause does not count against them)."""
+    with transaction(ctx) as tx:
+        workload_id = _pause(tx, ref)
+    return _view(ctx, workload_id)
+
+
+def preview_pause(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
+    """What `pause` would do (validate_only), writing nothing."""
+    return dryrun.preview(ctx, lambda c, tx: _pause(tx, ref), workload_ref=ref)
+
+
+def _pause(tx: Tx, ref: str) -> str:
+    workload = _get(tx.conn, ref)
+    record = workload.rollout
+    if record.state != ROLLOUT_ROLLING:
+        already = f" ({record.reason})" if record.state == ROLLOUT_PAUSED and record.reason else ""
+        raise errors.FailedPrecondition(
+            f"workload {workload.name} has no rolling rollout to pause"
+            f" (rollout: {_said(record)}{already})",
+            [
+                "pause applies to a rollout in waves that is rolling",
+                "a paused rollout goes on with resume, or rolls back with abort",
+            ],
+        )
+    record = replace(
+        record,
+        state=ROLLOUT_PAUSED,
+        reason=rollout.REASON_PAUSED_BY_HAND,
+        message=(
+            "paused by an operator: no further cluster gets the change (the ones in flight go"
+            " on rolling out). Resume to go on (wingsmith rollout resume), or abort to roll back"
+            " (wingsmith rollout abort)"
+        ),
+        update_time=tx.now,
+    )
+    _record(tx, workload, record)
     return workload.workload_id
 
 

@@ -3,76 +3,26 @@
 `k=v` and `k==v` (equal), `k!=v` (absent or another value), `k` (present), `!k` (absent);
 a comma joins requirements, all of which must hold. Set-based forms (`in`, `notin`) are not
 accepted: the error says so rather than match nothing.
+
+The parsed value (hub/filters.py) goes to the store, which selects in its query
+(hub/store/labels.py) so each page is cut after selecting. What a label means per kind is
+there too: a resource's own labels, or, for deployments, replicas, allocations and promoted
+discovered workloads, their workload's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TypeVar
-
 from hub import errors
+from hub.filters import LabelRequirement as Requirement
+from hub.filters import LabelSelector as Selector
 from hub.service import validate
 
-T = TypeVar("T")
+__all__ = ["MAX_REQUIREMENTS", "Requirement", "Selector", "parse"]
 
 
-@dataclass(frozen=True)
-class Requirement:
-    key: str
-    # One of "=", "!=", "exists", "!exists".
-    op: str
-    value: str = ""
-
-    def holds(self, labels: Mapping[str, str]) -> bool:
-        if self.op == "=":
-            return labels.get(self.key) == self.value
-        if self.op == "!=":
-            return labels.get(self.key) != self.value
-        if self.op == "exists":
-            return self.key in labels
-        return self.key not in labels
-
-
-@dataclass(frozen=True)
-class Selector:
-    requirements: tuple[Requirement, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(r.holds(labels) for r in self.requirements)
-
-    def __bool__(self) -> bool:
-        return bool(self.requirements)
-
-
-def page(
-    read: Callable[[str], list[T]],
-    *,
-    after: str,
-    limit: int,
-    selector: Selector,
-    key: Callable[[T], str],
-    labels: Callable[[T], Mapping[str, str]],
-) -> list[T]:
-    """Up to `limit` records `selector` matches, in key order after `after`: store pages of
-    `limit` read (`read(after)`) until enough match or the store runs out, so the selector
-    is applied before the page is cut and the next page token (the last key returned) skips
-    nothing. Without a selector, one read, as before."""
-    if not selector:
-        return read(after)
-    found: list[T] = []
-    start = after
-    while len(found) < limit:
-        batch = read(start)
-        for record in batch:
-            if selector.matches(labels(record)):
-                found.append(record)
-                if len(found) == limit:
-                    break
-        if len(batch) < limit:
-            break
-        start = key(batch[-1])
-    return found
+# Each requirement is one EXISTS in the store's query (and up to two bound parameters): a bound
+# keeps a selector from growing a statement without limit. Twice the labels an object may hold.
+MAX_REQUIREMENTS = 2 * validate.MAX_LABELS
 
 
 def parse(text: str, field: str = "label_selector") -> Selector:
@@ -80,7 +30,12 @@ def parse(text: str, field: str = "label_selector") -> Selector:
     requirements: list[Requirement] = []
     if not text.strip():
         return Selector()
-    for part in text.split(","):
+    parts = text.split(",")
+    if len(parts) > MAX_REQUIREMENTS:
+        raise errors.InvalidArgument(
+            field, f"{len(parts)} requirements; at most {MAX_REQUIREMENTS}"
+        )
+    for part in parts:
         term = part.strip()
         if not term:
             raise errors.InvalidArgument(field, f"empty requirement in {text!r}")

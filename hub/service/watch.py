@@ -27,7 +27,18 @@ from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import watch
 from hub.store.watch import Event, Seen
 
-__all__ = ["KINDS", "Event", "Rendered", "Start", "Watched", "record", "since", "start", "watched"]
+__all__ = [
+    "KINDS",
+    "Event",
+    "Rendered",
+    "Start",
+    "Watched",
+    "head",
+    "record",
+    "since",
+    "start",
+    "watched",
+]
 
 KINDS = ("workload", "deployment", "cluster")
 LOCK = "watch"
@@ -146,6 +157,13 @@ def start(ctx: ServiceContext, *, since: int, kinds: Sequence[str]) -> Start:
             )
         events = watch.since(conn, since, limit=max(1, head - since))
     return Start(events, events[-1].revision if events else since)
+
+
+def head(ctx: ServiceContext) -> int:
+    """The last revision handed out: a reader that has just read the current state resumes
+    from it (what changed since is recorded later, with higher revisions)."""
+    with snapshot(ctx) as conn:
+        return watch.head(conn)
 
 
 def since(ctx: ServiceContext, revision: int, *, limit: int) -> list[Event]:

@@ -16,18 +16,24 @@ from dataclasses import dataclass, field, replace
 
 from hub import errors, placement, serving
 from hub.model import (
-    DEFAULT_WAVE_DEADLINE_S,
-    TOPOLOGIES,
     Deployment,
-    FailoverPolicy,
     Placement,
-    PlacementPreference,
     RolloutPolicy,
     Serving,
     Workload,
     evolve,
 )
-from hub.service import admit, dryrun, failover, rollouts, selectors, shares, validate, views
+from hub.service import (
+    admit,
+    dryrun,
+    failover,
+    rollouts,
+    selectors,
+    shares,
+    validate,
+    views,
+    workload_checks,
+)
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import (
     clusters,
@@ -40,7 +46,6 @@ from hub.store import (
 from hub.store.port import Transaction
 
 MAX_WORKLOAD_NAME = 40
-PREFERENCES_FIELD = "workload.placement.preferences"
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,8 @@ def _valid_spec(spec: WorkloadSpec) -> WorkloadSpec:
     return replace(
         spec,
         serving=serving.normalize(spec.serving, field="workload.serving"),
-        placement=_valid_placement(spec.placement),
-        rollout_policy=_valid_rollout_policy(spec.rollout_policy),
+        placement=workload_checks.valid_placement(spec.placement),
+        rollout_policy=workload_checks.valid_rollout_policy(spec.rollout_policy),
         priority=validate.priority(spec.priority, "workload.priority"),
         labels=validate.labels(spec.labels, "workload.labels"),
     )
@@ -122,7 +127,7 @@ def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
         labels=spec.labels,
     )
     eligible = _eligible(tx.conn, wanted)
-    placement.check_named_clusters(wanted.preferences, eligible, PREFERENCES_FIELD)
+    placement.check_named_clusters(wanted.preferences, eligible, workload_checks.PREFERENCES_FIELD)
     workloads.insert(tx.conn, workload)
     shares = placement.place(
         replicas=workload.replicas,
@@ -162,15 +167,8 @@ def list_page(
     limit, after = validate.page(page_size, page_token)
     selector = selectors.parse(label_selector)
     with snapshot(ctx) as conn:
-        found = selectors.page(
-            lambda start: workloads.list_page(
-                conn, after=start, limit=limit, project=project, projects=projects
-            ),
-            after=after,
-            limit=limit,
-            selector=selector,
-            key=lambda w: w.name,
-            labels=lambda w: w.labels,
+        found = workloads.list_page(
+            conn, after=after, limit=limit, project=project, projects=projects, selector=selector
         )
         grouped: dict[str, list[Deployment]] = {}
         for d in deployments.of_workloads(conn, [w.workload_id for w in found]):
@@ -212,9 +210,9 @@ def _valid_change(change: WorkloadChange) -> WorkloadChange:
         serving=(
             serving.normalize(change.serving, field="workload.serving") if change.serving else None
         ),
-        placement=_valid_placement(change.placement) if change.placement else None,
+        placement=workload_checks.valid_placement(change.placement) if change.placement else None,
         rollout_policy=(
-            _valid_rollout_policy(change.rollout_policy)
+            workload_checks.valid_rollout_policy(change.rollout_policy)
             if change.rollout_policy is not None
             else None
         ),
@@ -249,7 +247,9 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
     if new_placement is not None:
         workload = replace(workload, placement=new_placement)
         eligible = _eligible(tx.conn, new_placement)
-        placement.check_named_clusters(new_placement.preferences, eligible, PREFERENCES_FIELD)
+        placement.check_named_clusters(
+            new_placement.preferences, eligible, workload_checks.PREFERENCES_FIELD
+        )
         involved |= set(eligible)
         current, leaving = _drop_ineligible(tx, current, eligible)
     elif moving:
@@ -448,87 +448,6 @@ def _new_deployment(
 def _save(tx: Tx, deployment: Deployment) -> Deployment:
     tx.touched.add(deployment.cluster_id)
     return evolve(deployment, revision=deployments.save(tx.conn, deployment))
-
-
-def _valid_placement(wanted: Placement) -> Placement:
-    if wanted.clusters and wanted.cluster_selector:
-        raise errors.InvalidArgument(
-            "workload.placement", "give either clusters or cluster_selector, not both"
-        )
-    for index, cluster_id in enumerate(wanted.clusters):
-        validate.dns_label(cluster_id, f"workload.placement.clusters[{index}]")
-    validate.labels(wanted.cluster_selector, "workload.placement.cluster_selector")
-    if wanted.topology not in TOPOLOGIES:
-        raise errors.InvalidArgument(
-            "workload.placement.topology", "expected one of: node, nvlink_domain (or none)"
-        )
-    placement.check_preferences(wanted.preferences, PREFERENCES_FIELD)
-    for index, pref in enumerate(wanted.preferences):
-        where = f"{PREFERENCES_FIELD}[{index}]"
-        for position, cluster_id in enumerate(pref.clusters):
-            validate.dns_label(cluster_id, f"{where}.clusters[{position}]")
-        for cluster_id in pref.weights:
-            validate.dns_label(cluster_id, f'{where}.weights["{cluster_id}"]')
-        validate.labels(pref.cluster_selector, f"{where}.cluster_selector")
-    return Placement(
-        clusters=tuple(dict.fromkeys(wanted.clusters)),
-        cluster_selector=dict(wanted.cluster_selector),
-        topology=wanted.topology,
-        preferences=tuple(
-            PlacementPreference(
-                clusters=tuple(dict.fromkeys(pref.clusters)),
-                cluster_selector=dict(pref.cluster_selector),
-                weights=dict(pref.weights),
-            )
-            for pref in wanted.preferences
-        ),
-        failover=_valid_failover(wanted.failover),
-    )
-
-
-MAX_FAILOVER_S = 86_400
-DEFAULT_FAILOVER_S = 300
-
-
-def _valid_failover(wanted: FailoverPolicy | None) -> FailoverPolicy | None:
-    """0 means the default (300 s); each between 1 s and a day."""
-    if wanted is None:
-        return None
-    values = {}
-    for name, value in (
-        ("toleration_seconds", wanted.toleration_s),
-        ("stabilization_seconds", wanted.stabilization_s),
-    ):
-        if not 0 <= value <= MAX_FAILOVER_S:
-            raise errors.InvalidArgument(
-                f"workload.placement.failover.{name}",
-                f"{value} out of range: 1 to {MAX_FAILOVER_S} seconds (0: {DEFAULT_FAILOVER_S})",
-            )
-        values[name] = value or DEFAULT_FAILOVER_S
-    return FailoverPolicy(
-        toleration_s=values["toleration_seconds"],
-        stabilization_s=values["stabilization_seconds"],
-    )
-
-
-# A wave deadline longer than a week is a rollout nobody watches.
-MAX_WAVE_DEADLINE_S = 7 * 24 * 3600
-MAX_CLUSTERS_IN_FLIGHT = 10_000
-
-
-def _valid_rollout_policy(policy: RolloutPolicy) -> RolloutPolicy:
-    if not 0 <= policy.max_clusters_in_flight <= MAX_CLUSTERS_IN_FLIGHT:
-        raise errors.InvalidArgument(
-            "workload.rollout.max_clusters_in_flight",
-            f"must be between 0 and {MAX_CLUSTERS_IN_FLIGHT} (0: every cluster at once)",
-        )
-    if not 0 <= policy.wave_deadline_seconds <= MAX_WAVE_DEADLINE_S:
-        raise errors.InvalidArgument(
-            "workload.rollout.wave_deadline_seconds",
-            f"must be between 0 and {MAX_WAVE_DEADLINE_S} (0: the default,"
-            f" {DEFAULT_WAVE_DEADLINE_S} s)",
-        )
-    return policy
 
 
 def _eligible(conn: Transaction, wanted: Placement) -> list[str]:

@@ -161,6 +161,35 @@ def capacities(
     }
 
 
+def overcommitted(
+    conn: Transaction, cluster_ids: Sequence[str] | None = None
+) -> dict[tuple[str, str], int]:
+    """(cluster, class) -> devices allocated and reserved beyond the verified total, where a
+    cluster came back with fewer devices than it had admitted.
+
+    Only a class with devices in reserve can be overcommitted (what is allocated alone never
+    exceeds what exists), so the devices are counted only on the clusters that have some:
+    usually none, and one query over the deployments then answers for the whole fleet (a
+    pass after every report asks; counting every device of 200 clusters took 9 ms)."""
+    reserving: set[str] = set()
+    scopes: list[list[str] | None] = [None] if cluster_ids is None else list(chunks(cluster_ids))
+    for chunk in scopes:
+        only = f"AND d.cluster_id IN ({marks(chunk)})" if chunk is not None else ""
+        for r in conn.execute(
+            f"""SELECT DISTINCT d.cluster_id AS cluster_id FROM deployments d {_HELD_JOIN}
+                WHERE ({_RESERVED}) > 0 {only}""",
+            chunk or [],
+        ):
+            reserving.add(r["cluster_id"])
+    if not reserving:
+        return {}
+    return {
+        key: cap.allocated + cap.reserved - cap.total
+        for key, cap in capacities(conn, sorted(reserving)).items()
+        if cap.reserved and cap.allocated + cap.reserved > cap.total
+    }
+
+
 def cordoned_idle(
     conn: Transaction, nodes_by_cluster: Mapping[str, Sequence[str]]
 ) -> dict[tuple[str, str], int]:

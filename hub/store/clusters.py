@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from hub import errors
+from hub.filters import EVERYTHING, LabelSelector
 from hub.model import AgentSession, Cluster, Maintenance
 from hub.store import codec
+from hub.store.labels import selected
 from hub.store.port import IntegrityError, Row, Transaction, chunks, marks
 
 
@@ -121,12 +123,26 @@ def revoke_certificates(conn: Transaction, cluster_id: str, *, now: float) -> in
     return len(revoked)
 
 
-def list_page(conn: Transaction, *, after: str, limit: int) -> list[Cluster]:
+def list_page(
+    conn: Transaction, *, after: str, limit: int, selector: LabelSelector = EVERYTHING
+) -> list[Cluster]:
+    """A page by id; only those whose labels `selector` matches."""
+    clauses, params = selected(conn, selector, "clusters.labels")
     rows = conn.execute(
-        "SELECT * FROM clusters WHERE cluster_id > ? ORDER BY cluster_id LIMIT ?", (after, limit)
+        "SELECT * FROM clusters WHERE "
+        + " AND ".join(["cluster_id > ?", *clauses])
+        + " ORDER BY cluster_id LIMIT ?",
+        [after, *params, limit],
     ).fetchall()
     found = sessions(conn, [r["cluster_id"] for r in rows])
     return [_cluster(r, found.get(r["cluster_id"], ())) for r in rows]
+
+
+def set_labels(conn: Transaction, *, cluster_id: str, labels: Mapping[str, str]) -> None:
+    conn.execute(
+        "UPDATE clusters SET labels = ? WHERE cluster_id = ?",
+        (codec.dumps(dict(labels)), cluster_id),
+    )
 
 
 def labels_by_cluster(

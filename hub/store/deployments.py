@@ -22,6 +22,7 @@ from hub import serving
 from hub.filters import DeploymentFilter
 from hub.model import Deployment
 from hub.store import clusters, codec, port
+from hub.store.labels import selected
 from hub.store.port import Row, Transaction
 
 # The fields a statement reads (keys, filters, the waiting clause, the accounting sums, the
@@ -132,6 +133,7 @@ def list_page(
             ("d.project", where.project),
         )
         .among("d.project", where.projects)
+        .extend(selected(conn, where.labels, "w.labels"))
     )
     rows = conn.execute(
         _select(where_.condition()) + " ORDER BY d.deployment_id LIMIT ?",

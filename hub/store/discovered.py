@@ -16,8 +16,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from hub.filters import EVERYTHING, LabelSelector
 from hub.model import Discovered, DiscoveredObservation, DiscoveredService, ReplicaObservation
 from hub.store import codec
+from hub.store.labels import OF_DEPLOYMENT, selected
 from hub.store.port import Row, Transaction
 
 
@@ -102,14 +104,25 @@ def get(conn: Transaction, ref: str) -> Discovered | None:
 
 
 def list_page(
-    conn: Transaction, *, cluster_id: str, include_ignored: bool, after: str, limit: int
+    conn: Transaction,
+    *,
+    cluster_id: str,
+    include_ignored: bool,
+    after: str,
+    limit: int,
+    selector: LabelSelector = EVERYTHING,
 ) -> list[Discovered]:
+    """A page by id; `selector` tests the labels of the workload it was promoted to (none
+    before: an entry's DGD labels are not reported)."""
     clauses, params = ["d.discovered_id > ?"], [after]
     if cluster_id:
         clauses.append("d.cluster_id = ?")
         params.append(cluster_id)
     if not include_ignored:
         clauses.append("d.state != 'ignored'")
+    chosen, values = selected(conn, selector, OF_DEPLOYMENT.format(d="d"))
+    clauses += chosen
+    params += values
     rows = conn.execute(
         f"{_SELECT} WHERE {' AND '.join(clauses)} ORDER BY d.discovered_id LIMIT ?",
         [*params, limit],

@@ -11,6 +11,7 @@ from dataclasses import replace
 from hub.filters import AllocationFilter, ReplicaFilter
 from hub.model import Allocation, Replica
 from hub.store import port, replicas
+from hub.store.labels import OF_DEPLOYMENT, OF_REPLICA, selected
 from hub.store.port import Transaction
 
 
@@ -29,6 +30,7 @@ def list_replicas(
             where.projects,
             within="r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})",
         )
+        .extend(selected(conn, where.labels, OF_REPLICA.format(r="r")))
     )
     rows = conn.execute(
         f"SELECT r.* FROM replicas r {where_.sql()} ORDER BY r.replica_id LIMIT ?",
@@ -72,6 +74,7 @@ def list_allocations(
             ("a.cluster_id", where.cluster_id),
         )
         .among("d.project", where.projects)
+        .extend(selected(conn, where.labels, OF_DEPLOYMENT.format(d="d")))
     )
     rows = conn.execute(
         "SELECT a.cluster_id, a.node_id, a.namespace, a.pod_name, a.device_id,"

@@ -67,6 +67,11 @@ class Dialect:
         """`replace` for many rows at once: the statement for `write_rows` (its `{rows}`)."""
         return _replace(self.name, table, tuple(columns), tuple(key), rows=True)
 
+    def label_pairs(self, labels: str) -> str:
+        """A table of (key, value) text rows, aliased `l`, from the SQL expression `labels`
+        (a column or scalar subquery holding a JSON object; NULL reads as no labels)."""
+        return f"json_each(COALESCE({labels}, '{{}}')) AS l"
+
 
 @functools.lru_cache(maxsize=64)
 def _replace(
@@ -100,6 +105,9 @@ class PostgresDialect(Dialect):
 
     def greatest(self, a: str, b: str) -> str:
         return f"GREATEST({a}, {b})"
+
+    def label_pairs(self, labels: str) -> str:
+        return f"jsonb_each_text(CAST(COALESCE({labels}, '{{}}') AS jsonb)) AS l"
 
     def ddl(self, statement: str) -> str:
         for pattern, replacement in self._TYPES:
@@ -306,6 +314,13 @@ class Where:
             clause, params = among(column, values)
             self.clauses.append(within.format(clause=clause) if within else clause)
             self.params += params
+        return self
+
+    def extend(self, clauses: tuple[Sequence[str], Sequence[object]]) -> Where:
+        """Clauses built elsewhere, with their parameters (a label selector's:
+        hub/store/labels.py `selected`)."""
+        self.clauses += clauses[0]
+        self.params += clauses[1]
         return self
 
     def add(self, clause: str, *params: object) -> Where:

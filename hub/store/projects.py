@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from hub import errors
+from hub.filters import EVERYTHING, LabelSelector
 from hub.model import Project
 from hub.store import codec
+from hub.store.labels import selected
 from hub.store.port import IntegrityError, Row, Transaction
 
 
@@ -35,9 +37,16 @@ def get(conn: Transaction, name: str) -> Project | None:
     return _project(conn, row) if row else None
 
 
-def list_page(conn: Transaction, *, after: str, limit: int) -> list[Project]:
+def list_page(
+    conn: Transaction, *, after: str, limit: int, selector: LabelSelector = EVERYTHING
+) -> list[Project]:
+    """A page by name; only those whose labels `selector` matches."""
+    clauses, params = selected(conn, selector, "projects.labels")
     rows = conn.execute(
-        "SELECT * FROM projects WHERE name > ? ORDER BY name LIMIT ?", (after, limit)
+        "SELECT * FROM projects WHERE "
+        + " AND ".join(["name > ?", *clauses])
+        + " ORDER BY name LIMIT ?",
+        [after, *params, limit],
     ).fetchall()
     return [_project(conn, row) for row in rows]
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hub import errors, serving
+from hub.filters import EVERYTHING, LabelSelector
 from hub.model import (
     ROLLOUT_ROLLING,
     FailoverPolicy,
@@ -16,6 +17,7 @@ from hub.model import (
     WorkloadRollout,
 )
 from hub.store import codec, port
+from hub.store.labels import selected
 from hub.store.port import IntegrityError, Row, Transaction
 
 
@@ -98,8 +100,10 @@ def list_page(
     limit: int,
     project: str = "",
     projects: Iterable[str] | None = None,
+    selector: LabelSelector = EVERYTHING,
 ) -> list[Workload]:
-    """A page by name; of one `project`, and only of `projects` when given (a scoped token's)."""
+    """A page by name; of one `project`, and only of `projects` when given (a scoped token's);
+    only those whose labels `selector` matches."""
     query = "SELECT * FROM workloads WHERE name > ?"
     params: list[object] = [after]
     if project:
@@ -109,6 +113,9 @@ def list_page(
         clause, values = port.among("project", projects)
         query += f" AND {clause}"
         params += values
+    clauses, values = selected(conn, selector, "workloads.labels")
+    query += "".join(f" AND {c}" for c in clauses)
+    params += values
     rows = conn.execute(query + " ORDER BY name LIMIT ?", [*params, limit]).fetchall()
     return [_workload(r) for r in rows]
 

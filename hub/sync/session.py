@@ -19,6 +19,9 @@ discovered workloads, rejects) is accepted only from the leader (hub/sync/leader
 Lease term claimed, or for read-only node agents a hub grant): from anyone else it is refused
 with a Problem and the stream is fenced. An agent of a whole cluster (no node name) leads and
 reports every node.
+
+Steps 1 and 2, and the Welcome, are hub/sync/handshake.py; the stream's state, which the
+fanout, the pump and leadership hold, is hub/sync/stream.py; this module runs the stream.
 """
 
 from __future__ import annotations
@@ -27,12 +30,10 @@ import asyncio
 import contextlib
 import functools
 import logging
-import secrets
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import grpc
 from opentelemetry import trace
@@ -44,21 +45,18 @@ from hub.service import clusters as cluster_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext
 from hub.sync import convert
-from hub.sync.fanout import WHOLE_CLUSTER, Fanout
+from hub.sync.fanout import Fanout
+from hub.sync.handshake import Handshake
 from hub.sync.ingest import IngestQueue
 from hub.sync.leadership import Leadership
 from hub.sync.liveness import LivenessRecorder
 from hub.sync.pump import desired_message
 from hub.sync.ratelimit import TokenBucket
-from hub.tls import peer_certificate_fingerprint, peer_cluster_id
+from hub.sync.stream import READER_DONE, Close, StreamSession
 from wingsmith.v1 import sync_pb2, sync_pb2_grpc
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-HELLO_TIMEOUT_S = 10.0
-# Trailing metadata of a refused handshake: milliseconds until the agent's slot.
-RETRY_AFTER_KEY = "wingsmith-retry-after-ms"
 
 
 class SyncMetrics(Protocol):
@@ -99,102 +97,6 @@ def _received(cluster_id: str, batch: sync_pb2.ObservationBatch) -> None:
         pass
 
 
-def bearer_token(metadata: Any) -> str:
-    for key, value in metadata or ():
-        if key.lower() == "authorization" and isinstance(value, str):
-            scheme, _, token = value.partition(" ")
-            if scheme.lower() == "bearer":
-                return token.strip()
-    return ""
-
-
-@dataclass
-class _Close:
-    code: grpc.StatusCode
-    message: str
-
-
-# Put in the outbox when the reader ends (the agent closed its side, or the stream broke).
-_READER_DONE = object()
-
-
-class _Session:
-    """Per-stream state, and the fanout's and leadership's handle on it."""
-
-    def __init__(self, cluster_id: str, token_hash: str, hello: sync_pb2.Hello) -> None:
-        self.cluster_id = cluster_id
-        # The stream's identity is the token it was opened with, not only the cluster id: a
-        # rotated token or a deleted (and perhaps re-registered) cluster closes it.
-        self.token_hash = token_hash
-        self.session_id = "ss_" + secrets.token_hex(8)
-        self.instance = hello.agent_instance or self.session_id
-        self.node_name = hello.node_name
-        self.whole = not hello.node_name
-        self.leading = False
-        # Deployment ids already seen to be this cluster's (hub/service/sync.py authorize).
-        self.own_deployments: set[str] = set()
-        self.sent_revision = 0
-        self.last_seq = 0
-        self.outbox: asyncio.Queue[sync_pb2.HubMessage | _Close | object] = asyncio.Queue()
-        self.closing: _Close | None = None
-        # The first desired message was computed (the pump may hand over deltas from then).
-        self.ready = False
-        # A desired message sits in the outbox; the pump passes this stream by meanwhile and
-        # `missed` makes it ask again once that message is written (one coalesced delta for
-        # a slow agent, not a queue of them).
-        self.desired_waiting = False
-        self.desired_changed_at = 0.0
-        self.missed = False
-
-    def accepts_desired(self) -> bool:
-        if not self.ready or self.closing is not None or self.desired_waiting:
-            self.missed = True
-            return False
-        return True
-
-    def deliver(self, message: sync_pb2.HubMessage, *, revision: int, changed_at: float) -> None:
-        self.sent_revision = revision
-        self.desired_waiting = True
-        self.desired_changed_at = changed_at
-        self.outbox.put_nowait(message)
-
-    @property
-    def slot(self) -> str:
-        return WHOLE_CLUSTER if self.whole else self.instance
-
-    def supersede(self) -> None:
-        self.close(grpc.StatusCode.ABORTED, "superseded by a newer stream of this cluster")
-
-    def revoke(self, reason: str) -> None:
-        self.close(grpc.StatusCode.UNAUTHENTICATED, f"{reason}: this stream's token is revoked")
-
-    def refused(self, seq: int, message: str) -> None:
-        """An observation batch held records the store refused (hub/service/sync.py)."""
-        problem = sync_pb2.Problem(
-            seq=seq, code=grpc.StatusCode.INVALID_ARGUMENT.name, message=message
-        )
-        self.outbox.put_nowait(sync_pb2.HubMessage(problem=problem))
-
-    def resync(self, seq: int, reason: str) -> None:
-        """The hub could not store a batch for a reason of its own: ask for everything."""
-        resync = sync_pb2.ResyncRequest(seq=seq, reason=reason)
-        self.outbox.put_nowait(sync_pb2.HubMessage(resync=resync))
-
-    def fence(self, term: int, reason: str) -> None:
-        self.leading = False
-        self.outbox.put_nowait(sync_pb2.HubMessage(fence=sync_pb2.Fence(term=term, reason=reason)))
-
-    def grant(self, term: int, node_ids: Sequence[str]) -> None:
-        self.leading = True
-        grant = sync_pb2.LeadershipGrant(term=term, node_ids=node_ids)
-        self.outbox.put_nowait(sync_pb2.HubMessage(grant=grant))
-
-    def close(self, code: grpc.StatusCode, message: str) -> None:
-        if self.closing is None:
-            self.closing = _Close(code, message)
-            self.outbox.put_nowait(self.closing)
-
-
 class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
     def __init__(
         self,
@@ -215,10 +117,15 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         self._fanout = fanout
         self._ingest = ingest
         self._liveness = liveness
-        self._handshakes = handshakes
         self._metrics = metrics
-        # Mutual TLS: the client certificate must name the token's cluster.
-        self._require_client_identity = require_client_identity
+        self._handshake = Handshake(
+            ctx=ctx,
+            handshakes=handshakes,
+            count=metrics.message,
+            audit=self._audit,
+            require_client_identity=require_client_identity,
+            writer=writer,
+        )
         self.leadership = self._leadership = Leadership(
             persist=lambda cluster_id, term: sync_service.raise_leader_term(
                 ctx, cluster_id=cluster_id, term=term
@@ -238,9 +145,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         request_iterator: AsyncIterator[sync_pb2.AgentMessage],
         context: grpc.aio.ServicerContext[sync_pb2.AgentMessage, sync_pb2.HubMessage],
     ) -> AsyncIterator[sync_pb2.HubMessage]:
-        cluster_id, token_hash = await self._authenticate(request_iterator, context)
-        hello = await self._hello(request_iterator, context, cluster_id)
-        session = _Session(cluster_id, token_hash, hello)
+        cluster_id, token_hash = await self._handshake.authenticate(request_iterator, context)
+        hello = await self._handshake.hello(request_iterator, context, cluster_id)
+        session = StreamSession(cluster_id, token_hash, hello)
         # Registered before the session is recorded: a rotation or deletion committed from
         # here on closes it, and one committed before is seen by open_session.
         self._fanout.register(cluster_id, session.slot, session)
@@ -273,7 +180,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             held = sync_service.held_observations(
                 self._ctx, cluster_id, node_name=session.node_name
             )
-            welcome = self._welcome(session, newest_term, held)
+            welcome = self._handshake.welcome(session, newest_term, held)
             yield self._out(sync_pb2.HubMessage(welcome=welcome))
             await self._lead(session, hello.leader_term, read_only=hello.read_only)
             first = sync_service.desired_since(
@@ -293,7 +200,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             if not first.empty:
                 yield self._out(self._desired(first))
             reader = asyncio.create_task(self._read(session, request_iterator))
-            reader.add_done_callback(lambda _: session.outbox.put_nowait(_READER_DONE))
+            reader.add_done_callback(lambda _: session.outbox.put_nowait(READER_DONE))
             async for message in self._outgoing(session):
                 yield message
             if session.closing is not None:
@@ -337,148 +244,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         except Exception:  # auditing never changes how a handshake ends
             log.exception("audit record of %s lost", action)
 
-    # -- handshake ----------------------------------------------------------------------------
-
-    async def _authenticate(
-        self,
-        request_iterator: AsyncIterator[sync_pb2.AgentMessage],
-        context: grpc.aio.ServicerContext[Any, Any],
-    ) -> tuple[str, str]:
-        """The token's cluster and the token's hash (the stream's identity)."""
-
-        async def refuse(code: grpc.StatusCode, message: str) -> NoReturn:
-            await self._refuse(request_iterator, context, code, message)
-
-        token = bearer_token(context.invocation_metadata())
-        if not token:
-            await refuse(
-                grpc.StatusCode.UNAUTHENTICATED, "missing 'authorization: Bearer <cluster token>'"
-            )
-        try:
-            cluster_id = cluster_service.authenticate(self._ctx, token)
-        except errors.Unauthenticated as e:
-            await refuse(grpc.StatusCode.UNAUTHENTICATED, e.message)
-        if self._require_client_identity:
-            named = peer_cluster_id(context.auth_context())
-            if named is None:
-                await refuse(
-                    grpc.StatusCode.UNAUTHENTICATED,
-                    "the client certificate names no cluster (SPIFFE id, DNS name or CN)",
-                )
-            if named != cluster_id:
-                await self._audit(
-                    cluster_id,
-                    "agent.refused",
-                    "PERMISSION_DENIED",
-                    f"client certificate of cluster {named}",
-                )
-                await refuse(
-                    grpc.StatusCode.PERMISSION_DENIED,
-                    f"the client certificate belongs to cluster {named}, the token to {cluster_id}",
-                )
-            fingerprint = peer_certificate_fingerprint(context.auth_context())
-            if fingerprint:
-                try:
-                    await self._in_writer(
-                        functools.partial(
-                            cluster_service.check_certificate,
-                            self._ctx,
-                            cluster_id=cluster_id,
-                            fingerprint=fingerprint,
-                        )
-                    )
-                except errors.Unauthenticated as e:
-                    await refuse(grpc.StatusCode.UNAUTHENTICATED, e.message)
-        if not self._handshakes.try_take():
-            retry_ms = int(self._handshakes.retry_after() * 1000)
-            context.set_trailing_metadata(((RETRY_AFTER_KEY, str(retry_ms)),))
-            await refuse(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"too many stream handshakes; retry in {retry_ms} ms ({RETRY_AFTER_KEY})",
-            )
-        return cluster_id, cluster_service.token_hash(token)
-
-    @staticmethod
-    async def _refuse(
-        request_iterator: AsyncIterator[sync_pb2.AgentMessage],
-        context: grpc.aio.ServicerContext[Any, Any],
-        code: grpc.StatusCode,
-        message: str,
-    ) -> NoReturn:
-        """End a handshake refused before its Hello was read, once the Hello is in.
-
-        The agent writes its Hello as soon as the call starts. If the hub ends the call first,
-        that write fails inside grpc, and grpc's asyncio client then gives the call its own
-        status, INTERNAL "Internal error from Core", in place of the one the hub sent: the
-        agent, and the operator reading its log, lose why it was refused (a revoked
-        certificate, a wrong token, the slot of a handshake pushback). How often depends on
-        timing alone: 5 refusals in 1,000 on a machine kept busy. So the refusal waits for the
-        first message (or the end of the client's side), at most HELLO_TIMEOUT_S as an
-        accepted stream would, and then ends the call: by then the write is done and the
-        status arrives whole. What the message says is not looked at.
-        """
-        with contextlib.suppress(Exception):  # ended, broken or silent: refuse all the same
-            await asyncio.wait_for(anext(request_iterator), HELLO_TIMEOUT_S)
-        await context.abort(code, message)
-        raise AssertionError("unreachable: abort raises")
-
-    async def _hello(
-        self,
-        request_iterator: AsyncIterator[sync_pb2.AgentMessage],
-        context: grpc.aio.ServicerContext[Any, Any],
-        cluster_id: str,
-    ) -> sync_pb2.Hello:
-        try:
-            first = await asyncio.wait_for(anext(request_iterator), HELLO_TIMEOUT_S)
-        except (StopAsyncIteration, TimeoutError):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a Hello first")
-        self._metrics.message(direction="in", kind=first.WhichOneof("kind") or "empty")
-        if first.WhichOneof("kind") != "hello":
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, "the first message must be a Hello"
-            )
-        try:
-            hello = convert.hello(first.hello)
-        except errors.InvalidArgument as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, e.message)
-        if hello.cluster_id != cluster_id:
-            await self._audit(
-                cluster_id,
-                "agent.refused",
-                "PERMISSION_DENIED",
-                f"Hello for cluster {hello.cluster_id[:64]!r}",
-            )
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"this token belongs to cluster {cluster_id}, not {hello.cluster_id}",
-            )
-        return hello
-
-    def _welcome(
-        self,
-        session: _Session,
-        leader_term: int,
-        held: tuple[Mapping[str, int], Mapping[str, int]],
-    ) -> sync_pb2.Welcome:
-        deployments, nodes = held
-        return sync_pb2.Welcome(
-            session_id=session.session_id,
-            store_epoch=self._ctx.db.epoch,
-            heartbeat_interval_ms=int(self._ctx.settings.heartbeat_interval_s * 1000),
-            leader_term=leader_term,
-            held=[
-                *(
-                    sync_pb2.HeldObservation(deployment_id=i, observe_unix_nanos=ns)
-                    for i, ns in deployments.items()
-                ),
-                *(
-                    sync_pb2.HeldObservation(node_id=i, observe_unix_nanos=ns)
-                    for i, ns in nodes.items()
-                ),
-            ],
-        )
-
-    async def _lead(self, session: _Session, term: int, *, read_only: bool) -> None:
+    async def _lead(self, session: StreamSession, term: int, *, read_only: bool) -> None:
         """A whole-cluster agent leads by being the only one; a node agent by its Lease term,
         or, read-only (no Lease), by the hub's grant."""
         if session.whole:
@@ -496,10 +262,10 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
 
     # -- writer -------------------------------------------------------------------------------
 
-    async def _outgoing(self, session: _Session) -> AsyncIterator[sync_pb2.HubMessage]:
+    async def _outgoing(self, session: StreamSession) -> AsyncIterator[sync_pb2.HubMessage]:
         while True:
             item = await session.outbox.get()
-            if item is _READER_DONE or isinstance(item, _Close):
+            if item is READER_DONE or isinstance(item, Close):
                 return  # the agent closed its side, or the hub closes the stream
             assert isinstance(item, sync_pb2.HubMessage)
             desired = item.HasField("desired")
@@ -529,7 +295,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
     # -- reader -------------------------------------------------------------------------------
 
     async def _read(
-        self, session: _Session, request_iterator: AsyncIterator[sync_pb2.AgentMessage]
+        self, session: StreamSession, request_iterator: AsyncIterator[sync_pb2.AgentMessage]
     ) -> None:
         try:
             async for message in request_iterator:
@@ -554,7 +320,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         except grpc.aio.AioRpcError:
             return  # the stream broke; the handler's finally cleans up
 
-    async def _handle(self, session: _Session, kind: str, message: sync_pb2.AgentMessage) -> None:
+    async def _handle(
+        self, session: StreamSession, kind: str, message: sync_pb2.AgentMessage
+    ) -> None:
         if kind == "heartbeat":
             convert.heartbeat(message.heartbeat, self._checker())
             return
@@ -630,7 +398,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             now_ns=time.time_ns(), max_skew_ns=int(self._ctx.settings.max_clock_skew_s * 1e9)
         )
 
-    async def _leadership_message(self, session: _Session, leadership: sync_pb2.Leadership) -> None:
+    async def _leadership_message(
+        self, session: StreamSession, leadership: sync_pb2.Leadership
+    ) -> None:
         if session.whole:
             raise errors.InvalidArgument(
                 "leadership", "an agent of a whole cluster leads without a Lease"
@@ -645,7 +415,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             session.leading = False
             await self._leadership.release(session.cluster_id, session)
 
-    def _authorize_scope(self, session: _Session, batch: ObservationBatch) -> None:
+    def _authorize_scope(self, session: StreamSession, batch: ObservationBatch) -> None:
         """A node agent reports its own node; cluster-level state comes from the leader."""
         if not session.whole:
             # The leader also reports nodes that left the cluster (absent): their own agent
@@ -663,7 +433,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         if batch.deployments or batch.discovered:
             self._require_leader(session, "deployment and discovered observations")
 
-    def _require_leader(self, session: _Session, what: str) -> None:
+    def _require_leader(self, session: StreamSession, what: str) -> None:
         if session.leading:
             return
         term = self._leadership.term(session.cluster_id)

@@ -32,6 +32,11 @@ PREFIX = "/ui"
 # The newest audit records read for a workload's history (ListAuditRecords is newest first).
 HISTORY_SCAN = 500
 HISTORY_SHOWN = 50
+_ROLLOUT_DONE = {
+    "PauseWorkloadRollout": "rollout paused",
+    "ResumeWorkloadRollout": "rollout resumed",
+    "AbortWorkloadRollout": "rollout aborted",
+}
 _MAINTENANCE = {"cordon": "CordonCluster", "uncordon": "UncordonCluster", "drain": "DrainCluster"}
 
 
@@ -131,6 +136,7 @@ def routes(dash: Dashboard) -> list[web.RouteDef]:
         web.post("/workloads/{ref}/scale", cockpit.scale),
         web.get("/workloads/{ref}/delete", cockpit.delete_form),
         web.post("/workloads/{ref}/delete", cockpit.delete),
+        web.post("/workloads/{ref}/pause", cockpit.rollout("PauseWorkloadRollout")),
         web.post("/workloads/{ref}/resume", cockpit.rollout("ResumeWorkloadRollout")),
         web.post("/workloads/{ref}/abort", cockpit.rollout("AbortWorkloadRollout")),
         web.post("/deployments/{ref}/enabled", cockpit.enable),
@@ -167,7 +173,7 @@ class Cockpit:
         except WingsmithError as e:
             # An action's refusal stays the answer shown, even where the page is not readable.
             shown, code = (error, status) if error else (e.message, e.http_status)
-            return self._dash._render(request, "missing.html", {"message": shown}, status=code)
+            return self._dash.render(request, "missing.html", {"message": shown}, status=code)
         deployments = await self._dash.list_all(
             "ListDeployments", "deployments", workload_id=workload["workload_id"]
         )
@@ -182,7 +188,7 @@ class Cockpit:
             "error": error,
             "path": f"{PREFIX}/workloads/{_quote(workload['name'])}",
         }
-        return self._dash._render(request, "workload.html", context, status=status)
+        return self._dash.render(request, "workload.html", context, status=status)
 
     async def _history(self, workload: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         """The audit records naming the workload or one of its deployments, newest first
@@ -220,7 +226,7 @@ class Cockpit:
         )
 
     def rollout(self, method_name: str) -> Any:
-        done = "rollout resumed" if method_name == "ResumeWorkloadRollout" else "rollout aborted"
+        done = _ROLLOUT_DONE[method_name]
 
         async def act(request: web.Request) -> web.StreamResponse:
             return await self._act(request, done, method_name, ref=request.match_info["ref"])
@@ -268,7 +274,7 @@ class Cockpit:
         self, request: web.Request, *, error: str = "", status: int = 200
     ) -> web.StreamResponse:
         ref = request.match_info["ref"]
-        found = await self._dash._get_or_404(request, "GetWorkload", ref=ref)
+        found = await self._dash.get_or_404(request, "GetWorkload", ref=ref)
         if isinstance(found, web.StreamResponse):
             return found
         preview: dict[str, Any] | None = None
@@ -278,7 +284,7 @@ class Cockpit:
         except WingsmithError as e:
             error, status = error or e.message, e.http_status if status == 200 else status
         context = {"workload": found, "preview": preview, "error": error}
-        return self._dash._render(request, "delete_workload.html", context, status=status)
+        return self._dash.render(request, "delete_workload.html", context, status=status)
 
     async def delete(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
@@ -307,7 +313,7 @@ class Cockpit:
         status: int = 200,
     ) -> web.StreamResponse:
         cluster_id = request.match_info["cluster_id"]
-        found = await self._dash._get_or_404(request, "GetCluster", cluster_id=cluster_id)
+        found = await self._dash.get_or_404(request, "GetCluster", cluster_id=cluster_id)
         if isinstance(found, web.StreamResponse):
             return found
         deployments = await self._dash.list_all(
@@ -323,7 +329,7 @@ class Cockpit:
             "preview": preview,
             "path": f"{PREFIX}/clusters/{_quote(cluster_id)}",
         }
-        return self._dash._render(request, "cluster.html", context, status=status)
+        return self._dash.render(request, "cluster.html", context, status=status)
 
     async def maintain(self, request: web.Request) -> web.StreamResponse:
         """Cordon, uncordon or drain: previewed (validate_only) unless the form confirms."""

@@ -128,3 +128,14 @@ def test_an_incomplete_run_or_a_size_only_one_run_has_is_said_not_passed_over() 
     text = compare.render(compare.compare(recorded, other_size), recorded, other_size)
     assert "200 agents only in recorded: not compared" in text
     assert "2000 agents only in this run: not compared" in text
+
+
+def test_the_machine_lines_say_the_load_when_a_run_recorded_it() -> None:
+    """A run on a busy machine reads differently: its load average (start, end) is shown;
+    a file recorded before it was kept shows none."""
+    recorded = figures_file(connect_s=2.0, bare_connect_s=1.0, rate=1000, rss=100)
+    current = figures_file(connect_s=2.0, bare_connect_s=1.0, rate=1000, rss=100)
+    current["meta"]["load_average"] = [7.5, 11.25]
+    text = compare.render(compare.compare(recorded, current), recorded, current)
+    assert "this run: python -m bench  (2 CPUs, test, Python 3.11, load 7.5 -> 11.25)" in text
+    assert "recorded: python -m bench  (2 CPUs, test, Python 3.11)" in text

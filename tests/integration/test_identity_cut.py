@@ -209,7 +209,7 @@ def test_a_certificate_of_a_deleted_or_rekeyed_cluster_is_refused(tmp_path: Path
 # grpc's asyncio client fails a write to a call its peer already ended and then reports its own
 # INTERNAL "Internal error from Core" instead of the status the peer sent. A hub that ended a
 # refused handshake before the agent's Hello was written lost the reason about once in a
-# hundred refusals on a busy machine (hub/sync/session.py `_refuse`).
+# hundred refusals on a busy machine (hub/sync/handshake.py `_refuse`).
 
 
 def test_a_refused_handshake_is_ended_only_once_the_hello_is_in(

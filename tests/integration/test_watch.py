@@ -309,6 +309,24 @@ def test_a_revision_not_kept_or_never_given_is_refused(tmp_path: Path) -> None:
         assert status == 400 and "kinds" in answer["error"]["message"]
 
 
+def test_an_idle_watch_gets_a_heartbeat_while_the_feed_records(tmp_path: Path) -> None:
+    """The feed wakes every watcher at each recording (every 0.1 s here), events or not; the
+    heartbeat (every 1 s) counts from the last write, so an idle stream still gets its
+    bookmarks. Before, each wake restarted the heartbeat's wait and none ever came."""
+    with running_hub(tmp_path, WATCH) as (_, hub):
+        hub.register_cluster("east")
+        rpc, sse = GrpcWatcher(hub, kinds=["clusters"]), SseWatcher(hub, "?kinds=clusters")
+        try:
+            for w in (rpc, sse):
+                wait_until(
+                    lambda w=w: sum(e["type"] == "bookmark" for e in w.events) >= 3,
+                    what="the first bookmark and two heartbeats",
+                )
+        finally:
+            rpc.close()
+            sse.close()
+
+
 def test_a_client_that_stops_reading_is_cut_off_with_a_clear_status(tmp_path: Path) -> None:
     settings = dataclasses.replace(WATCH, watch_buffer=4, watch_heartbeat_s=30.0)
     with running_hub(tmp_path, settings) as (_, hub):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent import main as agent_main
-from hub import app as hub_app
+from hub.app import command as hub_app
 
 AGENT = ["--hub", "127.0.0.1:50051", "--cluster-id", "east", "--token", "wsa_token"]
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+import agent.dgd_status
 import agent.discover
 import agent.model
 import agent.observe
@@ -153,8 +154,8 @@ PAIRS = [
     _pair(
         sync_pb2.DiscoveredObservation, agent.discover.DiscoveredObservation, "observe_unix_nanos"
     ),
-    _pair(sync_pb2.DeploymentStatusReport, agent.observe.StatusObservation),
-    _pair(sync_pb2.AppliedObjectReport, agent.observe.AppliedObject),
+    _pair(sync_pb2.DeploymentStatusReport, agent.dgd_status.StatusObservation),
+    _pair(sync_pb2.AppliedObjectReport, agent.dgd_status.AppliedObject),
     _pair(
         sync_pb2.DeploymentObservation, agent.observe.DeploymentObservation, "observe_unix_nanos"
     ),

@@ -16,12 +16,12 @@ import pytest
 from agent.cluster.simulated import spec
 from hub import errors
 from hub.service import validate
-from hub.sync import convert
+from hub.sync import fields
 
 MODULES = [
     "hub.service.validate",
     "hub.serving",
-    "hub.sync.convert",
+    "hub.sync.fields",
     "hub.adoption",
     "hub.store.db",
     "agent.render.validation",
@@ -73,12 +73,12 @@ def test_the_valid_names_beside_them_pass() -> None:
 
 def test_stream_patterns_refuse_a_trailing_newline() -> None:
     for pattern, good in [
-        (convert.DEPLOYMENT_ID, "dep_0123456789abcdef"),
-        (convert.DNS_SUBDOMAIN, "node-1.example"),
-        (convert.DNS_LABEL, "default"),
-        (convert.DIGEST, "svg_0123456789abcdef"),
-        (convert.DEVICE_CLASS, "H100-80GB"),
-        (convert.AGENT_INSTANCE, "hangar-7x2k:1234"),
+        (fields.DEPLOYMENT_ID, "dep_0123456789abcdef"),
+        (fields.DNS_SUBDOMAIN, "node-1.example"),
+        (fields.DNS_LABEL, "default"),
+        (fields.DIGEST, "svg_0123456789abcdef"),
+        (fields.DEVICE_CLASS, "H100-80GB"),
+        (fields.AGENT_INSTANCE, "hangar-7x2k:1234"),
     ]:
         assert pattern.match(good)
         assert not pattern.match(good + "\n"), pattern.pattern

@@ -21,31 +21,27 @@ the adapter reads and writes, and the RBAC it needs, are in docs/kubernetes.md.
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 
 from agent.backoff import Backoff
 from agent.cluster import dgd_versions
-from agent.cluster.kube import errors, mapping
+from agent.cluster.kube import errors, mapping, watches
 from agent.cluster.kube.cache import KindCache, Revision
-from agent.cluster.kube.mapping import Key
 from agent.cluster.kube.readonly import ReadOnlyApiClient
 from agent.cluster.kube.watch import Reflector, WatchStats, WatchTuning
 from agent.cluster.port import (
     DGD_GROUP,
-    DGD_KIND,
     DGD_PLURAL,
     DGD_VERSION_NONE,
     DGDSA_PLURAL,
-    DYNAMO_GRAPH,
     MANAGED_BY,
     ClusterError,
     Dgd,
@@ -65,8 +61,6 @@ APPLY_PATCH = "application/apply-patch+yaml"
 REDISCOVER_S = 60.0
 # How long a take-over apply waits for the DGD watch to bring its write back (apply_dgd).
 CAUGHT_UP_S = 2.0
-
-T = TypeVar("T")
 
 
 class KubernetesCluster:
@@ -141,7 +135,15 @@ class KubernetesCluster:
             self._discover_quietly()
             self._started = True
             self._stopping = threading.Event()
-            self._reflectors = self._build_reflectors()
+            self._reflectors = watches.pods_and_nodes(
+                self._core,
+                self.namespaces,
+                pods=self._pods,
+                nodes=self._nodes,
+                tuning=self._tuning,
+                stopping=self._stopping,
+                rng=self._rng,
+            )
             for reflector in self._reflectors:
                 reflector.start()
             self._start_dgd_reflectors()
@@ -242,7 +244,7 @@ class KubernetesCluster:
         the next pass plans from our write, not from the object it replaced: a manifest made
         from the old one again would only be refused by its own precondition."""
         self._refuse_if_read_only("apply_dgd")
-        body = _apply_body(manifest)
+        body = mapping.apply_body(manifest)
         if take_over:
             body["metadata"]["resourceVersion"] = take_over
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -439,7 +441,22 @@ class KubernetesCluster:
                 return
             self._dgd_stopping = threading.Event()
             version = self._dgd_version
-            self._dgd_reflectors = self._build_dgd_reflectors(version) if version else []
+            self._dgd_reflectors = (
+                watches.dgds_and_adapters(
+                    self._custom,
+                    self.namespaces,
+                    version,
+                    with_adapters=version in self._adapter_versions,
+                    dgds=self._dgds,
+                    adapters=self._adapters,
+                    tuning=self._tuning,
+                    stopping=self._dgd_stopping,
+                    rng=self._rng,
+                    rediscover=self._rediscover,
+                )
+                if version
+                else []
+            )
             reflectors = list(self._dgd_reflectors)
         if not version or version not in self._adapter_versions:
             # Nothing is served: no DGD (or adapter) exists to be seen.
@@ -485,156 +502,9 @@ class KubernetesCluster:
                 retryable=False,
             )
 
-    def _build_reflectors(self) -> list[Reflector[Any]]:
-        reflectors: list[Reflector[Any]] = []
-        for namespace in self.namespaces or (None,):
-            reflectors.append(
-                self._reflector(
-                    "pods",
-                    namespace=namespace,
-                    list_call=self._pod_lister(namespace),
-                    mapper=mapping.pod,
-                    cache=self._pods,
-                )
-            )
-        reflectors.append(
-            self._reflector(
-                "nodes",
-                namespace=None,
-                list_call=self._core.list_node,
-                mapper=mapping.node,
-                cache=self._nodes,
-            )
-        )
-        return reflectors
-
-    def _reflector(
-        self,
-        kind: str,
-        *,
-        namespace: str | None,
-        list_call: Callable[..., Any],
-        mapper: Callable[[Mapping[str, Any]], T],
-        cache: KindCache[T],
-        stopping: threading.Event | None = None,
-    ) -> Reflector[T]:
-        def map_item(obj: Mapping[str, Any]) -> tuple[Key, T]:
-            return mapping.key(obj), mapper(obj)
-
-        return Reflector(
-            name=kind if namespace is None else f"{kind}/{namespace}",
-            list_call=list_call,
-            map_item=map_item,
-            cache=cache,
-            namespace=namespace,
-            tuning=self._tuning,
-            stopping=stopping or self._stopping,
-            # One generator per watcher, seeded from the shared one: jitter differs per loop.
-            rng=random.Random(self._rng.random()),
-        )
-
-    def _build_dgd_reflectors(self, version: str) -> list[Reflector[Any]]:
-        reflectors: list[Reflector[Any]] = []
-        for namespace in self.namespaces or (None,):
-            reflectors.append(
-                self._reflector(
-                    f"dgds.{version}",
-                    namespace=namespace,
-                    list_call=self._dgd_lister(namespace, version, DGD_PLURAL),
-                    mapper=mapping.dgd,
-                    cache=self._dgds,
-                    stopping=self._dgd_stopping,
-                )
-            )
-            if version in self._adapter_versions:
-                reflectors.append(
-                    self._reflector(
-                        f"dgdsas.{version}",
-                        namespace=namespace,
-                        list_call=self._dgd_lister(namespace, version, DGDSA_PLURAL),
-                        mapper=functools.partial(
-                            mapping.scaling_adapter, own_manager=FIELD_MANAGER
-                        ),
-                        cache=self._adapters,
-                        stopping=self._dgd_stopping,
-                    )
-                )
-        return reflectors
-
-    def _dgd_lister(self, namespace: str | None, version: str, plural: str) -> Callable[..., Any]:
-        if namespace is None:
-            call = functools.partial(
-                self._custom.list_cluster_custom_object, DGD_GROUP, version, plural
-            )
-        else:
-            call = functools.partial(
-                self._custom.list_namespaced_custom_object,
-                DGD_GROUP,
-                version,
-                namespace,
-                plural,
-            )
-
-        def list_or_watch(**query: Any) -> Any:
-            try:
-                return call(**query)
-            except ApiException as e:
-                if e.status == 404:
-                    # The version stopped being served: find out which one is now.
-                    self._rediscover.set()
-                raise
-
-        return list_or_watch
-
-    def _pod_lister(self, namespace: str | None) -> Callable[..., Any]:
-        # Only pods Dynamo made for a DGD: the selector "key exists" keeps the cache (and the
-        # watch traffic) to the pods that matter, not every pod of the cluster.
-        if namespace is None:
-            return functools.partial(
-                self._core.list_pod_for_all_namespaces, label_selector=DYNAMO_GRAPH
-            )
-        return functools.partial(
-            self._core.list_namespaced_pod, namespace, label_selector=DYNAMO_GRAPH
-        )
-
-
-def _apply_body(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """The manifest as plain JSON values, checked to be a DGD with a namespace and a name."""
-    body = _plain(manifest)
-    if not isinstance(body, dict):
-        raise ClusterError("a DGD manifest must be a mapping", retryable=False)
-    internal = dgd_versions.api_version(dgd_versions.V1ALPHA1)
-    body.setdefault("apiVersion", internal)
-    body.setdefault("kind", DGD_KIND)
-    if (body["apiVersion"], body["kind"]) != (internal, DGD_KIND):
-        raise ClusterError(
-            f"not a {DGD_KIND} in the agent's internal form ({internal}):"
-            f" {body['apiVersion']} {body['kind']}",
-            retryable=False,
-        )
-    meta = body.get("metadata")
-    if not isinstance(meta, dict) or not meta.get("name") or not meta.get("namespace"):
-        raise ClusterError(
-            "a DGD manifest needs metadata.name and metadata.namespace", retryable=False
-        )
-    # The server's fields: a copied resourceVersion would turn the apply into a precondition
-    # that fails once anything changed, and managedFields are not ours to send.
-    for server_field in ("resourceVersion", "managedFields", "uid", "creationTimestamp"):
-        meta.pop(server_field, None)
-    body.pop("status", None)
-    return body
-
 
 class _NotFound(ClusterError):
     """A DGD call got 404 in the version being written (and discovery confirmed it)."""
 
     def __init__(self, cause: ClusterError) -> None:
         super().__init__(str(cause), retryable=cause.retryable)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value

@@ -1,4 +1,5 @@
-"""Kubernetes objects (JSON dicts as the API server sends them) -> the port's values. Pure.
+"""Kubernetes objects (JSON dicts as the API server sends them) -> the port's values, and a
+DGD manifest -> the body the adapter applies (`apply_body`). Pure.
 
 Called by the watch caches (agent/cluster/kube/watch.py) for every listed or watched object;
 the results are what `KubernetesCluster.list_*` return. Works on raw dicts, not the client's
@@ -14,7 +15,16 @@ from datetime import datetime
 from typing import Any
 
 from agent.cluster import dgd_versions
-from agent.cluster.port import GPU_RESOURCE, MANAGED_BY, Dgd, Node, Pod, ScalingAdapter
+from agent.cluster.port import (
+    DGD_KIND,
+    GPU_RESOURCE,
+    MANAGED_BY,
+    ClusterError,
+    Dgd,
+    Node,
+    Pod,
+    ScalingAdapter,
+)
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped objects
 
@@ -220,3 +230,38 @@ def _list(value: Any) -> Sequence[Any]:
 
 def _strings(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(value).items()}
+
+
+def apply_body(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest as plain JSON values, checked to be a DGD with a namespace and a name."""
+    body = _plain(manifest)
+    if not isinstance(body, dict):
+        raise ClusterError("a DGD manifest must be a mapping", retryable=False)
+    internal = dgd_versions.api_version(dgd_versions.V1ALPHA1)
+    body.setdefault("apiVersion", internal)
+    body.setdefault("kind", DGD_KIND)
+    if (body["apiVersion"], body["kind"]) != (internal, DGD_KIND):
+        raise ClusterError(
+            f"not a {DGD_KIND} in the agent's internal form ({internal}):"
+            f" {body['apiVersion']} {body['kind']}",
+            retryable=False,
+        )
+    meta = body.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name") or not meta.get("namespace"):
+        raise ClusterError(
+            "a DGD manifest needs metadata.name and metadata.namespace", retryable=False
+        )
+    # The server's fields: a copied resourceVersion would turn the apply into a precondition
+    # that fails once anything changed, and managedFields are not ours to send.
+    for server_field in ("resourceVersion", "managedFields", "uid", "creationTimestamp"):
+        meta.pop(server_field, None)
+    body.pop("status", None)
+    return body
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

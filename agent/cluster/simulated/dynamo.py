@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Mapping
-from dataclasses import replace
 
 from agent.cluster.port import Dgd, Pod
 from agent.cluster.simulated.hardware import Hardware, SimNode
@@ -43,11 +41,10 @@ from agent.cluster.simulated.objects import (
 from agent.cluster.simulated.rollout import (
     Holder,
     fits_all,
-    max_surge,
     max_unavailable,
     plan_room,
 )
-from agent.cluster.simulated.status import ServiceCounts, graph_status
+from agent.cluster.simulated.status import graph_status
 
 
 class DynamoController:
@@ -279,8 +276,8 @@ class DynamoController:
             if pod.key not in self._pending:
                 continue
             annotations = self.graphs[pod.graph_key].graph.annotations
-            if self._surge_spent(annotations, pod.owner):
-                self._set_reason(pod, self._surge_reason(annotations, pod.owner))
+            if pod.owner.surge_spent(annotations):
+                self._set_reason(pod, pod.owner.surge_reason(annotations))
                 continue
             node = self.hw.first_fit(pod.template.gpu_request, pod.template.selection)
             if node is None:
@@ -317,9 +314,9 @@ class DynamoController:
         holders = {p.key: p for p in old if p.devices}
         progressed = False
         for pod in waiting:
-            if self._surge_spent(state.graph.annotations, service):
+            if service.surge_spent(state.graph.annotations):
                 # No pod beyond replicas + surge may hold devices: an old one must go first.
-                victim = self._retirable(service, budget)
+                victim = service.retirable(budget)
                 if victim is None:
                     service.blocked = not starting
                     break
@@ -352,36 +349,6 @@ class DynamoController:
             else:
                 starting = True
         return progressed
-
-    @staticmethod
-    def _surge_spent(annotations: Mapping[str, str], service: Service) -> bool:
-        """Has a rolling service as many pods holding devices as replicas + max surge?"""
-        limit = max_surge(annotations, service.name)
-        if limit is None:
-            return False
-        new, old = service.generations()
-        if not old:
-            return False
-        holding = sum(1 for p in new + old if p.scheduled)
-        return holding >= service.template.replicas + limit
-
-    @staticmethod
-    def _surge_reason(annotations: Mapping[str, str], service: Service) -> str:
-        limit = max_surge(annotations, service.name)
-        return f"WaitingForSurge: an old replica must retire first (max surge {limit})"
-
-    @staticmethod
-    def _retirable(service: Service, budget: int) -> SimPod | None:
-        """The old pod to retire for one new one: not-ready ones cost nothing, a ready one
-        only within the maxUnavailable budget."""
-        _, old = service.generations()
-        scheduled = sorted((p for p in old if p.scheduled), key=SimPod.rank)
-        if not scheduled:
-            return None
-        victim = scheduled[0]
-        if victim.ready and budget < 1:
-            return None
-        return victim
 
     def _could_finish(self, waiting: list[SimPod], old: list[SimPod]) -> bool:
         selection = waiting[0].template.selection
@@ -491,7 +458,7 @@ class DynamoController:
     def _refresh_status(self, state: GraphState, now: float) -> None:
         status = graph_status(
             generation=state.generation,
-            services=[self._counts(s) for s in state.services.values()],
+            services=[s.counts() for s in state.services.values()],
             rollout_started=state.rollout_started,
             previous=state.status,
             now_unix=self.unix_offset + now,
@@ -499,29 +466,3 @@ class DynamoController:
         if status != state.status:
             state.status = status
             self._touch()
-
-    @staticmethod
-    def _counts(service: Service) -> ServiceCounts:
-        new, old = service.generations()
-        waiting = [p for p in new + old if not p.scheduled]
-        counts = ServiceCounts(
-            name=service.name,
-            component_name=service.template.selector,
-            is_worker=service.template.is_worker,
-            desired=service.template.replicas,
-            replicas=len(new) + len(old),
-            ready=sum(1 for p in new + old if p.ready),
-            updated=len(new),
-            updated_scheduled=sum(1 for p in new if p.scheduled),
-            updated_ready=sum(1 for p in new if p.ready),
-            unschedulable=len(waiting),
-            unschedulable_reason=waiting[0].reason if waiting else "",
-            has_old=bool(old),
-            blocked=service.blocked,
-            failure=service.failure,
-        )
-        if service.failure and counts.complete:
-            # Whole again (its replacement is ready): the failure is history, not state.
-            service.failure = ""
-            counts = replace(counts, failure="")
-        return counts

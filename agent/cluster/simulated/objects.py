@@ -1,4 +1,6 @@
-"""The records of a simulated cluster's workloads: pods, services and graphs.
+"""The records of a simulated cluster's workloads: pods, services and graphs, and what a
+service tells of itself (its generations, whether its surge is spent, the old pod to retire,
+its counts for the graph's status).
 
 Mutable on purpose and private to the simulated operator (agent/cluster/simulated/dynamo.py),
 which is the only writer; everything else sees them through `view()`, which gives the frozen
@@ -10,11 +12,14 @@ because its spec and status are plain dicts a caller could edit.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from agent.cluster.port import Dgd, Pod
 from agent.cluster.simulated.manifest import Graph, Template
-from agent.cluster.simulated.rollout import removal_rank
+from agent.cluster.simulated.rollout import max_surge, removal_rank
+from agent.cluster.simulated.status import ServiceCounts
 
 PHASE_PENDING = "Pending"
 PHASE_RUNNING = "Running"
@@ -122,6 +127,60 @@ class Service:
             if pod.live:
                 (new if pod.template.key == self.template.key else old).append(pod)
         return new, old
+
+    def surge_spent(self, annotations: Mapping[str, str]) -> bool:
+        """Has a rolling service as many pods holding devices as replicas + max surge?"""
+        limit = max_surge(annotations, self.name)
+        if limit is None:
+            return False
+        new, old = self.generations()
+        if not old:
+            return False
+        holding = sum(1 for p in new + old if p.scheduled)
+        return holding >= self.template.replicas + limit
+
+    def surge_reason(self, annotations: Mapping[str, str]) -> str:
+        limit = max_surge(annotations, self.name)
+        return f"WaitingForSurge: an old replica must retire first (max surge {limit})"
+
+    def retirable(self, budget: int) -> SimPod | None:
+        """The old pod to retire for one new one: not-ready ones cost nothing, a ready one
+        only within the maxUnavailable budget."""
+        _, old = self.generations()
+        scheduled = sorted((p for p in old if p.scheduled), key=SimPod.rank)
+        if not scheduled:
+            return None
+        victim = scheduled[0]
+        if victim.ready and budget < 1:
+            return None
+        return victim
+
+    def counts(self) -> ServiceCounts:
+        """The service's pods counted for its graph's status; a failure whose service is whole
+        again is cleared."""
+        new, old = self.generations()
+        waiting = [p for p in new + old if not p.scheduled]
+        counts = ServiceCounts(
+            name=self.name,
+            component_name=self.template.selector,
+            is_worker=self.template.is_worker,
+            desired=self.template.replicas,
+            replicas=len(new) + len(old),
+            ready=sum(1 for p in new + old if p.ready),
+            updated=len(new),
+            updated_scheduled=sum(1 for p in new if p.scheduled),
+            updated_ready=sum(1 for p in new if p.ready),
+            unschedulable=len(waiting),
+            unschedulable_reason=waiting[0].reason if waiting else "",
+            has_old=bool(old),
+            blocked=self.blocked,
+            failure=self.failure,
+        )
+        if self.failure and counts.complete:
+            # Whole again (its replacement is ready): the failure is history, not state.
+            self.failure = ""
+            counts = replace(counts, failure="")
+        return counts
 
 
 class GraphState:

@@ -260,17 +260,23 @@ class ListClustersRequest(_message.Message):
 
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
+    label_selector: _builtins.str
+    """Kubernetes' equality-based selector: "k=v,k2!=v2,k3,!k4" (docs/rest.md "Labels"), over
+    the clusters' own labels.
+    """
     def __init__(
         self,
         *,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        label_selector: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -298,6 +304,41 @@ class ListClustersResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListClustersResponse: _TypeAlias = ListClustersResponse  # noqa: Y015
+
+@_typing.final
+class UpdateClusterRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    UPDATE_MASK_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    cluster_id: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true).
+    Authorized as the real call; not audited. The answer carries dry_run.
+    """
+    @_builtins.property
+    def cluster(self) -> _resources_pb2.Cluster: ...
+    @_builtins.property
+    def update_mask(self) -> _field_mask_pb2.FieldMask:
+        """Paths among: labels."""
+
+    def __init__(
+        self,
+        *,
+        cluster_id: _builtins.str = ...,
+        cluster: _resources_pb2.Cluster | None = ...,
+        update_mask: _field_mask_pb2.FieldMask | None = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "update_mask", b"update_mask"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "cluster_id", b"cluster_id", "update_mask", b"update_mask", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateClusterRequest: _TypeAlias = UpdateClusterRequest  # noqa: Y015
 
 @_typing.final
 class DeleteClusterRequest(_message.Message):
@@ -682,6 +723,31 @@ class ResumeWorkloadRolloutRequest(_message.Message):
 Global___ResumeWorkloadRolloutRequest: _TypeAlias = ResumeWorkloadRolloutRequest  # noqa: Y015
 
 @_typing.final
+class PauseWorkloadRolloutRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REF_FIELD_NUMBER: _builtins.int
+    VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
+    ref: _builtins.str
+    validate_only: _builtins.bool
+    """Answer what the call would do and write nothing (AIP-163; REST: ?validate_only=true or
+    the body field). Authorized as the real call; not audited.
+    """
+    def __init__(
+        self,
+        *,
+        ref: _builtins.str = ...,
+        validate_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref", "validate_only", b"validate_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PauseWorkloadRolloutRequest: _TypeAlias = PauseWorkloadRolloutRequest  # noqa: Y015
+
+@_typing.final
 class AbortWorkloadRolloutRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -714,10 +780,15 @@ class ListDeploymentsRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     WORKLOAD_ID_FIELD_NUMBER: _builtins.int
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
     workload_id: _builtins.str
     cluster_id: _builtins.str
+    label_selector: _builtins.str
+    """Kubernetes' equality-based selector: "k=v,k2!=v2,k3,!k4" (docs/rest.md "Labels"), over
+    each deployment's workload's labels (as a pod carries its template's).
+    """
     def __init__(
         self,
         *,
@@ -725,10 +796,11 @@ class ListDeploymentsRequest(_message.Message):
         page_token: _builtins.str = ...,
         workload_id: _builtins.str = ...,
         cluster_id: _builtins.str = ...,
+        label_selector: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "page_size", b"page_size", "page_token", b"page_token", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -996,11 +1068,16 @@ class ListDiscoveredRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
     INCLUDE_IGNORED_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
     cluster_id: _builtins.str
     include_ignored: _builtins.bool
     """The default list hides ignored entries."""
+    label_selector: _builtins.str
+    """Kubernetes' equality-based selector: "k=v,k2!=v2,k3,!k4" (docs/rest.md "Labels"), over
+    the labels of the workload an entry was promoted to (an entry not promoted has none).
+    """
     def __init__(
         self,
         *,
@@ -1008,10 +1085,11 @@ class ListDiscoveredRequest(_message.Message):
         page_token: _builtins.str = ...,
         cluster_id: _builtins.str = ...,
         include_ignored: _builtins.bool = ...,
+        label_selector: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "include_ignored", b"include_ignored", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "include_ignored", b"include_ignored", "label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1154,10 +1232,15 @@ class ListReplicasRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     DEPLOYMENT_ID_FIELD_NUMBER: _builtins.int
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
     deployment_id: _builtins.str
     cluster_id: _builtins.str
+    label_selector: _builtins.str
+    """Kubernetes' equality-based selector: "k=v,k2!=v2,k3,!k4" (docs/rest.md "Labels"), over
+    each replica's workload's labels (a pod of no deployment has none).
+    """
     def __init__(
         self,
         *,
@@ -1165,10 +1248,11 @@ class ListReplicasRequest(_message.Message):
         page_token: _builtins.str = ...,
         deployment_id: _builtins.str = ...,
         cluster_id: _builtins.str = ...,
+        label_selector: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "deployment_id", b"deployment_id", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "deployment_id", b"deployment_id", "label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1226,6 +1310,7 @@ class ListAllocationsRequest(_message.Message):
     DEPLOYMENT_ID_FIELD_NUMBER: _builtins.int
     PROJECT_FIELD_NUMBER: _builtins.int
     CLUSTER_ID_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     page_size: _builtins.int
     page_token: _builtins.str
     replica_id: _builtins.str
@@ -1233,6 +1318,10 @@ class ListAllocationsRequest(_message.Message):
     deployment_id: _builtins.str
     project: _builtins.str
     cluster_id: _builtins.str
+    label_selector: _builtins.str
+    """Kubernetes' equality-based selector: "k=v,k2!=v2,k3,!k4" (docs/rest.md "Labels"), over
+    each allocation's workload's labels (a pod of no deployment has none).
+    """
     def __init__(
         self,
         *,
@@ -1242,10 +1331,11 @@ class ListAllocationsRequest(_message.Message):
         deployment_id: _builtins.str = ...,
         project: _builtins.str = ...,
         cluster_id: _builtins.str = ...,
+        label_selector: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "deployment_id", b"deployment_id", "page_size", b"page_size", "page_token", b"page_token", "project", b"project", "replica_id", b"replica_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster_id", b"cluster_id", "deployment_id", b"deployment_id", "label_selector", b"label_selector", "page_size", b"page_size", "page_token", b"page_token", "project", b"project", "replica_id", b"replica_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

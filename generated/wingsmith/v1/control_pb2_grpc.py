@@ -76,6 +76,11 @@ class ControlServiceStub:
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ListClustersRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_control__pb2.ListClustersResponse.FromString,
                 _registered_method=True)
+        self.UpdateCluster = channel.unary_unary(
+                '/wingsmith.v1.ControlService/UpdateCluster',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.UpdateClusterRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+                _registered_method=True)
         self.DeleteCluster = channel.unary_unary(
                 '/wingsmith.v1.ControlService/DeleteCluster',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.DeleteClusterRequest.SerializeToString,
@@ -114,6 +119,11 @@ class ControlServiceStub:
         self.ResumeWorkloadRollout = channel.unary_unary(
                 '/wingsmith.v1.ControlService/ResumeWorkloadRollout',
                 request_serializer=wingsmith_dot_v1_dot_control__pb2.ResumeWorkloadRolloutRequest.SerializeToString,
+                response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
+                _registered_method=True)
+        self.PauseWorkloadRollout = channel.unary_unary(
+                '/wingsmith.v1.ControlService/PauseWorkloadRollout',
+                request_serializer=wingsmith_dot_v1_dot_control__pb2.PauseWorkloadRolloutRequest.SerializeToString,
                 response_deserializer=wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
                 _registered_method=True)
         self.AbortWorkloadRollout = channel.unary_unary(
@@ -289,6 +299,14 @@ class ControlServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateCluster(self, request, context):
+        """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+        map). Placements decided from then on select by them; nothing placed moves.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DeleteCluster(self, request, context):
         """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster.
         """
@@ -341,8 +359,16 @@ class ControlServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ResumeWorkloadRollout(self, request, context):
-        """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
-        Resume and abort take validate_only, as create, update and delete do.
+        """A rollout in waves paused (at a wave deadline, or by hand) goes on (docs/rollouts.md
+        "Waves"). Resume, pause and abort take validate_only, as create, update and delete do.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseWorkloadRollout(self, request, context):
+        """A rolling rollout in waves pauses by hand: no further cluster gets the change until it
+        is resumed (the clusters in flight go on rolling out). Takes validate_only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -561,6 +587,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.ListClustersRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_control__pb2.ListClustersResponse.SerializeToString,
             ),
+            'UpdateCluster': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateCluster,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.UpdateClusterRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Cluster.SerializeToString,
+            ),
             'DeleteCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteCluster,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.DeleteClusterRequest.FromString,
@@ -599,6 +630,11 @@ def add_ControlServiceServicer_to_server(servicer, server):
             'ResumeWorkloadRollout': grpc.unary_unary_rpc_method_handler(
                     servicer.ResumeWorkloadRollout,
                     request_deserializer=wingsmith_dot_v1_dot_control__pb2.ResumeWorkloadRolloutRequest.FromString,
+                    response_serializer=wingsmith_dot_v1_dot_resources__pb2.Workload.SerializeToString,
+            ),
+            'PauseWorkloadRollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseWorkloadRollout,
+                    request_deserializer=wingsmith_dot_v1_dot_control__pb2.PauseWorkloadRolloutRequest.FromString,
                     response_serializer=wingsmith_dot_v1_dot_resources__pb2.Workload.SerializeToString,
             ),
             'AbortWorkloadRollout': grpc.unary_unary_rpc_method_handler(
@@ -944,6 +980,33 @@ class ControlService:
             _registered_method=True)
 
     @staticmethod
+    def UpdateCluster(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/UpdateCluster',
+            wingsmith_dot_v1_dot_control__pb2.UpdateClusterRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Cluster.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def DeleteCluster(request,
             target,
             options=(),
@@ -1148,6 +1211,33 @@ class ControlService:
             target,
             '/wingsmith.v1.ControlService/ResumeWorkloadRollout',
             wingsmith_dot_v1_dot_control__pb2.ResumeWorkloadRolloutRequest.SerializeToString,
+            wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseWorkloadRollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/wingsmith.v1.ControlService/PauseWorkloadRollout',
+            wingsmith_dot_v1_dot_control__pb2.PauseWorkloadRolloutRequest.SerializeToString,
             wingsmith_dot_v1_dot_resources__pb2.Workload.FromString,
             options,
             channel_credentials,

@@ -58,6 +58,10 @@ class ControlServiceStub:
     """Clusters."""
     GetCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.GetClusterRequest, _resources_pb2.Cluster]
     ListClusters: _grpc.UnaryUnaryMultiCallable[_control_pb2.ListClustersRequest, _control_pb2.ListClustersResponse]
+    UpdateCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.UpdateClusterRequest, _resources_pb2.Cluster]
+    """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+    map). Placements decided from then on select by them; nothing placed moves.
+    """
     DeleteCluster: _grpc.UnaryUnaryMultiCallable[_control_pb2.DeleteClusterRequest, _empty_pb2.Empty]
     """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster."""
     RotateClusterToken: _grpc.UnaryUnaryMultiCallable[_control_pb2.RotateClusterTokenRequest, _control_pb2.RotateClusterTokenResponse]
@@ -77,8 +81,12 @@ class ControlServiceStub:
     or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
     """
     ResumeWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]
-    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
-    Resume and abort take validate_only, as create, update and delete do.
+    """A rollout in waves paused (at a wave deadline, or by hand) goes on (docs/rollouts.md
+    "Waves"). Resume, pause and abort take validate_only, as create, update and delete do.
+    """
+    PauseWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.PauseWorkloadRolloutRequest, _resources_pb2.Workload]
+    """A rolling rollout in waves pauses by hand: no further cluster gets the change until it
+    is resumed (the clusters in flight go on rolling out). Takes validate_only.
     """
     AbortWorkloadRollout: _grpc.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]
     """A rollout in waves stops; the clusters it changed get the previous serving config back."""
@@ -159,6 +167,10 @@ class ControlServiceAsyncStub(ControlServiceStub):
     """Clusters."""
     GetCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.GetClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
     ListClusters: _aio.UnaryUnaryMultiCallable[_control_pb2.ListClustersRequest, _control_pb2.ListClustersResponse]  # type: ignore[assignment]
+    UpdateCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.UpdateClusterRequest, _resources_pb2.Cluster]  # type: ignore[assignment]
+    """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+    map). Placements decided from then on select by them; nothing placed moves.
+    """
     DeleteCluster: _aio.UnaryUnaryMultiCallable[_control_pb2.DeleteClusterRequest, _empty_pb2.Empty]  # type: ignore[assignment]
     """Refused (FAILED_PRECONDITION) while deployments are placed on the cluster."""
     RotateClusterToken: _aio.UnaryUnaryMultiCallable[_control_pb2.RotateClusterTokenRequest, _control_pb2.RotateClusterTokenResponse]  # type: ignore[assignment]
@@ -178,8 +190,12 @@ class ControlServiceAsyncStub(ControlServiceStub):
     or audited (docs/rest.md "Dry run"). A real delete answers no dry_run (REST: null).
     """
     ResumeWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.ResumeWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
-    """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
-    Resume and abort take validate_only, as create, update and delete do.
+    """A rollout in waves paused (at a wave deadline, or by hand) goes on (docs/rollouts.md
+    "Waves"). Resume, pause and abort take validate_only, as create, update and delete do.
+    """
+    PauseWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.PauseWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
+    """A rolling rollout in waves pauses by hand: no further cluster gets the change until it
+    is resumed (the clusters in flight go on rolling out). Takes validate_only.
     """
     AbortWorkloadRollout: _aio.UnaryUnaryMultiCallable[_control_pb2.AbortWorkloadRolloutRequest, _resources_pb2.Workload]  # type: ignore[assignment]
     """A rollout in waves stops; the clusters it changed get the previous serving config back."""
@@ -307,6 +323,16 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_control_pb2.ListClustersResponse, _abc.Awaitable[_control_pb2.ListClustersResponse]]: ...
 
     @_abc_1.abstractmethod
+    def UpdateCluster(
+        self,
+        request: _control_pb2.UpdateClusterRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Cluster, _abc.Awaitable[_resources_pb2.Cluster]]:
+        """Mutable: labels (the operator's, e.g. region=eu; update_mask "labels" replaces the whole
+        map). Placements decided from then on select by them; nothing placed moves.
+        """
+
+    @_abc_1.abstractmethod
     def DeleteCluster(
         self,
         request: _control_pb2.DeleteClusterRequest,
@@ -372,8 +398,18 @@ class ControlServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _control_pb2.ResumeWorkloadRolloutRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
-        """A rollout in waves paused at a wave deadline goes on (docs/rollouts.md "Waves").
-        Resume and abort take validate_only, as create, update and delete do.
+        """A rollout in waves paused (at a wave deadline, or by hand) goes on (docs/rollouts.md
+        "Waves"). Resume, pause and abort take validate_only, as create, update and delete do.
+        """
+
+    @_abc_1.abstractmethod
+    def PauseWorkloadRollout(
+        self,
+        request: _control_pb2.PauseWorkloadRolloutRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_resources_pb2.Workload, _abc.Awaitable[_resources_pb2.Workload]]:
+        """A rolling rollout in waves pauses by hand: no further cluster gets the change until it
+        is resumed (the clusters in flight go on rolling out). Takes validate_only.
         """
 
     @_abc_1.abstractmethod

@@ -1,6 +1,9 @@
 // Charts of the hub's short history (hub/ui/history.py) with the vendored uPlot.
 // Each element `.chart[data-src]` gets a line chart of the series its `data-fields` name
-// (per device class), refreshed every 15 s. No inline script or style: the CSP allows none.
+// (per device class), redrawn every 15 s (the sampling interval: time moves on even when nothing
+// changes) and whenever the page's live block was refreshed (live.js: something the page shows
+// changed, so the chart's fresh sample shows it at once). No inline script or style: the CSP
+// allows none.
 (function () {
   "use strict";
   var COLOURS = ["#1f77b4", "#9467bd", "#2ca02c", "#d62728", "#ff7f0e", "#17becf", "#8c564b"];
@@ -55,5 +58,6 @@
   document.addEventListener("DOMContentLoaded", function () {
     drawAll();
     setInterval(drawAll, 15000);
+    document.body.addEventListener("htmx:afterSettle", drawAll);
   });
 })();

@@ -154,8 +154,9 @@ def test_output_name_wide_no_headers_and_jsonpath(cli: Runner) -> None:
         "ENGINE",
         "VERSION",
         "MODEL",
+        "LABELS",
     ]
-    assert wide[1][-3:] == ["vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert wide[1][-4:] == ["vllm", "0.12.0", "meta-llama/Llama-3.1-8B-Instruct", "-"]
 
     plain = cli.ok("get", "workloads", "--no-headers")
     assert plain.startswith("llama  team-a")

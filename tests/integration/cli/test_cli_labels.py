@@ -78,7 +78,9 @@ def test_a_bad_selector_is_the_hubs_400_naming_the_parameter(cli: Runner) -> Non
     assert "label_selector" in result.err
 
 
-def test_l_is_refused_on_a_kind_without_labels(cli: Runner) -> None:
-    result = cli("get", "clusters", "-l", "a=b")
-    assert result.code != 0
-    assert "does not filter clusters" in result.err
+def test_every_list_kind_takes_l_and_other_filters_still_name_their_kinds(cli: Runner) -> None:
+    for kind in ("clusters", "deployments", "replicas", "allocations", "discovered"):
+        assert cli("get", kind, "-l", "a=b").code == 0, kind
+    result = cli("get", "clusters", "--workload", "chat")
+    assert result.code == 2
+    assert "does not filter clusters (filters: --selector)" in result.err

@@ -1,4 +1,4 @@
-"""`wingsmith rollout status|resume|abort workload X` against a real hub (the waves
+"""`wingsmith rollout status|pause|resume|abort workload X` against a real hub (the waves
 themselves, with agents, are tests/integration/test_rollouts.py)."""
 
 from __future__ import annotations
@@ -60,6 +60,20 @@ def test_resume_or_abort_without_a_rollout_says_why(cli: Runner) -> None:
     refused = cli("rollout", "abort", "workload", "chat")
     assert refused.code == 1
     assert "has no rollout to abort (rollout: none)" in refused.err
+
+
+def test_pause_without_a_rolling_rollout_says_why_and_its_dry_run_too(cli: Runner) -> None:
+    _fleet(cli)
+    for extra in ((), ("--dry-run",)):
+        refused = cli("rollout", "pause", "workload", "chat", *extra)
+        assert refused.code == 1
+        assert (
+            "409 FAILED_PRECONDITION: workload chat has no rolling rollout to pause"
+            " (rollout: none)" in refused.err
+        )
+    wrong = cli("rollout", "pause", "deployment", "chat.east")
+    assert wrong.code == 2
+    assert "rollout pause applies to workloads" in wrong.err
 
 
 def test_rollout_applies_to_workloads_only(cli: Runner) -> None:

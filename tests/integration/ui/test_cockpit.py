@@ -11,6 +11,7 @@ from __future__ import annotations
 import pathlib
 import urllib.request
 from collections.abc import Callable
+from typing import Any
 
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
@@ -294,6 +295,61 @@ def test_a_paused_rollout_is_resumed_then_aborted_from_the_workload_page(
     notice_is(browser, "rollout aborted")
     assert state() == "aborted"
     assert hub.get("/v1/workloads/chat")["serving"]["engine_version"] == "0.11.0"
+
+
+def test_a_rolling_rollout_is_paused_by_hand_then_resumed_from_the_workload_page(
+    hub: Hub, agents: Callable[..., SimAgent], browser: webdriver.Chrome, tmp_path: pathlib.Path
+) -> None:
+    """wave-a converges, then wave-b stays in flight (its pods never become ready, its
+    deadline is far): the rollout is rolling, the page offers **Pause rollout**."""
+    hub.create_project("search", H100_80GB=64)
+    for cluster_id, ready_after in (("wave-a", "0.3s"), ("wave-b", "60m")):
+        agents(
+            cluster_id=cluster_id,
+            token=hub.register_cluster(cluster_id),
+            spec=f"nodes=1,gpus=8,class=H100-80GB,ready_after={ready_after}",
+        )
+        wait_until(lambda c=cluster_id: hub.get(f"/v1/clusters/{c}")["devices"], what="devices")
+    body = workload("chat", replicas=2, clusters=("wave-a", "wave-b"))
+    body["rollout"] = {"max_clusters_in_flight": 1, "wave_deadline_seconds": 3600}
+    hub.post("/v1/workloads", body)
+    wait_until(
+        lambda: (hub.get("/v1/deployments/chat.wave-a")["status"] or {}).get("ready_replicas"),
+        what="wave-a running",
+    )
+    hub.patch("/v1/workloads/chat", {"serving": {"engine_version": "0.11.1"}})
+
+    def status() -> dict[str, Any]:
+        return dict(hub.get("/v1/workloads/chat")["rollout_status"] or {})
+
+    def waves() -> dict[str, str]:
+        return {c["cluster_id"]: c["state"] for c in status().get("clusters", [])}
+
+    wait_until(lambda: waves().get("wave-b") == "rolling", what="wave-b in flight")
+    login(browser, hub, "workloads/chat")
+    assert "rollout rolling" in text_of(browser, "#rollout-state")
+    assert not present(browser, "#resume")
+    click(browser, "#pause")
+    notice_is(browser, "rollout paused")
+    assert (status()["state"], status()["reason"]) == ("paused", "paused_by_operator")
+    assert "paused_by_operator" in text_of(browser, "#rollout-state")
+    assert not present(browser, "#pause")
+    shot(browser, tmp_path, "workload-rollout-paused-by-hand")
+    (record, *_) = hub.get("/v1/audit?action=PauseWorkloadRollout")["records"]
+    assert (record["outcome"], record["edge"]) == ("OK", "dashboard")
+
+    # Paused twice (the API paused it meanwhile, the page still shows the old answer): the
+    # hub's refusal shows in place.
+    click(browser, "#resume")
+    notice_is(browser, "rollout resumed")
+    assert status()["state"] == "rolling"
+    hub.post("/v1/workloads/chat:pause", {})
+    browser.execute_script(
+        "var f = document.querySelector('#rollout-actions form');"
+        " f.action = f.action.replace(/resume$|pause$/, 'pause'); f.submit();"
+    )
+    wait_until(lambda: present(browser, "#error"), what="the refusal shown")
+    assert "has no rolling rollout to pause" in text_of(browser, "#error")
 
 
 def test_projects_page_lists_the_demand_waiting_for_its_quota_in_admission_order(

@@ -12,8 +12,9 @@ import pytest
 
 from agent.cluster import port
 from agent.desired import DesiredState
+from agent.manifests import ANNOTATION_ADOPTED, adopted
 from agent.model import DeploymentSpec
-from agent.reconcile import ANNOTATION_ADOPTED, Apply, adopted, plan
+from agent.reconcile import Apply, plan
 from tests.unit.render.builders import make_deployment, make_serving, with_serving
 
 DEPLOYMENT = "dep_7f3a9c2e41d0"

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agent.cluster import port
+from agent.manifests import rendered
 from agent.model import DeploymentSpec
 from agent.observe import REASON_RECREATING, Observer
-from agent.reconcile import Apply, Delete, rendered
+from agent.reconcile import Apply, Delete
 from agent.reconcile import plan as make_plan
 from tests.unit.render.builders import make_deployment, make_serving, with_serving
 

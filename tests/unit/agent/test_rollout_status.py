@@ -10,7 +10,7 @@ import pytest
 
 from agent.cluster import dgd_versions, port
 from agent.cluster.kube import mapping
-from agent.observe import REASON_UPDATING, rollout_state
+from agent.dgd_status import REASON_UPDATING, rollout_state
 
 READY = {
     "type": "Ready",

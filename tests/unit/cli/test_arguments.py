@@ -148,7 +148,7 @@ def test_usage_errors_exit_2(argv: tuple[str, ...], capsys: pytest.CaptureFixtur
     ("argv", "problem"),
     [
         (("get", "clusters", "--project", "a"), "--project does not filter clusters"),
-        (("get", "deployments", "--replica", "r"), "(filters: --workload, --cluster)"),
+        (("get", "deployments", "--replica", "r"), "(filters: --workload, --cluster, --selector)"),
         (("get", "workload", "llama", "--project", "a"), "filters apply to lists"),
         (("get", "allocation", "rep_1"), "allocations have no REF"),
         (("set-quota", "team-a", "A=1", "A=2"), "device class 'A' given twice"),

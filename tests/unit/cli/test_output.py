@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 import yaml
 
-from cli import jsonpath, kinds, output
+from cli import columns, jsonpath, kinds, output
 from tests.unit.cli import builders
 
 
 def row(kind: str, item: dict[str, Any]) -> list[str]:
-    return [cell(item) for _, cell in output.COLUMNS[kind]]
+    return [cell(item) for _, cell in columns.COLUMNS[kind]]
 
 
 def headers(kind: str) -> list[str]:
-    return [header for header, _ in output.COLUMNS[kind]]
+    return [header for header, _ in columns.COLUMNS[kind]]
 
 
 def cells(kind: str, item: dict[str, Any]) -> dict[str, str]:
@@ -27,7 +27,7 @@ def cells(kind: str, item: dict[str, Any]) -> dict[str, str]:
 
 def test_every_kind_has_a_table() -> None:
     # Every kind has a table (tokens and the audit log have theirs too).
-    assert {kind.name for kind in kinds.KINDS} <= set(output.COLUMNS)
+    assert {kind.name for kind in kinds.KINDS} <= set(columns.COLUMNS)
 
 
 @pytest.mark.parametrize(

@@ -150,7 +150,7 @@ def test_the_hub_needs_no_kubernetes_api(hub_build: Any, deployment: dict[str, A
 
 
 def test_the_hub_parser_takes_these_args(capsys: pytest.CaptureFixture[str]) -> None:
-    from hub import app
+    from hub.app import command as app
 
     try:
         args = app.parse_args(HUB_ARGS[1:])
@@ -174,7 +174,7 @@ def test_the_postgres_variant_runs_three_hubs_rolled_with_the_url_from_a_secret(
     assert not [o for o in build if o["kind"] == "PersistentVolumeClaim"], "no local data"
     assert DATA not in _mounts(hub)
     # The flags parse with a PostgreSQL URL where Kubernetes puts it.
-    from hub import app
+    from hub.app import command as app
 
     args = [a if a != db else "postgresql://u@db/wingsmith" for a in hub["args"][1:]]
     parsed = app.parse_args(args)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.devices.model import DeviceInventory, Gpu
-from agent.devices.nvml import GPU_IS_LOST, LIBRARY_NOT_FOUND, ROW_REMAPPING_FAILED, NvmlInventory
+from agent.devices.nvml import GPU_IS_LOST, LIBRARY_NOT_FOUND, NvmlInventory
+from agent.devices.nvml_device import ROW_REMAPPING_FAILED
 from tests.fake_nvml import node
 from tests.unit.devices.conftest import MakeInventory
 

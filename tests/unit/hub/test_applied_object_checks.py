@@ -1,5 +1,5 @@
 """An agent's report of the object it applied is hostile input until checked (issue 9, item 7):
-bounded in size, a JSON object, its digest the hash of its body (hub/sync/convert.py)."""
+bounded in size, a JSON object, its digest the hash of its body (hub/sync/observed.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from hub import errors
 from hub.model import ObservationBatch
-from hub.sync import convert
+from hub.sync import convert, fields
 from wingsmith.v1 import sync_pb2
 
 BODY = json.dumps({"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment"})
@@ -53,7 +53,7 @@ def test_a_well_formed_applied_object_is_taken_whole() -> None:
     assert (observation.applied.namespace, observation.applied.name) == ("wingsmith", "chat")
 
 
-big = json.dumps({"spec": "x" * (convert.MAX_APPLIED_BYTES + 1)})
+big = json.dumps({"spec": "x" * (fields.MAX_APPLIED_BYTES + 1)})
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,14 @@ CALLS: dict[str, Callable[[ControlHandlers], tuple[str, Message]]] = {
         "CreateCluster",
         cpb.CreateClusterRequest(cluster=pb.Cluster(cluster_id="north", labels={"gpu": "h100"})),
     ),
+    "UpdateCluster": lambda h: (
+        "UpdateCluster",
+        cpb.UpdateClusterRequest(
+            cluster_id="east",
+            cluster=pb.Cluster(labels={"region": "eu"}),
+            update_mask={"paths": ["labels"]},
+        ),
+    ),
     "DeleteCluster": lambda h: ("DeleteCluster", cpb.DeleteClusterRequest(cluster_id="west")),
     "RotateClusterToken": lambda h: (
         "RotateClusterToken",

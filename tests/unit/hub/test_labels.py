@@ -116,32 +116,6 @@ def test_invalid_labels_are_invalid_argument_naming_the_field(
     assert problem in str(raised.value)
 
 
-def test_paging_selects_before_the_page_is_cut() -> None:
-    """Matches spread thinly over the store's pages: every page is full until the last, and
-    the pages together hold each match once, in order."""
-    names = [f"w{i:03}" for i in range(50)]
-    labels = {n: ({"pick": "yes"} if i % 7 == 0 else {}) for i, n in enumerate(names)}
-    reads: list[str] = []
-
-    def read(after: str) -> list[str]:
-        reads.append(after)
-        return [n for n in names if n > after][:3]
-
-    selector = selectors.parse("pick=yes")
-    seen: list[str] = []
-    after = ""
-    while True:
-        page = selectors.page(
-            read, after=after, limit=3, selector=selector, key=str, labels=labels.__getitem__
-        )
-        seen += page
-        token = validate.next_token(page, 3)
-        if not token:
-            break
-        after = page[-1]
-    assert seen == [n for n in names if labels[n]]
-
-
 def test_labels_are_stored_and_selected_on_each_backend(store_url: str) -> None:
     """Written, read back, replaced and selected by, on SQLite and PostgreSQL (migration 0020)."""
     ctx = ServiceContext(db=open_store(store_url))
@@ -177,3 +151,77 @@ def test_labels_are_stored_and_selected_on_each_backend(store_url: str) -> None:
         ctx, project="", page_size=0, page_token="", label_selector="example.com/tier="
     )
     assert [v.workload.name for v in listed] == ["chat"]
+
+
+def test_a_selector_of_too_many_requirements_is_refused_naming_the_bound() -> None:
+    text = ",".join(f"k{i}" for i in range(selectors.MAX_REQUIREMENTS + 1))
+    with pytest.raises(errors.InvalidArgument) as raised:
+        selectors.parse(text)
+    assert raised.value.field == "label_selector"
+    assert f"at most {selectors.MAX_REQUIREMENTS}" in str(raised.value)
+    assert (
+        len(
+            selectors.parse(
+                ",".join(f"k{i}" for i in range(selectors.MAX_REQUIREMENTS))
+            ).requirements
+        )
+        == selectors.MAX_REQUIREMENTS
+    )
+
+
+# Label sets over a few keys and values, including none, an empty value and a prefixed key.
+STORED = [
+    {},
+    {"team": "a"},
+    {"team": "b"},
+    {"team": ""},
+    {"team": "a", "tier": "gold"},
+    {"tier": "gold"},
+    {"example.com/owner": "ops", "team": "a"},
+    {"example.com/owner": "dev"},
+]
+SELECTORS = [
+    "team",
+    "!team",
+    "team=a",
+    "team==a",
+    "team!=a",
+    "team=",
+    "team!=",
+    "team=a,tier=gold",
+    "team!=a,!tier",
+    "example.com/owner",
+    "example.com/owner!=ops",
+    "!example.com/owner,team",
+    "absent!=x",
+    "absent",
+]
+
+
+def test_the_store_selects_exactly_what_the_selector_matches_on_each_backend(
+    store_url: str,
+) -> None:
+    """The SQL clauses (hub/store/labels.py) agree with `Selector.matches` on every pair of
+    label set and selector, on SQLite and PostgreSQL, with pages of one and of all."""
+    ctx = ServiceContext(db=open_store(store_url))
+    for i, labels in enumerate(STORED):
+        projects.create(ctx, name=f"p{i}", quotas={}, labels=labels)
+    for text in SELECTORS:
+        selector = selectors.parse(text)
+        wanted = [f"p{i}" for i, labels in enumerate(STORED) if selector.matches(labels)]
+        assert _paged(ctx, text, 0) == wanted, text
+        assert _paged(ctx, text, 1) == wanted, text
+
+
+def _paged(ctx: ServiceContext, text: str, page_size: int) -> list[str]:
+    names: list[str] = []
+    token = ""
+    while True:
+        page, token = projects.list_page(
+            ctx, page_size=page_size, page_token=token, label_selector=text
+        )
+        if token:
+            assert len(page) == page_size, "a page before the last is full"
+        names += [p.project.name for p in page]
+        if not token:
+            return names

@@ -20,7 +20,7 @@ from agent.cluster import dgd_versions
 from agent.cluster.kube import mapping
 from agent.cluster.port import ClusterError
 from agent.main import main as agent_main
-from agent.reconcile import rendered
+from agent.manifests import rendered
 from tests.fake_kube import KubeEmulator
 from tests.unit.cluster.builders import aggregated
 from tests.unit.kube import builders

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.cluster import dgd_versions
 from agent.cluster.kube.cluster import FIELD_MANAGER
-from agent.reconcile import rendered
+from agent.manifests import rendered
 from agent.render import dgd
 from tests.fake_kube import KubeEmulator, crd_schema
 from tests.fake_kube import dynamo as fake_dynamo
@@ -223,7 +223,7 @@ def test_the_agent_says_who_else_set_fields_of_its_dgd(
     would take the variable; the next unforced one would remove it, and the user's tool would
     put it back), and it does not hide it: the deployment's status message names the other
     field managers until their fields are gone."""
-    from agent.observe import _status
+    from agent.dgd_status import status as _status
 
     emulator = start_emulator(dynamo_release="1.5")
     cluster = connect(emulator)

@@ -19,8 +19,9 @@ from kubernetes.client.exceptions import ApiException
 
 from agent.cluster import dgd_versions
 from agent.cluster.kube.cluster import KubernetesCluster
-from agent.observe import replicas_owner
-from agent.reconcile import plan, rendered
+from agent.dgd_status import replicas_owner
+from agent.manifests import rendered
+from agent.reconcile import plan
 from tests.fake_kube import KubeEmulator
 from tests.unit.kube.conftest import Connect, StartEmulator, eventually
 from tests.unit.render.builders import make_deployment

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hub.ui.dashboard import SESSION_TTL_S, Sessions, _bar, _digest_bar
+from hub.ui.sessions import SESSION_TTL_S, Sessions
+from hub.ui.templating import bar, digest_bar
 
 TOKEN = "admin-token-0123456789"
 
@@ -51,18 +52,18 @@ def test_csrf_tokens_differ_per_session_and_per_admin_token() -> None:
 
 
 def test_bars_are_fractions_of_the_total_laid_end_to_end() -> None:
-    segments = _bar({"allocated": 4, "reserved": 2, "free": 10, "unusable": 0}, 16)
+    segments = bar({"allocated": 4, "reserved": 2, "free": 10, "unusable": 0}, 16)
     assert [(s["x"], s["width"]) for s in segments] == [
         (0.0, 25.0),
         (25.0, 12.5),
         (37.5, 62.5),
         (100.0, 0.0),
     ]
-    assert all(s["width"] == 0 for s in _bar({"used": 3}, 0)), "no total: an empty bar"
+    assert all(s["width"] == 0 for s in bar({"used": 3}, 0)), "no total: an empty bar"
 
 
 def test_the_digest_bar_puts_the_target_first() -> None:
-    segments = _digest_bar({"svg_old": 1, "svg_new": 3}, "svg_new")
+    segments = digest_bar({"svg_old": 1, "svg_new": 3}, "svg_new")
     assert [(s["name"], s["target"], s["width"]) for s in segments] == [
         ("svg_new", True, 75.0),
         ("svg_old", False, 25.0),

@@ -1,0 +1,383 @@
+"""The records of an agent's observation batch, checked field by field into the hub's
+observation values: deployments (status, pods, the applied object), discovered DGDs, and nodes
+(devices, allocations). A bad field raises hub.errors.InvalidArgument naming its path; the
+per-pod, per-device and per-allocation checks are ingest's hot path, one expression each,
+paths built only for a record that fails. Called by `hub.sync.convert.observations`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+
+from hub import errors, wire
+from hub.model import (
+    AllocationObservation,
+    AppliedObject,
+    DeploymentObservation,
+    Device,
+    DiscoveredObservation,
+    DiscoveredService,
+    NodeObservation,
+    ReplicaObservation,
+    StatusReport,
+)
+from hub.sync.fields import (
+    APPLIED_DIGEST,
+    DEPLOYMENT_ID,
+    DEVICE_CLASS,
+    DEVICE_ID,
+    DEVICE_UUID,
+    DEVICE_UUID_RULE,
+    DIGEST,
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    MAX_APPLIED_BYTES,
+    MAX_ARGS,
+    MAX_DEVICES_PER_NODE,
+    MAX_MEMORY_BYTES,
+    MAX_REPLICAS,
+    REPLICAS_OWNER,
+    ROLES,
+    Checker,
+    printable,
+)
+from wingsmith.v1 import resources_pb2, sync_pb2
+
+
+def deployment(
+    message: sync_pb2.DeploymentObservation, check: Checker, path: str
+) -> DeploymentObservation:
+    check.pattern(
+        message.deployment_id, DEPLOYMENT_ID, f"{path}.deployment_id", what="deployment id"
+    )
+    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
+    if len(message.replicas) > MAX_REPLICAS:
+        raise errors.InvalidArgument(f"{path}.replicas", f"at most {MAX_REPLICAS}")
+    check.unique(((r.namespace, r.name) for r in message.replicas), f"{path}.replicas", what="pod")
+    if message.absent and message.replicas:
+        raise errors.InvalidArgument(f"{path}.replicas", "must be empty when absent is true")
+    status = None
+    if message.HasField("status"):
+        s = message.status
+        sp = f"{path}.status"
+        status = StatusReport(
+            phase=check.text(s.phase, f"{sp}.phase", limit=64),
+            reason=check.text(s.reason, f"{sp}.reason", limit=128),
+            message=check.text(s.message, f"{sp}.message", limit=2048),
+            ready_replicas=check.count(
+                s.ready_replicas, f"{sp}.ready_replicas", limit=MAX_REPLICAS
+            ),
+            applied_replicas=check.count(
+                s.desired_replicas, f"{sp}.desired_replicas", limit=MAX_REPLICAS
+            ),
+            applied_generation=check.count(
+                s.applied_generation, f"{sp}.applied_generation", limit=2**62
+            ),
+            replicas_owner=check.pattern(
+                s.replicas_owner,
+                REPLICAS_OWNER,
+                f"{sp}.replicas_owner",
+                what='replicas owner ("", "adapter" or "autoscaler:<field manager>")',
+                limit=160,
+            ),
+            observe_ns=observe_ns,
+            absent=message.absent,
+        )
+    return DeploymentObservation(
+        deployment_id=message.deployment_id,
+        observe_ns=observe_ns,
+        status=status,
+        replicas=tuple(
+            _replica(r, check, f"{path}.replicas", i) for i, r in enumerate(message.replicas)
+        ),
+        absent=message.absent,
+        live_args=_args(message.live_args, check, f"{path}.live_args"),
+        applied=(
+            _applied(message, check, f"{path}.applied", observe_ns)
+            if message.HasField("applied")
+            else None
+        ),
+    )
+
+
+def _applied(
+    message: sync_pb2.DeploymentObservation, check: Checker, path: str, observe_ns: int
+) -> AppliedObject:
+    """An agent's report of the object it applied: bounded, well-formed, and its digest the
+    hash of its body, since the hub shows it as what runs (hostile input is refused whole)."""
+    a = message.applied
+    if message.absent:
+        raise errors.InvalidArgument(path, "must be unset when absent is true")
+    check.text(a.api_version, f"{path}.api_version", limit=253, required=True)
+    check.text(a.kind, f"{path}.kind", limit=63, required=True)
+    check.pattern(a.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    check.pattern(a.name, DNS_SUBDOMAIN, f"{path}.name", what="name")
+    check.pattern(a.digest, APPLIED_DIGEST, f"{path}.digest", what="digest", limit=71)
+    encoded = a.body.encode()
+    if len(encoded) > MAX_APPLIED_BYTES:
+        raise errors.InvalidArgument(
+            f"{path}.body", f"at most {MAX_APPLIED_BYTES} bytes (send truncated instead)"
+        )
+    if a.truncated:
+        if a.body:
+            raise errors.InvalidArgument(f"{path}.body", "must be empty when truncated is true")
+    else:
+        try:
+            parsed = json.loads(a.body)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise errors.InvalidArgument(f"{path}.body", "must be a JSON object")
+        if "sha256:" + hashlib.sha256(encoded).hexdigest() != a.digest:
+            raise errors.InvalidArgument(f"{path}.digest", "is not the sha256 of the body")
+    return AppliedObject(
+        deployment_id=message.deployment_id,
+        api_version=a.api_version,
+        kind=a.kind,
+        namespace=a.namespace,
+        name=a.name,
+        digest=a.digest,
+        body=a.body,
+        truncated=a.truncated,
+        observe_ns=observe_ns,
+    )
+
+
+def _args(values: Iterable[str], check: Checker, path: str) -> tuple[str, ...]:
+    args = tuple(values)
+    if len(args) > MAX_ARGS:
+        raise errors.InvalidArgument(path, f"at most {MAX_ARGS} arguments")
+    for i, arg in enumerate(args):
+        if len(arg) > 4096 or "\x00" in arg:
+            raise errors.InvalidArgument(f"{path}[{i}]", "at most 4096 characters, no NUL")
+    return args
+
+
+def discovered(
+    message: sync_pb2.DiscoveredObservation, check: Checker, path: str
+) -> DiscoveredObservation:
+    check.pattern(message.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    check.pattern(message.name, DNS_SUBDOMAIN, f"{path}.name", what="DGD name")
+    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
+    if message.absent:
+        return DiscoveredObservation(
+            namespace=message.namespace, name=message.name, observe_ns=observe_ns, absent=True
+        )
+    if len(message.services) > 25:
+        raise errors.InvalidArgument(f"{path}.services", "at most 25 (Dynamo's own limit)")
+    if message.device_class:
+        check.pattern(
+            message.device_class,
+            DEVICE_CLASS,
+            f"{path}.device_class",
+            what="device class",
+            limit=63,
+        )
+    if len(message.pods) > MAX_REPLICAS:
+        raise errors.InvalidArgument(f"{path}.pods", f"at most {MAX_REPLICAS}")
+    return DiscoveredObservation(
+        namespace=message.namespace,
+        name=message.name,
+        observe_ns=observe_ns,
+        backend_framework=check.text(
+            message.backend_framework, f"{path}.backend_framework", limit=32
+        ),
+        services=tuple(
+            _discovered_service(s, check, f"{path}.services[{i}]")
+            for i, s in enumerate(message.services)
+        ),
+        replicas=check.count(message.replicas, f"{path}.replicas", limit=MAX_REPLICAS),
+        ready_replicas=check.count(
+            message.ready_replicas, f"{path}.ready_replicas", limit=MAX_REPLICAS
+        ),
+        imported_args=_args(message.imported_args, check, f"{path}.imported_args"),
+        engine_version=check.text(message.engine_version, f"{path}.engine_version", limit=64),
+        device_class=message.device_class,
+        devices_per_replica=check.count(
+            message.devices_per_replica, f"{path}.devices_per_replica", limit=4096
+        ),
+        pods=tuple(_replica(p, check, f"{path}.pods", i) for i, p in enumerate(message.pods)),
+    )
+
+
+def _discovered_service(
+    message: resources_pb2.DiscoveredService, check: Checker, path: str
+) -> DiscoveredService:
+    service: DiscoveredService = wire.record_from(DiscoveredService, message)
+    check.text(service.name, f"{path}.name", limit=63, required=True)
+    check.text(service.component_type, f"{path}.component_type", limit=32)
+    check.text(service.sub_component_type, f"{path}.sub_component_type", limit=32)
+    check.count(service.replicas, f"{path}.replicas", limit=MAX_REPLICAS)
+    check.count(service.ready_replicas, f"{path}.ready_replicas", limit=MAX_REPLICAS)
+    check.count(service.gpus_per_pod, f"{path}.gpus_per_pod", limit=1024)
+    check.text(service.image, f"{path}.image", limit=512)
+    _args(service.args, check, f"{path}.args")
+    return service
+
+
+def _replica(
+    message: sync_pb2.ReplicaReport, check: Checker, list_path: str, index: int
+) -> ReplicaObservation:
+    """Hot path (every pod of every report): one expression; error paths only on failure."""
+    name, namespace, node, digest = (
+        message.name,
+        message.namespace,
+        message.node_id,
+        message.serving_digest,
+    )
+    version, role = message.engine_version, message.role
+    if (
+        len(name) <= 253
+        and DNS_SUBDOMAIN.match(name)
+        and len(namespace) <= 63
+        and DNS_LABEL.match(namespace)
+        and (not node or (len(node) <= 253 and DNS_SUBDOMAIN.match(node)))
+        and (not digest or DIGEST.match(digest))
+        and role in ROLES
+        and (node or not message.ready)
+        and printable(version, 64)
+    ):
+        return ReplicaObservation(name, namespace, node, message.ready, digest, version, role)
+    return _replica_checked(message, check, f"{list_path}[{index}]")
+
+
+def _replica_checked(
+    message: sync_pb2.ReplicaReport, check: Checker, path: str
+) -> ReplicaObservation:
+    check.pattern(message.name, DNS_SUBDOMAIN, f"{path}.name", what="pod name")
+    check.pattern(message.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    if message.node_id:
+        check.pattern(message.node_id, DNS_SUBDOMAIN, f"{path}.node_id", what="node name")
+    if message.serving_digest:
+        check.pattern(
+            message.serving_digest, DIGEST, f"{path}.serving_digest", what="serving digest"
+        )
+    if message.role not in ROLES:
+        raise errors.InvalidArgument(
+            f"{path}.role", f"expected one of: {', '.join(r for r in ROLES if r)}"
+        )
+    if message.ready and not message.node_id:
+        raise errors.InvalidArgument(f"{path}.node_id", "a ready replica must name its node")
+    return ReplicaObservation(
+        name=message.name,
+        namespace=message.namespace,
+        node_id=message.node_id,
+        ready=message.ready,
+        serving_digest=message.serving_digest,
+        engine_version=check.text(message.engine_version, f"{path}.engine_version", limit=64),
+        role=message.role,
+    )
+
+
+def node(message: sync_pb2.NodeObservation, check: Checker, path: str) -> NodeObservation:
+    check.pattern(message.node_id, DNS_SUBDOMAIN, f"{path}.node_id", what="node name")
+    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
+    if len(message.devices) > MAX_DEVICES_PER_NODE:
+        raise errors.InvalidArgument(f"{path}.devices", f"at most {MAX_DEVICES_PER_NODE}")
+    check.unique((d.uuid for d in message.devices), f"{path}.devices", what="device")
+    check.unique(
+        ((a.namespace, a.pod_name) for a in message.allocations), f"{path}.allocations", what="pod"
+    )
+    if message.absent and (message.devices or message.allocations):
+        raise errors.InvalidArgument(path, "an absent node carries no devices or allocations")
+    return NodeObservation(
+        node_id=message.node_id,
+        observe_ns=observe_ns,
+        # Paths are built only for an item that fails (the hot path of ingest).
+        devices=tuple(_device(d, check, path, i) for i, d in enumerate(message.devices)),
+        allocations=tuple(
+            _allocation(a, check, path, i) for i, a in enumerate(message.allocations)
+        ),
+        absent=message.absent,
+        inventory_error=check.text(message.inventory_error, f"{path}.inventory_error", limit=2048),
+    )
+
+
+def _device(message: resources_pb2.Device, check: Checker, node_path: str, index: int) -> Device:
+    """The hot path of ingest (every device of every node report): the converter copies the
+    fields, one expression checks them all, and error paths are built only for a device that
+    fails (in _device_checked)."""
+    device: Device = wire.record_from(Device, message)
+    parent = device.parent_uuid
+    if (
+        DEVICE_UUID.match(device.uuid)
+        and device.memory_bytes <= MAX_MEMORY_BYTES
+        and printable(device.name, 128)
+        and printable(device.pci_bus_id, 64)
+        and len(device.device_class) <= 63
+        and DEVICE_CLASS.match(device.device_class)
+        and printable(device.health_reason, 512)
+        and printable(device.nvlink_domain, 128)
+        and (not parent or DEVICE_UUID.match(parent))
+    ):
+        return device
+    return _device_checked(device, check, f"{node_path}.devices[{index}]")
+
+
+def _device_checked(device: Device, check: Checker, path: str) -> Device:
+    """Raise naming the first field of `device` that breaks its rule."""
+    _device_uuid(device.uuid, f"{path}.uuid")
+    check.text(device.name, f"{path}.name", limit=128)
+    check.count(device.memory_bytes, f"{path}.memory_bytes", limit=MAX_MEMORY_BYTES)
+    check.text(device.pci_bus_id, f"{path}.pci_bus_id", limit=64)
+    check.pattern(
+        device.device_class, DEVICE_CLASS, f"{path}.device_class", what="device class", limit=63
+    )
+    check.text(device.health_reason, f"{path}.health_reason", limit=512)
+    check.text(device.nvlink_domain, f"{path}.nvlink_domain", limit=128)
+    _device_uuid(device.parent_uuid, f"{path}.parent_uuid", required=False)
+    return device
+
+
+def _device_uuid(value: str, path: str, *, required: bool = True) -> str:
+    if not value and not required:
+        return value
+    if not value:
+        raise errors.InvalidArgument(path, f"required: {DEVICE_UUID_RULE}")
+    if not DEVICE_UUID.match(value):
+        raise errors.InvalidArgument(path, f"invalid {value[:80]!r}: {DEVICE_UUID_RULE}")
+    return value
+
+
+def _allocation(
+    message: sync_pb2.AllocationReport, check: Checker, node_path: str, index: int
+) -> AllocationObservation:
+    """Hot path (every allocation of every node report): one expression, then the checked
+    version only for a failure, to name the field."""
+    pod, namespace, ids = message.pod_name, message.namespace, tuple(message.device_ids)
+    if (
+        len(pod) <= 253
+        and DNS_SUBDOMAIN.match(pod)
+        and len(namespace) <= 63
+        and DNS_LABEL.match(namespace)
+        and ids
+        and len(set(ids)) == len(ids)
+        and all(DEVICE_ID.match(d) for d in ids)
+        and printable(message.resource_name, 253)
+    ):
+        return AllocationObservation(pod, namespace, ids, message.resource_name)
+    return _allocation_checked(message, check, f"{node_path}.allocations[{index}]")
+
+
+def _allocation_checked(
+    message: sync_pb2.AllocationReport, check: Checker, path: str
+) -> AllocationObservation:
+    check.pattern(message.pod_name, DNS_SUBDOMAIN, f"{path}.pod_name", what="pod name")
+    check.pattern(message.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
+    if not message.device_ids:
+        raise errors.InvalidArgument(f"{path}.device_ids", "required: at least one device id")
+    check.unique(message.device_ids, f"{path}.device_ids", what="device id")
+    for i, device_id in enumerate(message.device_ids):
+        if not DEVICE_ID.match(device_id):
+            raise errors.InvalidArgument(
+                f"{path}.device_ids[{i}]",
+                f"invalid {device_id[:80]!r}: {DEVICE_UUID_RULE}, optionally '::<n>' for a"
+                " time-sliced replica (or MIG-GPU-<uuid>/<gi>/<ci>)",
+            )
+    return AllocationObservation(
+        pod_name=message.pod_name,
+        namespace=message.namespace,
+        device_ids=tuple(message.device_ids),
+        resource_name=check.text(message.resource_name, f"{path}.resource_name", limit=253),
+    )
