@@ -14,6 +14,7 @@
     +-- StoreError(problem)                   UNAVAILABLE          503
         +-- StoreCannotWrite(problem)         UNAVAILABLE          503
         +-- StoreCorrupt(problem)             UNAVAILABLE          503
+        +-- StoreBusy(problem)                UNAVAILABLE          503
 
 Service code raises these; the gRPC and REST edges translate them with `grpc_code` and
 `http_status` and nothing else. FAILED_PRECONDITION is 409 rather than Google's 400 because
@@ -148,6 +149,11 @@ class StoreCannotWrite(StoreError):
 
 class StoreCorrupt(StoreError):
     """The database file is damaged or is not a database: restore it from a backup."""
+
+
+class StoreBusy(StoreError):
+    """A write waited for a lock and lost: PostgreSQL found a deadlock (40P01) or the wait
+    timed out (55P03). Nothing was written: retry."""
 
 
 # gRPC status code -> HTTP status, for errors that do not come from our tree (for example a

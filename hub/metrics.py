@@ -375,10 +375,10 @@ class TimedStore:
         return self._store.dialect
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Transaction]:
+    def write(self, clusters: Iterable[str] | None = None) -> Iterator[Transaction]:
         start = time.perf_counter()
-        with self._timed("write", start), self._store.write() as conn:
-            # Entered: SQLite's BEGIN IMMEDIATE (PostgreSQL's write lock) is held.
+        with self._timed("write", start), self._store.write(clusters) as conn:
+            # Entered: SQLite's BEGIN IMMEDIATE (PostgreSQL's write locks) is held.
             self._metrics.lock_wait.observe(time.perf_counter() - start)
             yield conn
 

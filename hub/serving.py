@@ -27,6 +27,8 @@ from hub.model import ENGINES, ROUTER_MODES, SERVING_MODES, KvCache, Serving
 MAX_PARALLEL = 1024
 MAX_ENGINE_ARGS = 256
 MAX_ENGINE_ARG_LENGTH = 4096
+MAX_WORKERS = 64
+MAX_BLOCK_SIZE = 4096
 _QUANTIZATION = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,31}\Z")
 _KV_DTYPE = re.compile(r"^[a-z0-9][a-z0-9_]{0,15}\Z")
 _VERSION = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?\Z")
@@ -258,8 +260,8 @@ def _parallel(value: int, field: str) -> int:
 def _workers(value: int, field: str) -> int:
     if value == 0:
         return 1
-    if not 1 <= value <= 64:
-        raise errors.InvalidArgument(field, "must be between 1 and 64 (0 means 1)")
+    if not 1 <= value <= MAX_WORKERS:
+        raise errors.InvalidArgument(field, f"must be between 1 and {MAX_WORKERS} (0 means 1)")
     return value
 
 
@@ -270,8 +272,10 @@ def _normalize_kv(kv: KvCache, field: str) -> KvCache:
         raise errors.InvalidArgument(
             f"{field}.gpu_memory_utilization", "must be in (0, 1]; 0 means the engine default"
         )
-    if kv.block_size < 0 or kv.block_size > 4096:
-        raise errors.InvalidArgument(f"{field}.block_size", "must be between 0 and 4096 tokens")
+    if kv.block_size < 0 or kv.block_size > MAX_BLOCK_SIZE:
+        raise errors.InvalidArgument(
+            f"{field}.block_size", f"must be between 0 and {MAX_BLOCK_SIZE} tokens"
+        )
     return kv
 
 

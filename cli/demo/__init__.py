@@ -24,7 +24,7 @@ new shell: `shell_tools`), and keeps running (printing the lines of the view tha
 the commands stay on screen) until Ctrl-C, which stops agents and hub cleanly. With --once it
 stops at the settled view instead, and says so: no commands for a hub that is going away.
 
-This module may import both the hub and the agent: it is wiring, like hub/app.py.
+This module may import both the hub and the agent: it is wiring, like hub/app/.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The gRPC server's edge, before any servicer runs: malformed requests and early refusals.
 
-Two server interceptors, installed by hub/app.py on every service:
+Two server interceptors, installed by hub/app/listeners.py on every service:
 
 - `MalformedRequests`: a request whose bytes are not the method's message (bad wire format,
   a string field that is not UTF-8) is INVALID_ARGUMENT naming the message type. Left to

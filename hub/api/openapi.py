@@ -1,16 +1,16 @@
 """The REST contract as an OpenAPI 3.1 document, generated from the gateway's own routes.
 
-`document(services)` walks `rest.describe_routes` (the same `google.api.http` rules the gateway
-routes by) and describes each message with JSON Schema read off its descriptor, following
+`document(services)` walks `routes.describe_routes` (the same `google.api.http` rules the
+gateway routes by) and describes each message with JSON Schema read off its descriptor, following
 the conventions jsonmap implements: proto field names, enum words (the *_UNSPECIFIED value is
 `null`), int64 as JSON numbers, RFC 3339 timestamps, FieldMask as "a,b.c", and `null` for an
 unset field with presence. Nothing here names a Wingsmith message: a new RPC or field is in
 the document without a change here.
 
-Two schemas per message, because the hub reads more loosely than it writes:
-- `<Name>` (responses): every field present (`required`), nulls only where jsonmap writes them;
-- `<Name>.Input` (request bodies): every field optional and nullable (null means unset),
-  enums also by their full name, unknown keys refused (`additionalProperties: false`).
+The messages' schemas (`<Name>`, `<Name>.Input`, `<Name>.<Method>`) are hub/api/jsonschema.py's;
+this module adds what the contract says of calls (hub/api/contract.py): required request
+bodies, the update_mask paths each update allows, rules over two fields in words, and a tag
+per gRPC service.
 Descriptions are the protos' comments (generated/wingsmith/v1/descriptions.json, written by
 tools/genproto.py, since the Python descriptors drop comments): on each message and field
 that has one. `wingsmith explain` prints them.
@@ -20,29 +20,17 @@ Every failure is the error envelope `{"error": {"code", "status", "message"}}` (
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 
-from hub.api import jsonmap, rest
+from hub.api import contract, jsonmap, jsonschema, routes
 
 OPENAPI_PATH = "/v1/openapi.json"
 
-_FD = FieldDescriptor
-_INT_BOUNDS: dict[int, tuple[int, int]] = {
-    _FD.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
-    _FD.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
-    _FD.CPPTYPE_UINT32: (0, 2**32 - 1),
-    _FD.CPPTYPE_UINT64: (0, 2**64 - 1),
-}
-_NON_FINITE = ("NaN", "Infinity", "-Infinity")
 _ERROR_REF = "#/components/schemas/Error"
-_NULL: dict[str, Any] = {"type": "null"}
 
 
 def document(
@@ -50,10 +38,10 @@ def document(
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 document of every route `rest.build_rest_app(services=...)` serves,
     plus GET /v1/openapi.json itself."""
-    schemas = _Schemas()
+    schemas = jsonschema.Schemas()
     paths: dict[str, dict[str, Any]] = {}
     operation_ids: dict[str, int] = {}
-    for route in rest.describe_routes(services):
+    for route in routes.describe_routes(services):
         path = _openapi_path(route.template)
         name = route.method.name
         count = operation_ids[name] = operation_ids.get(name, 0) + 1
@@ -72,6 +60,10 @@ def document(
                 "the JSON is the REST mapping of docs/rest.md."
             ),
         },
+        "tags": [
+            {"name": service.name, "description": _first_line(schemas.descriptions, service)}
+            for service in services
+        ],
         "paths": paths,
         "components": {
             "schemas": {"Error": _error_schema(), **dict(sorted(schemas.defined.items()))},
@@ -93,7 +85,7 @@ def _openapi_path(template: str) -> str:
 
 
 def _operation(
-    route: rest.RouteDescription, *, operation_id: str, schemas: _Schemas
+    route: routes.RouteDescription, *, operation_id: str, schemas: jsonschema.Schemas
 ) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = [
         {
@@ -106,11 +98,14 @@ def _operation(
         for name, field in route.path_fields
     ]
     for name, field in route.query_fields:
+        schema = _text_schema(field, schemas, path=False)
+        if name == _MASK and route.method.name in contract.MUTABLE:
+            schema = _mask_schema(route)
         parameter: dict[str, Any] = {
             "name": name,
             "in": "query",
             "required": False,
-            "schema": _text_schema(field, schemas, path=False),
+            "schema": schema,
         }
         if field.is_repeated:
             # ?tag=a&tag=b: repeated keys, never commas (docs/rest.md).
@@ -119,6 +114,9 @@ def _operation(
     operation: dict[str, Any] = {
         "operationId": operation_id,
         "summary": f"{route.method.containing_service.name}.{route.method.name}",
+        # One tag per gRPC service: generated clients group their calls by it.
+        "tags": [route.method.containing_service.name],
+        **_cross_field(route.method.name),
         "parameters": parameters,
         "responses": {
             "200": (
@@ -141,35 +139,86 @@ def _operation(
         },
     }
     if route.body:
+        schema, required = _request_body_schema(route, schemas)
         operation["requestBody"] = {
-            "required": False,
-            "content": {"application/json": {"schema": _request_body_schema(route, schemas)}},
+            "required": required,
+            "content": {"application/json": {"schema": schema}},
         }
     return operation
 
 
-def _request_body_schema(route: rest.RouteDescription, schemas: _Schemas) -> dict[str, Any]:
+_MASK = "update_mask"
+
+
+def _cross_field(method: str) -> dict[str, Any]:
+    rules = contract.CROSS_FIELD.get(method, ())
+    if not rules:
+        return {}
+    return {"description": "Also refused: " + "; ".join(r.description for r in rules) + "."}
+
+
+def _mask_schema(route: routes.RouteDescription) -> dict[str, Any]:
+    """The update_mask parameter: comma-separated paths, each one `contract.MUTABLE` allows."""
+    resource = jsonmap.message_type(route.method.input_type.fields_by_name[route.body])
+    allowed = contract.MUTABLE[route.method.name]
+    paths = contract.mask_paths(resource, allowed)
+    one = "|".join(re.escape(p) for p in sorted(paths, key=lambda p: (-len(p), p)))
+    return {
+        "type": "string",
+        "pattern": f"^(({one})(,({one}))*)?$",
+        "description": (
+            f"the fields to change, comma-separated: {', '.join(allowed)}, or a field below"
+            " one of them (e.g. serving.model); absent: the fields the body sets"
+        ),
+    }
+
+
+def _request_body_schema(
+    route: routes.RouteDescription, schemas: jsonschema.Schemas
+) -> tuple[dict[str, Any], bool]:
+    """(the body's schema, whether a body is required). A call with required fields
+    (`contract.REQUIRED`) or an update (`contract.MUTABLE`) has a body schema of its own."""
     request = route.method.input_type
+    method = route.method.name
+    required = contract.REQUIRED.get(method, ())
+    only = contract.MUTABLE.get(method)
     if route.body == "*":
-        return schemas.ref(request, output=False)
-    return schemas.field(request.fields_by_name[route.body], output=False)
+        if not required:
+            return schemas.ref(request, output=False), False
+        return schemas.variant(request, method=method, required=required, only=None), True
+    field = request.fields_by_name[route.body]
+    inner = tuple(p.split(".", 1)[1] for p in required if p.startswith(f"{route.body}."))
+    if route.body not in required and only is None:
+        return schemas.field(field, output=False), False
+    message = jsonmap.message_type(field)
+    variant = schemas.variant(message, method=method, required=inner, only=only)
+    if route.body in required:
+        return variant, True
+    return jsonschema.nullable(variant), False
 
 
-def _response_schema(route: rest.RouteDescription, schemas: _Schemas) -> dict[str, Any]:
+def _response_schema(route: routes.RouteDescription, schemas: jsonschema.Schemas) -> dict[str, Any]:
     response = route.method.output_type
     if route.response_body:
         return schemas.field(response.fields_by_name[route.response_body], output=True)
     return schemas.ref(response, output=True)
 
 
-def _text_schema(field: FieldDescriptor, schemas: _Schemas, *, path: bool) -> dict[str, Any]:
+def _text_schema(
+    field: FieldDescriptor, schemas: jsonschema.Schemas, *, path: bool
+) -> dict[str, Any]:
     """A path or query value's schema: what one URL value spells (strings for everything
     but numbers and bools, which the gateway parses from text)."""
-    if field.type == _FD.TYPE_MESSAGE:
-        schema = _well_known(jsonmap.message_type(field).full_name, output=False)
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        schema = jsonschema.well_known(jsonmap.message_type(field).full_name, output=False)
     else:
         schema = schemas.scalar(field, output=False)
-    _drop_null(schema)
+        rule = contract.rule_for(field)
+        if rule is not None and not field.is_repeated:
+            schema = jsonschema.ruled(schema, rule)
+        elif field.type == FieldDescriptor.TYPE_STRING:
+            schema = jsonschema.ruled(schema, contract.STRINGS)
+    jsonschema.drop_null(schema)
     if path and schema.get("type") == "string":
         schema = {**schema, "minLength": 1}
     if field.is_repeated:
@@ -177,146 +226,9 @@ def _text_schema(field: FieldDescriptor, schemas: _Schemas, *, path: bool) -> di
     return schema
 
 
-def _drop_null(schema: dict[str, Any]) -> None:
-    """A URL value is never null: strip `null` from a schema's type and enum."""
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        schema["type"] = kinds[0] if len(kinds) == 1 else kinds
-    if "enum" in schema:
-        schema["enum"] = [v for v in schema["enum"] if v is not None]
-    if "anyOf" in schema:
-        schema["anyOf"] = [s for s in schema["anyOf"] if s != _NULL]
-
-
-@functools.cache
-def descriptions() -> Mapping[str, str]:
-    """The protos' comments by full name ({} if the generated file is missing)."""
-    try:
-        resource = importlib.resources.files("wingsmith.v1").joinpath("descriptions.json")
-        loaded = json.loads(resource.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ModuleNotFoundError):
-        return {}
-    return {str(k): str(v) for k, v in loaded.items()}
-
-
-class _Schemas:
-    """Component schemas, defined on first use; `ref` and `field` return schema fragments."""
-
-    def __init__(self) -> None:
-        self.defined: dict[str, dict[str, Any]] = {}
-        self.descriptions = descriptions()
-
-    def ref(self, desc: Descriptor, *, output: bool) -> dict[str, Any]:
-        special = _well_known(desc.full_name, output=output)
-        if special:
-            return special
-        name = desc.full_name if output else f"{desc.full_name}.Input"
-        if name not in self.defined:
-            self.defined[name] = {}  # reserved first: a message may contain itself
-            self.defined[name] = self._message(desc, output=output)
-        return {"$ref": f"#/components/schemas/{name}"}
-
-    def _message(self, desc: Descriptor, *, output: bool) -> dict[str, Any]:
-        properties = {f.name: self._described(f, output=output) for f in desc.fields}
-        schema: dict[str, Any] = {"type": "object", "properties": properties}
-        if desc.full_name in self.descriptions:
-            schema["description"] = self.descriptions[desc.full_name]
-        if output:
-            schema["required"] = [f.name for f in desc.fields]
-        # Unknown keys are refused. Input also accepts each field's ProtoJSON lowerCamelCase
-        # name (docs/rest.md); the document spells the canonical snake_case name only.
-        schema["additionalProperties"] = False
-        return schema
-
-    def _described(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-        schema = self.field(field, output=output)
-        text = self.descriptions.get(field.full_name)
-        return {**schema, "description": text} if text else schema
-
-    def field(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-        if jsonmap.is_map(field):
-            entry = jsonmap.message_type(field)
-            value = self._value(entry.fields_by_name["value"], output=output)
-            schema: dict[str, Any] = {"type": "object", "additionalProperties": value}
-            key = entry.fields_by_name["key"]
-            if key.cpp_type in _INT_BOUNDS:
-                schema["propertyNames"] = {"pattern": "^-?[0-9]+$"}
-        elif field.is_repeated:
-            schema = {"type": "array", "items": self._value(field, output=output)}
-        else:
-            value = self._value(field, output=output)
-            # An unset field with presence is null on output; any field may be null on input.
-            return _nullable(value) if (not output or field.has_presence) else value
-        return schema if output else _nullable(schema)
-
-    def _value(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-        if field.type == _FD.TYPE_MESSAGE:
-            return self.ref(jsonmap.message_type(field), output=output)
-        return self.scalar(field, output=output)
-
-    def scalar(self, field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-        if field.type == _FD.TYPE_ENUM:
-            return _enum_schema(field, output=output)
-        if field.cpp_type in _INT_BOUNDS:
-            low, high = _INT_BOUNDS[field.cpp_type]
-            return {"type": "integer", "minimum": low, "maximum": high}
-        if field.cpp_type in (_FD.CPPTYPE_FLOAT, _FD.CPPTYPE_DOUBLE):
-            return {"anyOf": [{"type": "number"}, {"type": "string", "enum": list(_NON_FINITE)}]}
-        if field.cpp_type == _FD.CPPTYPE_BOOL:
-            return {"type": "boolean"}
-        if field.type == _FD.TYPE_BYTES:
-            return {"type": "string", "contentEncoding": "base64"}
-        return {"type": "string"}
-
-
-def _enum_schema(field: FieldDescriptor, *, output: bool) -> dict[str, Any]:
-    enum = jsonmap.enum_type(field)
-    words = jsonmap.enum_words(enum)
-    values: list[Any] = list(words)
-    if not output:
-        values += [v.name for v in enum.values if not v.name.endswith("UNSPECIFIED")]
-    # The *_UNSPECIFIED value is null, in a list as anywhere.
-    return {"type": ["string", "null"], "enum": [*values, None]}
-
-
-def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return schema if "null" in kind else {**schema, "type": [*kind, "null"]}
-    if isinstance(kind, str) and "$ref" not in schema and "enum" not in schema:
-        return {**schema, "type": [kind, "null"]}
-    return {"anyOf": [schema, _NULL]}
-
-
-def _well_known(full_name: str, *, output: bool) -> dict[str, Any]:
-    """The ProtoJSON form of a well-known type; {} for any other message."""
-    scalars: dict[str, dict[str, Any]] = {
-        "google.protobuf.DoubleValue": {"type": "number"},
-        "google.protobuf.FloatValue": {"type": "number"},
-        "google.protobuf.Int64Value": {"type": "integer"},
-        "google.protobuf.UInt64Value": {"type": "integer", "minimum": 0},
-        "google.protobuf.Int32Value": {"type": "integer"},
-        "google.protobuf.UInt32Value": {"type": "integer", "minimum": 0},
-        "google.protobuf.BoolValue": {"type": "boolean"},
-        "google.protobuf.StringValue": {"type": "string"},
-        "google.protobuf.BytesValue": {"type": "string", "contentEncoding": "base64"},
-        "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
-        "google.protobuf.Duration": {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?s$"},
-        "google.protobuf.FieldMask": {"type": "string"},
-        "google.protobuf.Struct": {"type": "object"},
-        "google.protobuf.ListValue": {"type": "array"},
-        "google.protobuf.Value": {},
-        "google.protobuf.Any": {"type": "object", "properties": {"@type": {"type": "string"}}},
-    }
-    if full_name == "google.protobuf.Empty":
-        return {"type": "object", "maxProperties": 0} if output else {"type": "object"}
-    schema = scalars.get(full_name)
-    if schema is None:
-        return {}
-    if full_name == "google.protobuf.Value":
-        return {"description": "any JSON value"}
-    return dict(schema)
+def _first_line(descriptions: Mapping[str, str], service: ServiceDescriptor) -> str:
+    text = descriptions.get(service.full_name, "")
+    return text.split("\n", 1)[0] if text else f"the {service.name} calls"
 
 
 def _error_schema() -> dict[str, Any]:

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from hub import access, errors
-from hub.api import convert, jsonmap
+from hub.api import convert, jsonmap, jsonread
 from hub.service import projects, watch
 from hub.service.context import ServiceContext
 from hub.service.watch import Event, Rendered
@@ -110,7 +110,7 @@ class _Watcher:
 
 
 def message(event: Event) -> cpb.WatchEvent:
-    obj = jsonmap.from_json(json.loads(event.body), _MESSAGES[event.kind])
+    obj = jsonread.from_json(json.loads(event.body), _MESSAGES[event.kind])
     answer = cpb.WatchEvent(type=_TYPES[event.type], revision=event.revision)
     getattr(answer, event.kind).CopyFrom(obj)
     return answer

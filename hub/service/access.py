@@ -150,7 +150,8 @@ def session_id(nonce: str) -> str:
 
 def open_session(ctx: ServiceContext, *, nonce: str, actor: str, expire_time: float) -> None:
     """Record a dashboard session at login (and forget the expired ones)."""
-    with ctx.db.write() as conn:
+    # Only the fleet lock: dashboard sessions and audit records decide no other write.
+    with ctx.db.write(()) as conn:
         now = ctx.clock()
         sessions.delete_expired(conn, now=now)
         sessions.insert(
@@ -169,7 +170,7 @@ def session_principal(ctx: ServiceContext, nonce: str) -> access.Principal | Non
 
 
 def end_session(ctx: ServiceContext, nonce: str) -> None:
-    with ctx.db.write() as conn:
+    with ctx.db.write(()) as conn:
         sessions.delete(conn, session_id(nonce))
 
 
@@ -211,7 +212,7 @@ def record(ctx: ServiceContext, entry: AuditRecord) -> None:
     if len(entry.message) > MAX_AUDIT_MESSAGE:
         entry = AuditRecord(**{**entry.__dict__, "message": entry.message[:MAX_AUDIT_MESSAGE]})
     try:
-        with ctx.db.write() as conn:
+        with ctx.db.write(()) as conn:  # appends only: the fleet lock alone
             audit.append(conn, entry)
     except errors.StoreError as e:
         # The store cannot write (full disk, database down): the call it records failed the
@@ -334,5 +335,5 @@ def list_audit(
 
 def prune_audit(ctx: ServiceContext, *, retention_s: float) -> int:
     """Delete audit records older than the retention; the number deleted."""
-    with ctx.db.write() as conn:
+    with ctx.db.write(()) as conn:
         return audit.prune(conn, older_than=ctx.clock() - retention_s)

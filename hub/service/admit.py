@@ -5,9 +5,13 @@ Every use case that changes quota, capacity or demand calls `run` before its tra
 commits, scoped to what it touched (clusters and/or projects), so a waiting deployment is
 re-evaluated the moment anything it waits on changes, and the decision is committed atomically
 with the change that caused it. Passes of concurrent writers, even on other hubs on the same
-database, run one after another: the pass asks its transaction to `serialize("admission")`
-(a no-op on SQLite, whose BEGIN IMMEDIATE already holds the one write lock; an advisory lock on
-PostgreSQL, where every write transaction also takes the store's write lock first).
+database, run one after another when they decide for the same project: the pass takes the
+admission lock of each project in scope (`port.admission_lock`, in name order, after the
+caller's cluster locks: docs/architecture.md "Write locks"). The deployments it changes are
+on the clusters in scope, whose locks the caller holds (checked where a revision is bumped);
+a cluster's free devices are only taken by passes holding its lock, a project's quota only
+by passes holding the project's. Recorded only on SQLite (one writer); advisory locks on
+PostgreSQL.
 
 Steps of a pass:
 1. list the deployments whose admitted replicas differ from what they should hold;
@@ -49,7 +53,7 @@ from hub.model import (
 from hub.service import credit
 from hub.service.context import AdmissionWait, ServiceContext, Tx
 from hub.store import accounting, clusters, deployments, discovered, observations, projects
-from hub.store.port import Transaction
+from hub.store.port import Transaction, admission_lock
 
 
 def run(
@@ -100,8 +104,11 @@ def run(
             waiting = [d for d in waiting if d.project in wanted]
     if not waiting:
         return []
-    tx.conn.serialize("admission")
     projects_in_scope = sorted({d.project for d in waiting})
+    # Its decisions read the quota charges of these projects on every cluster: one pass per
+    # project at a time, fleet-wide (the clusters in scope are the caller's, already locked).
+    for project in projects_in_scope:
+        tx.conn.serialize(admission_lock(project))
     clusters_in_scope = sorted({d.cluster_id for d in waiting})
     credits = credit.read(tx.conn, projects_in_scope)
     view = _view(

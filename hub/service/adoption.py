@@ -90,8 +90,9 @@ def _promote(
     _check_promotable(found)
     name = workload_name or found.name
     validate.dns_label(name, "workload_name", max_length=MAX_WORKLOAD_NAME)
+    validate.dns_label(project, "project")
     if projects.get(tx.conn, project) is None:
-        raise errors.InvalidArgument("project", f"no such project {project!r} (create it first)")
+        raise errors.NotFound("project", project)
     device = device_class or found.observation.device_class
     if not device:
         raise errors.InvalidArgument(

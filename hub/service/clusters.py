@@ -174,11 +174,9 @@ def _cordon(
     if node:
         reported = {n.node_id for n in node_store.nodes_of(tx.conn, cluster_id)}
         if node not in reported and node not in marks.nodes:
-            raise errors.InvalidArgument(
-                "node",
-                f"cluster {cluster_id} reports no node {node!r}"
-                f" (see GET /v1/clusters/{cluster_id})",
-            )
+            # NOT_FOUND: a well-formed name of nothing is no bad argument (docs/rest.md
+            # "The contract").
+            raise errors.NotFound(f"cluster {cluster_id}: node", node)
         marks = evolve(marks, nodes=tuple(sorted({*marks.nodes, node})))
     elif device_class:
         marks = evolve(marks, device_classes=tuple(sorted({*marks.device_classes, device_class})))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hub.admission import Decision
-from hub.store.port import Store, Transaction
+from hub.store.port import Store, Transaction, check_held
 
 
 class Publisher(Protocol):
@@ -152,11 +152,16 @@ class Tx:
 
 
 @contextlib.contextmanager
-def transaction(ctx: ServiceContext) -> Iterator[Tx]:
-    """Read, decide and write in one transaction; publish once it has committed."""
-    with ctx.db.write() as conn:
+def transaction(ctx: ServiceContext, clusters: Iterable[str] | None = None) -> Iterator[Tx]:
+    """Read, decide and write in one transaction; publish once it has committed. `clusters`:
+    the scope of its locks (Store.write; docs/architecture.md "Write locks"): None is the
+    covering lock, for a decision that reads across scopes."""
+    with ctx.db.write(clusters) as conn:
         tx = Tx(conn=conn, now=ctx.clock())
         yield tx
+        # A desired state changed under no lock of its cluster would race with that
+        # cluster's own writers: refused (a defect), never committed.
+        check_held(conn, tx.touched)
         if tx.touched and ctx.db.shared:
             # Delivered at commit to every hub, which hands it to the streams it holds.
             for payload in payloads(sorted(tx.touched)):

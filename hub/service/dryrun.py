@@ -176,7 +176,10 @@ class _Pinned:
     def dialect(self) -> Dialect:
         return self._inner.dialect
 
-    def write(self) -> contextlib.AbstractContextManager[Transaction]:
+    def write(
+        self, clusters: Iterable[str] | None = None
+    ) -> contextlib.AbstractContextManager[Transaction]:
+        # The dry run's one transaction holds the covering lock: every scope is inside it.
         return contextlib.nullcontext(self._conn)
 
     def read(self) -> contextlib.AbstractContextManager[Transaction]:

@@ -1,7 +1,7 @@
 """Failover, failback and drain, applied: read the workloads' state, decide (hub/failover.py),
 commit the plan and run admission, in one write transaction.
 
-`tick` runs about once a second (hub/app.py): it reads first and opens a write transaction
+`tick` runs about once a second (hub/app/chores.py): it reads first and opens a write transaction
 only when some workload's plan changes something, so a quiet fleet costs one read. The use
 cases that change what failover looks at call `reconcile` in their own transaction: a cordon
 or drain (hub/service/clusters.py) and a workload update (hub/service/workloads.py, which

@@ -44,7 +44,10 @@ def parse(text: str, field: str = "label_selector") -> Selector:
 
 
 def _requirement(term: str, field: str) -> Requirement:
-    if " in " in f" {term} " or " notin " in f" {term} " or "(" in term:
+    # A set-based requirement is `key in (a,b)` / `key notin (a)`: a word after the key, or a
+    # parenthesis (the comma split cuts the list). A key named `in` is a key like any other.
+    words = term.split()
+    if "(" in term or ")" in term or (len(words) > 1 and words[1] in ("in", "notin")):
         raise errors.InvalidArgument(
             field, f"{term!r}: only equality-based requirements (k=v, k==v, k!=v, k, !k)"
         )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from hub import errors
 from hub.model import (
@@ -39,7 +40,16 @@ from hub.service.context import (
     snapshot,
     transaction,
 )
-from hub.store import accounting, audit, clusters, deployments, discovered, faults, observations
+from hub.store import (
+    accounting,
+    audit,
+    clusters,
+    deployments,
+    discovered,
+    faults,
+    observations,
+    port,
+)
 from hub.store import nodes as node_store
 
 log = logging.getLogger(__name__)
@@ -152,7 +162,7 @@ def open_session(
     leader term. Unauthenticated if the token it was opened with is no longer the cluster's
     (rotated, or the cluster deleted since the token was checked). A stream of the same slot
     held by another hub is superseded: that hub is told to close it."""
-    with transaction(ctx) as tx:
+    with transaction(ctx, [cluster_id]) as tx:
         if clusters.token_hashes(tx.conn, [cluster_id]).get(cluster_id) != token_hash:
             raise errors.Unauthenticated(
                 f"the token of cluster {cluster_id} was rotated or the cluster deleted"
@@ -208,14 +218,16 @@ def agent_event(
 
 
 def close_session(ctx: ServiceContext, *, session_id: str) -> None:
-    with transaction(ctx) as tx:
+    # Only the fleet lock: the row of a closed stream decides nothing (a supersede or a
+    # leader mark racing with its deletion finds it or not, both right).
+    with transaction(ctx, ()) as tx:
         clusters.close_session(tx.conn, session_id)
 
 
 def raise_leader_term(ctx: ServiceContext, *, cluster_id: str, term: int) -> int:
     """Persist a claimed term (terms never go back); returns the newest. Other hubs hear of a
     newer term, and fence a leader of an older one they hold."""
-    with transaction(ctx) as tx:
+    with transaction(ctx, [cluster_id]) as tx:
         before = clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=0)
         newest = clusters.raise_leader_term(tx.conn, cluster_id=cluster_id, term=term)
         if newest > before and ctx.db.shared:
@@ -223,14 +235,24 @@ def raise_leader_term(ctx: ServiceContext, *, cluster_id: str, term: int) -> int
         return newest
 
 
+def next_leader_term(ctx: ServiceContext, *, cluster_id: str) -> int:
+    """Grant a term one past the newest, read and raised in one transaction under the
+    cluster's lock: two hubs granting at once hand out two terms, never the same one twice."""
+    with transaction(ctx, [cluster_id]) as tx:
+        newest = clusters.next_leader_term(tx.conn, cluster_id=cluster_id)
+        if ctx.db.shared:
+            tx.conn.notify(TERM_CHANNEL, f"{cluster_id} {newest}")
+        return newest
+
+
 def set_dgd_version(ctx: ServiceContext, *, cluster_id: str, dgd_version: str) -> None:
     """What the cluster's reconciling agent reported it writes (ClusterInfo)."""
-    with transaction(ctx) as tx:
+    with transaction(ctx, [cluster_id]) as tx:
         clusters.set_dgd_version(tx.conn, cluster_id=cluster_id, dgd_version=dgd_version)
 
 
 def set_leader(ctx: ServiceContext, *, cluster_id: str, session_id: str | None) -> None:
-    with transaction(ctx) as tx:
+    with transaction(ctx, [cluster_id]) as tx:
         clusters.set_leader(tx.conn, cluster_id=cluster_id, session_id=session_id)
 
 
@@ -241,7 +263,7 @@ def record_liveness(
     for the first time re-runs admission: what waits there said no agent ever connected."""
     if not last_seen and not applied:
         return
-    with transaction(ctx) as tx:
+    with transaction(ctx, {*last_seen, *applied}) as tx:
         first_heard = accounting.unheard_clusters(tx.conn, list(last_seen))
         clusters.record_liveness(tx.conn, last_seen=last_seen, applied=applied)
         if first_heard:
@@ -256,7 +278,7 @@ def record_rejection(
     rejection: Rejection,
     token_hash: str,
 ) -> None:
-    with transaction(ctx) as tx:
+    with transaction(ctx, [cluster_id]) as tx:
         if clusters.token_hashes(tx.conn, [cluster_id]).get(cluster_id) != token_hash:
             return  # its stream's token was rotated away: that stream is being closed
         deployment = deployments.get(tx.conn, deployment_id)
@@ -340,9 +362,14 @@ class IngestResult:
 def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -> IngestResult:
     """Write batches of (possibly) many clusters in one transaction, then re-run admission for
     the clusters whose capacity changed. Deployments deleted meanwhile are skipped."""
+
+    def attempt(scope: frozenset[str] | None) -> IngestResult:
+        written.clear()
+        with transaction(ctx, scope) as tx:
+            return _write_batches(ctx, tx, items, written)
+
     written: dict[tuple[str, str], tuple[int, int]] = {}
-    with transaction(ctx) as tx:
-        result = _write_batches(ctx, tx, items, written)
+    result = port.retry_wider(attempt, [cluster_id for cluster_id, _ in items])
     ctx.node_hashes.update(written)  # committed: now they describe the database
     return result
 
@@ -401,10 +428,16 @@ def _write_reports(
     ctx: ServiceContext, items: Sequence[tuple[int, Report]], outcome: IngestOutcome
 ) -> None:
     written: dict[tuple[str, str], tuple[int, int]] = {}
-    with transaction(ctx) as tx:
-        current = clusters.token_hashes(tx.conn, {r.cluster_id for _, r in items})
-        valid = [(i, r) for i, r in items if current.get(r.cluster_id) == r.token_hash]
-        result = _write_batches(ctx, tx, [(r.cluster_id, r.batch) for _, r in valid], written)
+
+    def attempt(scope: frozenset[str] | None) -> tuple[dict[str, str], list[Any], IngestResult]:
+        written.clear()
+        with transaction(ctx, scope) as tx:
+            current = clusters.token_hashes(tx.conn, {r.cluster_id for _, r in items})
+            valid = [(i, r) for i, r in items if current.get(r.cluster_id) == r.token_hash]
+            batches = [(r.cluster_id, r.batch) for _, r in valid]
+            return current, valid, _write_batches(ctx, tx, batches, written)
+
+    current, valid, result = port.retry_wider(attempt, [r.cluster_id for _, r in items])
     ctx.node_hashes.update(written)
     outcome.revoked.update(i for i, r in items if current.get(r.cluster_id) != r.token_hash)
     outcome.records += result.records
@@ -510,9 +543,18 @@ def _write_batches(
         if current is not None and rollout_done(current, obs):
             deployments.set_rolling(tx.conn, deployment_id=current.deployment_id, rolling=False)
             settled.add(current.workload_id)
-    # A deployment ready on its new digest may let the next wave of its workload's rollout go.
+    # A deployment ready on its new digest may let the next wave of its workload's rollout go:
+    # that decides over the workload's every cluster, so it needs all their locks.
+    if settled:
+        port.lock_clusters(
+            tx.conn, {d.cluster_id for d in deployments.of_workloads(tx.conn, sorted(settled))}
+        )
     advanced = rollouts.evaluate(ctx, tx, settled) if settled else set()
     nodes = [(cluster_id, node) for cluster_id, batch in items for node in batch.nodes]
+    if nodes:
+        # A verified GPU is bound to the first node that reported it, fleet-wide: deciding
+        # that reads every cluster's devices (docs/architecture.md "Write locks").
+        tx.conn.serialize(port.DEVICES)
     refusals: list[node_store.DeviceRefusal] = []
     node_writes = node_store.write_nodes(
         tx.conn, nodes, known=ctx.node_hashes, written=written, refusals=refusals
@@ -598,7 +640,7 @@ def drop_nodes(ctx: ServiceContext, nodes: Sequence[tuple[str, str]]) -> frozens
     admission runs again for their clusters. A node whose agent came back meanwhile is kept.
     Returns the clusters whose capacity changed."""
     written: dict[tuple[str, str], tuple[int, int]] = {}
-    with transaction(ctx) as tx:
+    with transaction(ctx, {cluster_id for cluster_id, _ in nodes}) as tx:
         still = sorted(set(nodes) & set(node_store.unreported_nodes(tx.conn)))
         changed = node_store.drop_nodes(tx.conn, still, known=ctx.node_hashes, written=written)
         accounting.refresh_held_of(tx.conn, changed)
@@ -626,8 +668,10 @@ def reset_sessions(ctx: ServiceContext) -> None:
 def hub_heartbeat(ctx: ServiceContext) -> bool:
     """Beat this hub's heartbeat, and (one hub at a time) forget dead hubs' streams. False
     when this hub had been declared dead (a long pause): it registered again, and its open
-    streams must be closed so their agents reconnect and their rows are written anew."""
-    with transaction(ctx) as tx:
+    streams must be closed so their agents reconnect and their rows are written anew.
+    Only the fleet lock (and the sweep's try-lock): it writes hub rows and deletes the stream
+    rows of dead hubs, which no cluster's decision needs to see either way."""
+    with transaction(ctx, ()) as tx:
         alive = clusters.beat(tx.conn, hub_id=ctx.hub_id, now=tx.now)
         if not alive:
             clusters.register_hub(tx.conn, hub_id=ctx.hub_id, now=tx.now)

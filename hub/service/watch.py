@@ -25,6 +25,7 @@ from hub.filters import DeploymentFilter
 from hub.service import clusters, deployments, views, workloads
 from hub.service.context import ServiceContext, snapshot, transaction
 from hub.store import watch
+from hub.store.port import WATCH
 from hub.store.watch import Event, Seen
 
 __all__ = [
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 KINDS = ("workload", "deployment", "cluster")
-LOCK = "watch"
+LOCK = WATCH
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,9 @@ def watched(ctx: ServiceContext) -> Watched:
 def record(ctx: ServiceContext, current: Current) -> int:
     """Append an event per object changed since the last recording; the head revision."""
     rendered = None if ctx.db.shared else current()  # one hub: nobody else records meanwhile
-    with transaction(ctx) as tx:
+    # The fleet lock shared, then the watch lock (last in the order, docs/architecture.md
+    # "Write locks"): it writes only the feed's tables, which only recorders write.
+    with transaction(ctx, ()) as tx:
         tx.conn.serialize(LOCK)
         if rendered is None:
             rendered = current()  # under the lock: read after the previous recorder committed

@@ -109,9 +109,9 @@ def _valid_spec(spec: WorkloadSpec) -> WorkloadSpec:
 def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
     normalized, wanted, policy = spec.serving, spec.placement, spec.rollout_policy
     if projects.get(tx.conn, spec.project) is None:
-        raise errors.InvalidArgument(
-            "workload.project", f"no such project {spec.project!r} (create it first)"
-        )
+        # NOT_FOUND, as for a token naming one: a well-formed name of nothing is no bad
+        # argument (docs/rest.md "The contract": a request the document allows is never 400).
+        raise errors.NotFound("project", spec.project)
     workload = Workload(
         workload_id="wl_" + secrets.token_hex(8),
         name=spec.name,

@@ -13,7 +13,7 @@ from hub.filters import EVERYTHING, LabelSelector
 from hub.model import AgentSession, Cluster, Maintenance
 from hub.store import codec
 from hub.store.labels import selected
-from hub.store.port import IntegrityError, Row, Transaction, chunks, marks
+from hub.store.port import IntegrityError, Row, Transaction, check_held, chunks, marks
 
 
 def insert(
@@ -169,7 +169,9 @@ def delete(conn: Transaction, cluster_id: str) -> None:
 
 def bump_revisions(conn: Transaction, cluster_ids: Sequence[str]) -> dict[str, int]:
     """`bump_revision` for several clusters, a statement per 500: cluster id -> its new
-    revision. NotFound when one of them does not exist."""
+    revision. NotFound when one of them does not exist. Only under their clusters' locks
+    (port.py's lock order): another writer of the cluster may be deciding from its state."""
+    check_held(conn, cluster_ids)
     revisions: dict[str, int] = {}
     for chunk in chunks(cluster_ids):
         for r in conn.execute(
@@ -252,6 +254,18 @@ def set_leader(conn: Transaction, *, cluster_id: str, session_id: str | None) ->
         " WHERE cluster_id = ?",
         (session_id or "", cluster_id),
     )
+
+
+def next_leader_term(conn: Transaction, *, cluster_id: str) -> int:
+    """One past the newest leader term, recorded and returned in one statement (a grant);
+    0 when the cluster is gone."""
+    check_held(conn, [cluster_id])
+    row = conn.execute(
+        "UPDATE clusters SET leader_term = leader_term + 1 WHERE cluster_id = ?"
+        " RETURNING leader_term",
+        (cluster_id,),
+    ).fetchone()
+    return int(row["leader_term"]) if row else 0
 
 
 def raise_leader_term(conn: Transaction, *, cluster_id: str, term: int) -> int:

@@ -55,11 +55,16 @@ SYNCHRONOUS_MODES = ("NORMAL", "FULL")
 class SqliteTransaction:
     """A transaction on one sqlite3 connection, as the store's functions see it."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_locks")
     dialect = port.SQLITE
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, locks: port.Locks | None = None) -> None:
         self._conn = conn
+        self._locks = locks or port.Locks(covering=False)
+
+    @property
+    def locks(self) -> port.Locks:
+        return self._locks
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
@@ -74,8 +79,9 @@ class SqliteTransaction:
             raise port.IntegrityError(str(e)) from e
 
     def serialize(self, key: str) -> None:
-        # BEGIN IMMEDIATE already holds the database's one write lock.
-        return None
+        # BEGIN IMMEDIATE already holds the database's one write lock: recorded (the order is
+        # checked on both backends), never taken.
+        self._locks.take(key)
 
     def try_serialize(self, key: str) -> bool:
         return True
@@ -225,12 +231,16 @@ class Database:
             self._conn.close()
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[SqliteTransaction]:
-        """One write transaction (BEGIN IMMEDIATE); commits on success, rolls back on error."""
+    def write(self, clusters: Iterable[str] | None = None) -> Iterator[SqliteTransaction]:
+        """One write transaction (BEGIN IMMEDIATE); commits on success, rolls back on error.
+        The scoped locks (port.py) are recorded and checked, not taken: one writer already."""
+        scope = port.scope_of(clusters)
+        locks = port.Locks(covering=scope is None)
+        locks.begin(scope or ())
         with self._lock:
             self._begin("BEGIN IMMEDIATE")
             try:
-                yield SqliteTransaction(self._conn)
+                yield SqliteTransaction(self._conn, locks)
             except sqlite3.Error as e:
                 self._rollback()
                 if _ours(e):

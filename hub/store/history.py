@@ -38,3 +38,20 @@ def read(conn: Transaction, kind: str, name: str, *, since: int) -> list[Point]:
         (kind, name, since),
     ).fetchall()
     return [(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+
+def heard_from(conn: Transaction) -> dict[str, bool]:
+    """Every registered cluster -> whether any agent of it was ever heard from: a message
+    recorded, a stream open, or a node reported (the rule of hub/service/views.py
+    `cluster_view`, which shows no device count for a cluster never heard from)."""
+    rows = conn.execute(
+        "SELECT c.cluster_id AS cluster_id, (c.last_seen IS NOT NULL"
+        " OR EXISTS (SELECT 1 FROM agent_sessions s WHERE s.cluster_id = c.cluster_id)"
+        " OR EXISTS (SELECT 1 FROM nodes n WHERE n.cluster_id = c.cluster_id AND n.absent = 0))"
+        " AS heard FROM clusters c"
+    ).fetchall()
+    return {str(r["cluster_id"]): bool(r["heard"]) for r in rows}
+
+
+def project_names(conn: Transaction) -> list[str]:
+    return [str(r["name"]) for r in conn.execute("SELECT name FROM projects ORDER BY name")]

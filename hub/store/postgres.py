@@ -7,11 +7,20 @@ psycopg 3 with its connection pool. The table modules' SQL is shared with SQLite
 - rows read by column name or position, as sqlite3.Row does;
 - constraint violations leave as port.IntegrityError.
 
-Writes: every write transaction takes one transaction-scoped advisory lock first, so writers
-are serialized across every hub exactly as SQLite's BEGIN IMMEDIATE serializes them in one:
-a read-decide-write sequence (admission against a quota, a revision bump, a leadership term)
-never interleaves with another hub's. Reads: REPEATABLE READ, READ ONLY: one snapshot for every
-statement of the read, no waiting for writers (MVCC).
+Writes: READ COMMITTED, holding transaction-scoped advisory locks scoped to what the
+read-decide-write reads and writes, in the order of hub/store/port.py (docs/architecture.md
+"Write locks"): the fleet lock (`FLEET_LOCK`) shared, then the cluster locks in the order of
+their keys, in one statement as the transaction begins; or the fleet lock exclusive (the
+covering lock) for a write that names no scope. Later, `serialize` takes the admission and
+watch locks. So writes of different clusters run at once on every hub, and a read-decide-write
+sequence (admission against a quota, a revision bump, a leadership term) never interleaves
+with another that reads or writes the same things. A deadlock PostgreSQL breaks (40P01) or a
+lock wait that timed out (55P03) leaves as errors.StoreBusy, never a bare psycopg error.
+The fleet lock is the key the single write lock had: a hub of the previous version (taking it
+exclusively for every write) and one of this version exclude each other correctly while a
+fleet is upgraded one hub at a time.
+Reads: REPEATABLE READ, READ ONLY: one snapshot for every statement of the read, no waiting for
+writers (MVCC).
 
 Migrations run under a session advisory lock, so hubs starting together apply each once; a
 database whose schema is newer than the hub is refused.
@@ -42,8 +51,10 @@ log = logging.getLogger(__name__)
 
 # Advisory lock keys (64-bit, chosen once; any value unused by other applications sharing the
 # database would do).
-WRITE_LOCK = 0x57494E4753_0001  # every write transaction
+FLEET_LOCK = 0x57494E4753_0001  # every write: shared when scoped, exclusive when covering
 MIGRATE_LOCK = 0x57494E4753_0002  # schema migrations at start
+# Cluster locks: two-int keys (this space, hashtext(cluster id)), apart from the one-key locks.
+CLUSTER_SPACE = 0x57470001
 # The listening connection's name in pg_stat_activity.
 LISTENER_NAME = "wingsmith-listen"
 
@@ -152,11 +163,16 @@ def _execute_raw(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any])
 class PostgresTransaction:
     """A transaction on one pooled psycopg connection, as the store's functions see it."""
 
-    __slots__ = ("_conn",)
+    __slots__ = ("_conn", "_locks")
     dialect = port.POSTGRES
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], locks: port.Locks | None = None) -> None:
         self._conn = conn
+        self._locks = locks or port.Locks(covering=False)
+
+    @property
+    def locks(self) -> port.Locks:
+        return self._locks
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         try:
@@ -165,6 +181,8 @@ class PostgresTransaction:
             return self._conn.execute(translate(sql), params)
         except psycopg.errors.IntegrityError as e:
             raise port.IntegrityError(str(e).strip()) from e
+        except _LOST_WAIT as e:
+            raise _busy(e) from e
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         try:
@@ -172,9 +190,12 @@ class PostgresTransaction:
                 cursor.executemany(translate(sql), rows)
         except psycopg.errors.IntegrityError as e:
             raise port.IntegrityError(str(e).strip()) from e
+        except _LOST_WAIT as e:
+            raise _busy(e) from e
 
     def serialize(self, key: str) -> None:
-        self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
+        if self._locks.take(key):
+            _lock(self._conn, *hold_statement(key))
 
     def try_serialize(self, key: str) -> bool:
         row = self._conn.execute("SELECT pg_try_advisory_xact_lock(hashtext(%s))", (key,))
@@ -183,6 +204,52 @@ class PostgresTransaction:
 
     def notify(self, channel: str, payload: str) -> None:
         self._conn.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+
+
+# A lock wait PostgreSQL ended: a deadlock it broke, or lock_timeout.
+_LOST_WAIT = (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable)
+
+
+def _busy(e: psycopg.Error) -> errors.StoreBusy:
+    return errors.StoreBusy(f"database busy: a lock wait was given up ({e}): retry")
+
+
+def _lock(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]) -> None:
+    try:
+        conn.execute(sql, params)
+    except _LOST_WAIT as e:
+        raise _busy(e) from e
+
+
+def hold_statement(key: str) -> tuple[str, tuple[Any, ...]]:
+    """The statement that takes the write lock named `key` (port.py's names) until the
+    transaction ends, as a hub takes it (tests hold one from outside with it)."""
+    if key == port.FLEET:
+        return "SELECT pg_advisory_xact_lock_shared(%s)", (FLEET_LOCK,)
+    if key.startswith(port.cluster_lock("")):
+        cluster_id = key[len(port.cluster_lock("")) :]
+        return "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (CLUSTER_SPACE, cluster_id)
+    return "SELECT pg_advisory_xact_lock(hashtext(%s))", (key,)
+
+
+def _begin_locks(conn: psycopg.Connection[Any], locks: port.Locks, clusters: Iterable[str]) -> None:
+    """The locks a write begins with: the fleet lock (exclusive when covering, else shared),
+    then its clusters' locks in the order of their keys (so two writers of overlapping
+    clusters never wait for each other in a cycle, even where two ids hash alike)."""
+    if locks.covering:
+        _lock(conn, "SELECT pg_advisory_xact_lock(%s)", (FLEET_LOCK,))
+        return
+    wanted = locks.begin(clusters)
+    if not wanted:
+        _lock(conn, *hold_statement(port.FLEET))
+        return
+    _lock(
+        conn,
+        "SELECT pg_advisory_xact_lock_shared(%s) FROM (SELECT 1) AS fleet"
+        " UNION ALL SELECT pg_advisory_xact_lock(%s, key) FROM"
+        " (SELECT DISTINCT hashtext(id) AS key FROM unnest(%s::text[]) AS id ORDER BY key) AS k",
+        (FLEET_LOCK, CLUSTER_SPACE, wanted),
+    )
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
@@ -232,12 +299,14 @@ class PostgresStore:
         return _Listener(self.url, channels, on_notify, on_reconnect)
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[PostgresTransaction]:
+    def write(self, clusters: Iterable[str] | None = None) -> Iterator[PostgresTransaction]:
+        scope = port.scope_of(clusters)
+        locks = port.Locks(covering=scope is None)
         with self._connection() as conn:
             _run(conn, "BEGIN ISOLATION LEVEL READ COMMITTED")
             try:
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                yield PostgresTransaction(conn)
+                _begin_locks(conn, locks, scope or ())
+                yield PostgresTransaction(conn, locks)
             except BaseException:
                 _rollback(conn)
                 raise

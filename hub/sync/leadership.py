@@ -16,8 +16,10 @@ A pod comes to lead in one of two ways:
   Lease past the hub's term and claims again (agent/cluster/kube/lease.py);
 - **granted** (a read-only DaemonSet, which may write nothing, a Lease included): read-only
   node agents *stand*; while no session leads, the hub grants leadership to the one that has
-  stood longest, with a term one past the newest, and grants it again to the next when that
-  session closes or steps down. Leadership there only decides who reports cluster-level state.
+  stood longest, with a term one past the newest (read and raised in one transaction under
+  the cluster's write lock, so two hubs granting at once never hand out the same term), and
+  grants it again to the next when that session closes or steps down. Leadership there only
+  decides who reports cluster-level state.
 
 Every session that comes to lead, by claim or by grant, is sent a LeadershipGrant with its term
 and the ids of the nodes the hub holds for the cluster: the leader reports as absent those
@@ -61,6 +63,8 @@ class Fenceable(Protocol):
 
 # (cluster id, claimed term) -> the newest term persisted for the cluster
 Persist = Callable[[str, int], int]
+# cluster id -> a term one past the newest, persisted in the same transaction (a grant)
+NextTerm = Callable[[str], int]
 # (cluster id, the leading session's id or None)
 MarkLeader = Callable[[str, "str | None"], None]
 # cluster id -> the ids of the nodes the hub holds for it
@@ -98,11 +102,13 @@ class Leadership:
         self,
         *,
         persist: Persist,
+        next_term: NextTerm,
         mark: MarkLeader,
         node_ids: NodeIds = lambda cluster_id: (),
         run: Run = _inline,
     ) -> None:
         self._persist = persist
+        self._next_term = next_term
         self._mark = mark
         self._node_ids = node_ids
         self._run = run
@@ -191,7 +197,9 @@ class Leadership:
         if not standing:
             return
         session, session_id = standing[0]
-        term = await self._run(lambda: self._persist(cluster_id, self._persist(cluster_id, 0) + 1))
+        # Read and raised in one transaction under the cluster's lock: another hub granting at
+        # the same moment gets the next term, never this one.
+        term = await self._run(lambda: self._next_term(cluster_id))
         log.info(
             "cluster %s: leadership granted to session %s (term %d)", cluster_id, session_id, term
         )

@@ -130,6 +130,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             persist=lambda cluster_id, term: sync_service.raise_leader_term(
                 ctx, cluster_id=cluster_id, term=term
             ),
+            next_term=lambda cluster_id: sync_service.next_leader_term(ctx, cluster_id=cluster_id),
             mark=lambda cluster_id, session_id: sync_service.set_leader(
                 ctx, cluster_id=cluster_id, session_id=session_id
             ),

@@ -109,7 +109,7 @@ class Dashboard:
         self._store = store
         self._sessions = Sessions(admin_token)
         self._secure = secure_cookies
-        self.history = history.History(self._list_as_admin, charts)
+        self.history = history.History(charts)
         self.live = live.Live(watch, caller)
 
     # -- the app ------------------------------------------------------------------------------
@@ -221,15 +221,6 @@ class Dashboard:
 
     # -- the charts' history (hub/ui/history.py) ---------------------------------------------
 
-    async def _list_as_admin(self, kind: str) -> list[dict[str, Any]]:
-        """The sampler's read: every cluster or project (fleet facts), as the admin."""
-        caller = _CALLER.set(access.ADMIN)
-        try:
-            method = "ListClusters" if kind == "clusters" else "ListProjects"
-            return await self.list_all(method, kind)
-        finally:
-            _CALLER.reset(caller)
-
     async def _sampling(self, app: web.Application) -> AsyncIterator[None]:
         async with self.history.running():
             yield
@@ -237,10 +228,10 @@ class Dashboard:
     async def _history(self, request: web.Request) -> web.StreamResponse:
         kind = "cluster" if request.match_info["kind"] == "clusters" else "project"
         name = request.match_info["name"]
-        data = await self.history.chart(kind, name)
-        if data is None:
+        body = await self.history.chart_json(kind, name)
+        if body is None:
             raise web.HTTPNotFound(text=f"no history of {kind} {name}")
-        return web.json_response(data)
+        return web.Response(body=body, content_type="application/json")
 
     # -- login --------------------------------------------------------------------------------
 

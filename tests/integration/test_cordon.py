@@ -112,7 +112,7 @@ def test_cordon_refuses_bad_requests_saying_what_to_fix(
     )
     assert status == 400 and "not both" in answer["error"]["message"]
     status, answer = hub.rest("POST", "/v1/clusters/east:cordon", {"node": "nope"}, check=False)
-    assert status == 400 and "reports no node 'nope'" in answer["error"]["message"]
+    assert status == 404 and "node 'nope' not found" in answer["error"]["message"]
     status, answer = hub.rest("POST", "/v1/clusters/east:cordon", {"node": "Bad_Name"}, check=False)
     assert status == 400 and "invalid node name" in answer["error"]["message"]
     status, _ = hub.rest("POST", "/v1/clusters/ghost:cordon", {}, check=False)

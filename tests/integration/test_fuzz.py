@@ -13,7 +13,7 @@ non-UTF-8 headers, a Content-Encoding that lies; over gRPC, random and truncated
 invalid UTF-8 in every string field, and typed requests with extreme values; on the stream,
 corrupt bytes and every AgentMessage kind with nasty values after a valid Hello.
 
-The routes are read from the proto's HTTP rules (hub.api.rest.describe_routes, as the OpenAPI
+The routes are read from the proto's HTTP rules (hub.api.routes.describe_routes, as the OpenAPI
 document reads them), the RPCs from the service descriptor: a new route or RPC is fuzzed
 without a change here. Every case runs against a hub on SQLite and one on PostgreSQL (the
 same input may be stored by one and refused by the other). WINGSMITH_FUZZ_EXAMPLES
@@ -43,7 +43,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescri
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hub.api import rest
+from hub.api import routes
 from hub.store.port import is_postgres
 from tests import stores
 from tests.harness import ADMIN_TOKEN, Hub, running_hub, workload
@@ -54,7 +54,7 @@ EXAMPLES = int(os.environ.get("WINGSMITH_FUZZ_EXAMPLES", "30"))
 # An error message may name the bad value, but never repeat a huge one.
 MAX_ERROR_BYTES = 4096
 CONTROL = control_pb2.DESCRIPTOR.services_by_name["ControlService"]
-ROUTES = rest.describe_routes([CONTROL])
+ROUTES = routes.describe_routes([CONTROL])
 BAD_GRPC_CODES = {grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.DATA_LOSS}
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -253,11 +253,11 @@ def _shaped(desc: Descriptor, depth: int = 0) -> st.SearchStrategy[dict[str, Any
 # REST.
 
 
-def _route_id(route: rest.RouteDescription) -> str:
+def _route_id(route: routes.RouteDescription) -> str:
     return f"{route.http_method} {route.template}"
 
 
-def _body_strategy(route: rest.RouteDescription) -> st.SearchStrategy[bytes | None]:
+def _body_strategy(route: routes.RouteDescription) -> st.SearchStrategy[bytes | None]:
     if route.body == "*":
         shaped: st.SearchStrategy[Any] = _shaped(route.method.input_type)
     elif route.body:
@@ -286,7 +286,7 @@ def _encode(document: Any) -> bytes | None:
     return json.dumps(document).encode().replace(f'"{HUGE_NUMBER}"'.encode(), HUGE_DIGITS)
 
 
-def _query_strategy(route: rest.RouteDescription) -> st.SearchStrategy[list[tuple[str, str]]]:
+def _query_strategy(route: routes.RouteDescription) -> st.SearchStrategy[list[tuple[str, str]]]:
     names = [f.name for f in route.method.input_type.fields] + ["page_token", "x", "a.b"]
     return st.lists(st.tuples(st.sampled_from(names), texts), max_size=3)
 
@@ -313,7 +313,7 @@ def _quote(text: str) -> str:
     return urllib.parse.quote(text.encode("utf-8", "surrogatepass"), safe="")
 
 
-def _path(route: rest.RouteDescription, values: list[str]) -> str:
+def _path(route: routes.RouteDescription, values: list[str]) -> str:
     path = route.template
     for variable, value in zip(route.path_variables, values, strict=True):
         path = path.replace(f"{{{variable}}}", _quote(value), 1)
@@ -376,7 +376,7 @@ def _check_http(status: int, payload: bytes, what: str) -> None:
 
 @pytest.mark.parametrize("route", ROUTES, ids=_route_id)
 def test_no_rest_request_gets_a_5xx_or_a_traceback(
-    route: rest.RouteDescription, fuzz_hub: tuple[Hub, _LogTrap], http_client: _Http
+    route: routes.RouteDescription, fuzz_hub: tuple[Hub, _LogTrap], http_client: _Http
 ) -> None:
     @FUZZ
     @given(

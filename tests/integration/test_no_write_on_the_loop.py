@@ -4,7 +4,10 @@ keep being answered; once the lock is let go, the claim completes, and a newer c
 meanwhile (in a Hello) is decided after it, fencing it.
 
 The lock is held from outside the hub, as another hub or a backup would hold it: on SQLite a
-connection in BEGIN IMMEDIATE, on PostgreSQL a transaction holding the write advisory lock."""
+connection in BEGIN IMMEDIATE (the one write lock), on PostgreSQL a transaction holding cluster
+east's lock (docs/architecture.md "Write locks"), which the claim's write for east needs: with
+scoped locks, nothing of another cluster waits for it, so it is the lock that makes this
+claim, and the other writes of east, wait."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import psycopg
 import pytest
 
 from hub.store import port as store_port
-from hub.store.postgres import WRITE_LOCK
+from hub.store.postgres import hold_statement
 from tests import stores
 from tests.harness import Hub, running_hub, wait_until
 from tests.integration.rawstream import RawStream
@@ -32,11 +35,12 @@ ANSWER_S = 30.0
 
 
 @contextlib.contextmanager
-def write_lock_held(url: str) -> Iterator[None]:
-    """The store's write lock, held by another connection until the block ends."""
+def write_lock_held(url: str, cluster_id: str) -> Iterator[None]:
+    """The lock a write of `cluster_id` needs, held by another connection until the block
+    ends (SQLite: the one write lock)."""
     if store_port.is_postgres(url):
         with psycopg.connect(url) as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            conn.execute(*hold_statement(store_port.cluster_lock(cluster_id)))
             try:
                 yield
             finally:
@@ -124,7 +128,7 @@ def test_streams_are_answered_while_a_leadership_claim_waits_for_the_store(
             inbox.refused_ack()  # what the handshake sent has come (a snapshot, say)
         before = messages_in(hub, "leadership")
 
-        with write_lock_held(hub.db_path):
+        with write_lock_held(hub.db_path, "east"):
             claimer.stream.send(leadership=sync_pb2.Leadership(leading=True, term=3))
             # The hub took the claim in (and, on the old code, its loop then sat in the write).
             wait_until(lambda: messages_in(hub, "leadership") > before, what="the claim read")

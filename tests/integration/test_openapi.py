@@ -11,30 +11,48 @@ from __future__ import annotations
 
 import collections
 import json
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hypothesis
+import hypothesis.errors
+import hypothesis.strategies as st
 import pytest
 import schemathesis
 import yaml
 from google.api import annotations_pb2
 from schemathesis import checks
+from schemathesis.generation.modes import GenerationMode
 
+from hub.api import contract
 from hub.api.openapi import OPENAPI_PATH
+from hub.service import validate
 from tests.harness import ADMIN_TOKEN, Hub, SimAgent, wait_until, workload
 from tests.integration.test_rejects_and_paging import FOREIGN_DGD
 from wingsmith.v1 import control_pb2
 
 FUZZ_CASES = 15
-CHECKS = [
-    checks.not_a_server_error,
-    checks.status_code_conformance,
-    checks.content_type_conformance,
-    checks.response_schema_conformance,
-]
+# Every check this schemathesis has, positive data acceptance included: a request the
+# document allows is answered 2xx, or 401/403/404/409/429 (who may, what exists: no schema
+# can know), never 400.
+# (None: schemathesis' default set, which is all of them; their names are printed.)
+checks.load_all_checks()
+CHECK_NAMES = sorted(checks.CHECKS.get_all_names())
+# The document's `format: page-token` (hub/service/validate.py PAGE_TOKEN_RULE): only a
+# next_page_token the hub handed out. Here, tokens it would hand out after a key that every
+# list has the form of (the audit log's keys are record numbers; the others' are names).
+schemathesis.openapi.format(
+    "page-token",
+    st.one_of(
+        st.just(""),
+        st.from_regex(r"[1-9][0-9]{0,9}", fullmatch=True).map(
+            lambda key: validate.next_token([key], 1)
+        ),
+    ),
+)
 
 
 def fetch_document(hub: Hub) -> dict[str, Any]:
@@ -100,6 +118,53 @@ def test_the_document_speaks_the_hubs_json(hub: Hub) -> None:
     assert error["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
 
 
+# One request breaking each cross-field rule of the contract: (method, HTTP method, path,
+# body, query). The rule's own predicate must say it breaks, and the hub must refuse it.
+_SINCE, _UNTIL = "2026-01-02T00:00:00Z", "2026-01-01T00:00:00Z"
+CROSS_FIELD_BREAKS: list[tuple[str, str, str, dict[str, Any], dict[str, str]]] = [
+    ("CreateWorkload", "POST", "/v1/workloads", workload("x", tp=4, expert_parallel=3), {}),
+    ("CreateWorkload", "POST", "/v1/workloads", workload("x", image="mirror/vllm:latest"), {}),
+    (
+        "CreateWorkload",
+        "POST",
+        "/v1/workloads",
+        {**workload("x"), "placement": {"clusters": ["east"], "cluster_selector": {"a": "b"}}},
+        {},
+    ),
+    ("UpdateWorkload", "PATCH", "/v1/workloads/llama", {"serving": {"expert_parallel": 3}}, {}),
+    (
+        "CreateApiToken",
+        "POST",
+        "/v1/tokens",
+        {"name": "t", "role": "admin", "projects": ["search"]},
+        {},
+    ),
+    ("CreateApiToken", "POST", "/v1/tokens", {"name": "t", "role": "operator"}, {}),
+    ("ListAuditRecords", "GET", "/v1/audit", {}, {"since": _SINCE, "until": _UNTIL}),
+    ("CordonCluster", "POST", "/v1/clusters/east:cordon", {"node": "n", "device_class": "A"}, {}),
+    (
+        "UncordonCluster",
+        "POST",
+        "/v1/clusters/east:uncordon",
+        {"node": "n", "device_class": "A"},
+        {},
+    ),
+]
+
+
+def test_every_cross_field_rule_the_document_states_is_one_the_hub_enforces(hub: Hub) -> None:
+    hub.register_cluster("east")
+    hub.create_project("search", H100_80GB=16)
+    hub.post("/v1/workloads", workload("llama", tp=2, clusters=("east",)))
+    assert {case[0] for case in CROSS_FIELD_BREAKS} == set(contract.CROSS_FIELD)
+    for method, verb, path, body, query in CROSS_FIELD_BREAKS:
+        rules = contract.CROSS_FIELD[method]
+        assert not all(rule.holds(body, query) for rule in rules), (method, body, query)
+        url = f"{path}?{urllib.parse.urlencode(query)}" if query else path
+        status, answer = hub.rest(verb, url, body or None, check=False)
+        assert (status, answer["error"]["status"]) == (400, "INVALID_ARGUMENT"), (method, answer)
+
+
 def streams(operation: dict[str, Any]) -> bool:
     return "text/event-stream" in operation["responses"]["200"]["content"]
 
@@ -120,6 +185,7 @@ def test_schemathesis_finds_no_5xx_and_no_response_outside_the_document(
     schema = schemathesis.openapi.from_dict(fetch_document(hub))
     base_url = f"http://127.0.0.1:{hub.http_port}"
     figures: collections.Counter[str] = collections.Counter()
+    failed: collections.Counter[str] = collections.Counter()
     failures: list[str] = []
     # Streams (Server-Sent Events) never end, so no response would come back to validate:
     # tests/integration/test_watch.py holds them.
@@ -128,18 +194,38 @@ def test_schemathesis_finds_no_5xx_and_no_response_outside_the_document(
         for op in (result.ok() for result in schema.get_all_operations())
         if not streams(op.definition.raw)
     ]
-    for token in (ADMIN_TOKEN, None):
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        for operation in operations:
-            run_operation(operation, base_url, headers, figures=figures, failures=failures)
+    for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+        for token in (ADMIN_TOKEN, None):
+            headers = {"authorization": f"Bearer {token}"} if token else {}
+            for operation in operations:
+                run_operation(
+                    operation,
+                    base_url,
+                    headers,
+                    mode=mode,
+                    figures=figures,
+                    failed=failed,
+                    failures=failures,
+                )
 
-    cases = figures.total()
+    cases = sum(v for k, v in figures.items() if k.split()[-1].isdigit())
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(figures.items()))
-    print(f"\nschemathesis: {len(operations)} operations x 2 credentials, {cases} cases")
-    print(f"responses by status: {statuses}; failures: {len(failures)}")
+    print(f"\nschemathesis checks: {', '.join(CHECK_NAMES)}")
+    print(f"schemathesis: {len(operations)} operations x 2 credentials x 2 modes, {cases} cases")
+    print(f"responses by mode and status: {statuses}")
+    print(f"failures: {len(failures)}; by mode and kind: {dict(sorted(failed.items())) or 'none'}")
+    Path("/tmp/contract24-failures.txt").write_text("\n\n".join(failures))
     assert not failures, "\n".join(failures[:10])
     assert cases >= len(operations) * 2 * 3, "too few cases ran to mean anything"
-    assert figures["200"] > 0 and figures["401"] > 0
+    assert figures["positive 200"] > 0 and figures["positive 401"] > 0
+    assert figures["negative 400"] > 0, "no request the document refuses was refused"
+
+
+def _sends_nothing_invalid(case: Any) -> bool:
+    """A negative case whose fault may be a query value that HTTP cannot carry: `[]` or None
+    sends no key at all (`{"": []}`, `{"page_token": []}`), so the hub may see a valid query.
+    Not sent: whether it is invalid depends on the rest of the query."""
+    return any(value in ([], None) for value in (case.query or {}).values())
 
 
 def run_operation(
@@ -147,7 +233,9 @@ def run_operation(
     base_url: str,
     headers: dict[str, str],
     *,
+    mode: GenerationMode,
     figures: collections.Counter[str],
+    failed: collections.Counter[str],
     failures: list[str],
 ) -> None:
     @hypothesis.settings(
@@ -158,15 +246,36 @@ def run_operation(
         phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
         suppress_health_check=list(hypothesis.HealthCheck),
     )
-    @hypothesis.given(case=operation.as_strategy())
+    @hypothesis.given(case=operation.as_strategy(generation_mode=mode))
     def fuzz(case: Any) -> None:
+        body = case.body if isinstance(case.body, dict) else {}
+        rules = contract.CROSS_FIELD.get(operation.definition.raw["operationId"], ())
+        positive = mode is GenerationMode.POSITIVE
+        if positive and not all(rule.holds(body, case.query or {}) for rule in rules):
+            # A rule over two fields, which the document says in words only: not sent.
+            figures["skipped: breaks a cross-field rule"] += 1
+            return
+        if mode is GenerationMode.NEGATIVE and _sends_nothing_invalid(case):
+            figures["skipped: nothing invalid sent"] += 1
+            return
         response = case.call(base_url=base_url, headers=headers, timeout=10)
-        figures[str(response.status_code)] += 1
+        figures[f"{mode.value} {response.status_code}"] += 1
         try:
-            case.validate_response(response, checks=CHECKS)
+            case.validate_response(
+                response, headers=headers, transport_kwargs={"base_url": base_url}
+            )
         # schemathesis raises a FailureGroup (a BaseExceptionGroup): every one is kept, and
         # the test fails on the list with the first ten.
         except (Exception, BaseExceptionGroup) as e:
-            failures.append(f"{case.method} {case.formatted_path}: {e}")
+            for f in getattr(e, "exceptions", [e]):
+                failed[f"{mode.value} {type(f).__name__}"] += 1
+            failures.append(
+                f"{case.method} {case.formatted_path} {case.body!r} {case.query!r}: {e}"
+            )
 
-    fuzz()
+    try:
+        fuzz()
+    except hypothesis.errors.Unsatisfiable:
+        # Nothing of the operation can be made invalid (a GET by name takes any segment).
+        assert mode is GenerationMode.NEGATIVE, operation.label
+        figures["negative: nothing to break"] += 1

@@ -197,7 +197,6 @@ def test_the_control_api_needs_the_admin_token_on_both_edges(hub: Hub) -> None:
         ({**workload("x"), "device_class": "H100 80GB"}, "workload.device_class"),
         (workload("x", engine="vlm"), "workload.serving.engine"),
         (workload("x", tp=4, expert_parallel=3), "workload.serving.expert_parallel"),
-        ({**workload("x"), "project": "nope"}, "workload.project"),
         ({**workload("x"), "placement": {"clusters": ["mars"]}}, "placement.clusters"),
         ({**workload("x"), "unknown_field": 1}, "unknown_field"),
         # Dynamo cannot read a runtime version off these tags: the workload must say it.
@@ -220,6 +219,20 @@ def test_bad_workloads_get_400_naming_the_field_and_nothing_is_stored(
     assert error["error"]["status"] == "INVALID_ARGUMENT"
     assert field in error["error"]["message"]
     assert hub.get("/v1/workloads") == before
+
+
+def test_a_workload_naming_a_project_that_does_not_exist_is_404_and_nothing_is_stored(
+    hub: Hub,
+) -> None:
+    # A well-formed name of nothing is no bad argument: 404, as for a token naming one (the
+    # OpenAPI document allows any well-formed name, and a request it allows is never 400).
+    hub.register_cluster("east")
+    status, error = hub.rest(
+        "POST", "/v1/workloads", {**workload("x"), "project": "nope"}, check=False
+    )
+    assert (status, error["error"]["status"]) == (404, "NOT_FOUND"), error
+    assert error["error"]["message"] == "project 'nope' not found"
+    assert hub.get("/v1/workloads")["workloads"] == []
 
 
 def test_conflicts_and_missing_resources_get_the_right_statuses(hub: Hub) -> None:

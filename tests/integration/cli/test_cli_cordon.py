@@ -36,7 +36,7 @@ def test_cordon_refuses_what_it_cannot_do(cli: Runner) -> None:
     cli.hub.client().post("/v1/clusters", {"cluster_id": "east"})
     unknown = cli("cordon", "cluster", "east", "--node", "gpu-7")
     assert unknown.code == 1
-    assert "400 INVALID_ARGUMENT" in unknown.err and "reports no node 'gpu-7'" in unknown.err
+    assert "404 NOT_FOUND" in unknown.err and "node 'gpu-7' not found" in unknown.err
     missing = cli("uncordon", "cluster", "nowhere")
     assert missing.err == "error: 404 NOT_FOUND: cluster 'nowhere' not found\n"
     with pytest.raises(SystemExit) as usage:

@@ -96,7 +96,7 @@ def test_create_as_json_still_prints_the_agent_token_when_a_later_document_fails
     assert result.code == 1
     (answer,) = json.loads(result.out)["items"]
     assert answer["token"].startswith("wsa_")
-    assert "no such project 'nope'" in result.err
+    assert "project 'nope' not found" in result.err
 
 
 def test_create_refuses_a_file_with_an_unknown_kind_before_creating_anything(

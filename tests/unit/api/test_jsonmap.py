@@ -9,7 +9,7 @@ import pytest
 from google.protobuf import empty_pb2, field_mask_pb2, json_format
 from google.protobuf.message import Message
 
-from hub.api import jsonmap
+from hub.api import jsonmap, jsonread
 from hub.errors import InvalidArgument
 from wingsmith.v1 import control_pb2
 from wingsmith.v1 import resources_pb2 as pb
@@ -174,11 +174,11 @@ def test_to_json_is_deterministic_whatever_order_the_message_was_built_in() -> N
 def test_from_json_reads_an_enum_as_its_word_its_full_name_or_null(
     value: str | None, engine: int
 ) -> None:
-    assert jsonmap.from_json({"engine": value}, pb.ServingConfig).engine == engine
+    assert jsonread.from_json({"engine": value}, pb.ServingConfig).engine == engine
 
 
 def test_from_json_reads_repeated_and_map_enums_with_null_as_unspecified() -> None:
-    thing = jsonmap.from_json(
+    thing = jsonread.from_json(
         {"colors": ["red", None, "COLOR_DARK_BLUE"], "color_by_name": {"a": "red", "b": None}},
         things.Thing,
     )
@@ -188,7 +188,7 @@ def test_from_json_reads_repeated_and_map_enums_with_null_as_unspecified() -> No
 
 
 def test_from_json_reads_null_as_unset_and_int64_text_and_numbers() -> None:
-    deployment = jsonmap.from_json(
+    deployment = jsonread.from_json(
         {"status": None, "generation": "9007199254740993", "desired_replicas": 3.0},
         pb.Deployment,
     )
@@ -199,8 +199,8 @@ def test_from_json_reads_null_as_unset_and_int64_text_and_numbers() -> None:
 
 
 def test_from_json_accepts_protojson_camel_case_names_and_field_mask_paths_in_either_case() -> None:
-    workload = jsonmap.from_json({"deviceClass": "H100-80GB"}, pb.Workload)
-    request = jsonmap.from_json(
+    workload = jsonread.from_json({"deviceClass": "H100-80GB"}, pb.Workload)
+    request = jsonread.from_json(
         {"update_mask": "replicas,serving.engine_version,serving.kvCache"},
         control_pb2.UpdateWorkloadRequest,
     )
@@ -216,7 +216,7 @@ def test_from_json_accepts_protojson_camel_case_names_and_field_mask_paths_in_ei
 def test_from_json_merges_into_an_instance_it_is_given() -> None:
     workload = pb.Workload(name="llama", replicas=2)
 
-    result = jsonmap.from_json({"replicas": 6}, workload)
+    result = jsonread.from_json({"replicas": 6}, workload)
 
     assert result is workload
     assert (workload.name, workload.replicas) == ("llama", 6)
@@ -260,14 +260,14 @@ def test_from_json_refuses_bad_input_with_the_dotted_path_of_the_offending_value
     document: Any, message_type: type[Message], path: str, field: str
 ) -> None:
     with pytest.raises(InvalidArgument) as caught:
-        jsonmap.from_json(document, message_type, path=path)
+        jsonread.from_json(document, message_type, path=path)
 
     assert caught.value.field == field
 
 
 def test_from_json_names_the_accepted_enum_words_when_a_value_is_unknown() -> None:
     with pytest.raises(InvalidArgument) as caught:
-        jsonmap.from_json({"serving": {"engine": "vlm"}}, pb.Workload, path="workload")
+        jsonread.from_json({"serving": {"engine": "vlm"}}, pb.Workload, path="workload")
 
     assert caught.value.field == "workload.serving.engine"
     assert "vllm, sglang, trtllm" in caught.value.problem
@@ -275,7 +275,7 @@ def test_from_json_names_the_accepted_enum_words_when_a_value_is_unknown() -> No
 
 def test_from_json_wraps_json_format_errors_instead_of_letting_them_escape() -> None:
     with pytest.raises(InvalidArgument) as caught:
-        jsonmap.from_json({"create_time": "2025-13-45T99:00:00Z"}, pb.Workload)
+        jsonread.from_json({"create_time": "2025-13-45T99:00:00Z"}, pb.Workload)
 
     assert isinstance(caught.value.__cause__, json_format.ParseError)
 
@@ -290,6 +290,6 @@ def test_a_fully_populated_resource_survives_a_round_trip_through_json_text(buil
     assert _all_fields_set(message), "the builder must set every field"
 
     text = json.dumps(jsonmap.to_json(message))
-    back = jsonmap.from_json(json.loads(text), type(message))
+    back = jsonread.from_json(json.loads(text), type(message))
 
     assert back == message

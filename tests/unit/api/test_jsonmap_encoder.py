@@ -18,7 +18,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from hub.api import jsonmap
+from hub.api import jsonmap, jsonread
 from tests.unit.api import things
 from wingsmith.v1 import control_pb2
 
@@ -43,7 +43,7 @@ def _shape_field(field: FieldDescriptor, raw: Any) -> Any:
     if jsonmap.is_map(field):
         key_field = field.message_type.fields_by_name["key"]
         value_field = field.message_type.fields_by_name["value"]
-        sort = int if key_field.cpp_type in jsonmap._INT_RANGES else str
+        sort = int if key_field.cpp_type in jsonread._INT_RANGES else str
         return {k: _shape_value(value_field, raw[k]) for k in sorted(raw, key=sort)}
     if field.is_repeated:
         return [_shape_value(field, item) for item in raw]
@@ -55,11 +55,11 @@ def _shape_value(field: FieldDescriptor, raw: Any) -> Any:
         return None
     if field.type == _FD.TYPE_ENUM:
         if isinstance(raw, str):
-            return jsonmap._enum_table(field.enum_type).word_by_name.get(raw, raw.lower())
+            return jsonmap.enum_table(field.enum_type).word_by_name.get(raw, raw.lower())
         return raw
     if field.type == _FD.TYPE_MESSAGE:
         desc = field.message_type
-        if desc.full_name in jsonmap._WRAPPERS:
+        if desc.full_name in jsonmap.WRAPPERS:
             return _unquote(desc.fields_by_name["value"], raw)
         if desc.full_name in jsonmap.SPECIAL_JSON_TYPES:
             return raw
@@ -124,7 +124,7 @@ def _scalar(field: FieldDescriptor, rng: random.Random) -> Any:
         return rng.choice(["", "a", "é", "x y", "svg_0123", "ünï\u2028"])
     if cpp in (_FD.CPPTYPE_DOUBLE, _FD.CPPTYPE_FLOAT):
         return rng.choice([0.0, 0.5, -1.25, 1e300, float("inf"), float("-inf"), 3.0])
-    _, low, high = jsonmap._INT_RANGES[cpp]
+    _, low, high = jsonread._INT_RANGES[cpp]
     return rng.choice([0, 1, low, high, rng.randint(low, high)])
 
 

@@ -49,11 +49,20 @@ class Store:
         self.term = max(self.term, term)
         return self.term
 
+    def next_term(self, cluster_id: str) -> int:
+        self.term += 1
+        return self.term
+
     def mark(self, cluster_id: str, session_id: str | None) -> None:
         self.marked = session_id
 
     def leadership(self) -> Leadership:
-        return Leadership(persist=self.persist, mark=self.mark, node_ids=lambda c: self.nodes)
+        return Leadership(
+            persist=self.persist,
+            next_term=self.next_term,
+            mark=self.mark,
+            node_ids=lambda c: self.nodes,
+        )
 
 
 @on_loop
@@ -165,7 +174,11 @@ class Held:
 
 def held_leadership(store: Store, held: Held) -> Leadership:
     return Leadership(
-        persist=store.persist, mark=store.mark, node_ids=lambda c: store.nodes, run=held.run
+        persist=store.persist,
+        next_term=store.next_term,
+        mark=store.mark,
+        node_ids=lambda c: store.nodes,
+        run=held.run,
     )
 
 

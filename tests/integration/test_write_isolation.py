@@ -1,0 +1,86 @@
+"""Writes that touch different things do not wait for each other (docs/architecture.md "Write
+locks"), on two hubs sharing one PostgreSQL database.
+
+A write for cluster `alpha` (project red) is made slow on purpose: another connection holds
+alpha's row in the clusters table, as a long transaction would, so hub one's write of an
+agent's connection to alpha waits for that row with whatever write locks it took. Meanwhile an
+agent of cluster `beta` (project blue) connects to hub two and its deployment is admitted,
+applied and reported ready: its session, leadership, ingest, admission and liveness writes are
+not delayed. Once the row is let go, alpha's write completes. With one global write lock (the
+old code) hub one's stuck write held it, and every write of beta waited behind it."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.harness import FAST, start_agent, wait_until, workload
+from tests.integration.test_no_write_on_the_loop import node_stream
+from tests.integration.test_several_hubs import hubs_on_one_database, ready
+
+# Hub one's writer waits for as long as the row is held: it beats no heartbeat meanwhile, and
+# must not be declared dead by hub two during the test.
+PATIENT = dataclasses.replace(FAST, hub_dead_after_s=600.0)
+
+
+@contextlib.contextmanager
+def cluster_row_held(url: str, cluster_id: str) -> Iterator[psycopg.Connection[Any]]:
+    """Cluster `cluster_id`'s row, locked by another transaction until the block ends."""
+    with psycopg.connect(url) as conn:
+        conn.execute("SELECT 1 FROM clusters WHERE cluster_id = %s FOR UPDATE", (cluster_id,))
+        try:
+            yield conn
+        finally:
+            conn.rollback()
+
+
+def waiting_for_the_row(url: str) -> int:
+    """Lock requests not granted (hub one's write, waiting for alpha's row)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+        return int(row[0]) if row else 0
+
+
+def test_a_slow_write_for_one_cluster_does_not_delay_another_clusters_writes(
+    tmp_path: Path,
+) -> None:
+    with hubs_on_one_database(tmp_path, 2, PATIENT) as (loop, (one, two), url):
+        alpha = one.register_cluster("alpha")
+        beta = two.register_cluster("beta")
+        one.create_project("red", H100_80GB=16)
+        two.create_project("blue", H100_80GB=16)
+        one.post("/v1/workloads", workload("chat", project="red", clusters=("alpha",)))
+        two.post("/v1/workloads", workload("search", project="blue", clusters=("beta",)))
+
+        agent = None
+        with cluster_row_held(url, "alpha"):
+            slow = node_stream(one, alpha, "alpha", "a1")
+            wait_until(lambda: waiting_for_the_row(url) >= 1, what="alpha's write waiting")
+            try:
+                agent = start_agent(loop, two, cluster_id="beta", token=beta)
+                wait_until(
+                    lambda: ready(two.get("/v1/deployments/search.beta")) == 1,
+                    what="beta's agent connected, admitted, applied and ready on hub two",
+                )
+                admitted = two.get("/v1/deployments/search.beta")["admitted_replicas"]
+                assert admitted == 1
+                assert slow.kinds_so_far() == [], "alpha's connection still waits for its write"
+            except BaseException:
+                if agent is not None:
+                    agent.stop()
+                raise
+        try:
+            # Let go: alpha's write completes, and its stream is welcomed.
+            assert slow.next("welcome").welcome is not None
+            wait_until(
+                lambda: one.get("/v1/clusters/alpha")["agents"], what="alpha's session recorded"
+            )
+        finally:
+            slow.stream.close()
+            if agent is not None:
+                agent.stop()
