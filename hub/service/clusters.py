@@ -11,7 +11,8 @@ from hub import errors
 from hub.model import Cluster, Maintenance, evolve
 from hub.service import admit, dryrun, failover, selectors, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
-from hub.store import accounting, clusters, deployments, observations
+from hub.store import accounting, clusters, deployments
+from hub.store import nodes as node_store
 from hub.store.port import Transaction
 
 TOKEN_PREFIX = "wsa_"
@@ -171,7 +172,7 @@ def _cordon(
     cluster = _get(tx.conn, cluster_id)
     marks = cluster.maintenance
     if node:
-        reported = {n.node_id for n in observations.nodes_of(tx.conn, cluster_id)}
+        reported = {n.node_id for n in node_store.nodes_of(tx.conn, cluster_id)}
         if node not in reported and node not in marks.nodes:
             # NOT_FOUND: a well-formed name of nothing is no bad argument (docs/rest.md
             # "The contract").

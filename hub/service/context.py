@@ -128,7 +128,7 @@ class ServiceContext:
     settings: Settings = field(default_factory=Settings)
     publisher: Publisher = field(default_factory=_NoPublisher)
     hooks: Hooks = field(default_factory=_NoHooks)
-    # What ingest last wrote per node (hub/store/observations.py NodeHashes).
+    # What ingest last wrote per node (hub/store/nodes.py NodeHashes).
     node_hashes: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     # This hub process, among the hubs sharing the store (its streams' rows name it).
     hub_id: str = ""

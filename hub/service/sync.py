@@ -50,6 +50,7 @@ from hub.store import (
     observations,
     port,
 )
+from hub.store import nodes as node_store
 
 log = logging.getLogger(__name__)
 
@@ -355,7 +356,7 @@ class IngestResult:
     records: int
     capacity_changed: frozenset[str]
     # Devices and allocations contradicting what the hub knows, not stored.
-    device_refusals: tuple[observations.DeviceRefusal, ...] = ()
+    device_refusals: tuple[node_store.DeviceRefusal, ...] = ()
 
 
 def ingest(ctx: ServiceContext, items: Sequence[tuple[str, ObservationBatch]]) -> IngestResult:
@@ -399,7 +400,7 @@ class IngestOutcome:
     capacity_changed: set[str] = field(default_factory=set)
     # Devices and allocations refused field by field (the rest of their batch was written):
     # counted in metrics, and told to the report's stream through `refused`.
-    device_refusals: list[observations.DeviceRefusal] = field(default_factory=list)
+    device_refusals: list[node_store.DeviceRefusal] = field(default_factory=list)
 
 
 def ingest_reports(ctx: ServiceContext, reports: Sequence[Report]) -> IngestOutcome:
@@ -447,7 +448,7 @@ def _write_reports(
 
 def _tell_device_refusals(
     reports: Sequence[tuple[int, Report]],
-    refusals: Sequence[observations.DeviceRefusal],
+    refusals: Sequence[node_store.DeviceRefusal],
     outcome: IngestOutcome,
 ) -> None:
     """Each refusal to the report that carried its node (its stream gets a Problem naming
@@ -554,12 +555,13 @@ def _write_batches(
         # A verified GPU is bound to the first node that reported it, fleet-wide: deciding
         # that reads every cluster's devices (docs/architecture.md "Write locks").
         tx.conn.serialize(port.DEVICES)
-    refusals: list[observations.DeviceRefusal] = []
-    node_changes, nodes_written, node_records = observations.write_nodes(
+    refusals: list[node_store.DeviceRefusal] = []
+    node_writes = node_store.write_nodes(
         tx.conn, nodes, known=ctx.node_hashes, written=written, refusals=refusals
     )
-    changed |= node_changes
-    records += node_records
+    held = changed | node_writes.held_changed
+    changed |= node_writes.capacity_changed
+    records += node_writes.records
     for cluster_id, batch in items:
         for sighting in batch.discovered:
             if discovered.write(tx.conn, cluster_id=cluster_id, observation=sighting, now=tx.now):
@@ -572,11 +574,10 @@ def _write_batches(
                 observe_ns=batch.discovered_complete_ns,
                 now=tx.now,
             )
-    for cluster_id in sorted(changed):
-        accounting.refresh_held(tx.conn, cluster_id)
+    accounting.refresh_held_of(tx.conn, held)
     if changed or advanced:
         admit.run(ctx, tx, cluster_ids=changed | advanced)
-    return IngestResult(len(fresh), nodes_written, records, frozenset(changed), tuple(refusals))
+    return IngestResult(len(fresh), node_writes.nodes, records, frozenset(changed), tuple(refusals))
 
 
 def _rejections_cleared(
@@ -627,9 +628,9 @@ def _requeue(tx: Tx, accepted: Sequence[Deployment]) -> None:
 
 def unreported_nodes(ctx: ServiceContext) -> set[tuple[str, str]]:
     """(cluster id, node id) of the nodes no open stream reports in a cluster that still
-    reports (hub/store/observations.py says which): candidates for `drop_nodes`."""
+    reports (hub/store/nodes.py says which): candidates for `drop_nodes`."""
     with snapshot(ctx) as conn:
-        return set(observations.unreported_nodes(conn))
+        return set(node_store.unreported_nodes(conn))
 
 
 def drop_nodes(ctx: ServiceContext, nodes: Sequence[tuple[str, str]]) -> frozenset[str]:
@@ -640,10 +641,9 @@ def drop_nodes(ctx: ServiceContext, nodes: Sequence[tuple[str, str]]) -> frozens
     Returns the clusters whose capacity changed."""
     written: dict[tuple[str, str], tuple[int, int]] = {}
     with transaction(ctx, {cluster_id for cluster_id, _ in nodes}) as tx:
-        still = sorted(set(nodes) & set(observations.unreported_nodes(tx.conn)))
-        changed = observations.drop_nodes(tx.conn, still, known=ctx.node_hashes, written=written)
-        for cluster_id in sorted(changed):
-            accounting.refresh_held(tx.conn, cluster_id)
+        still = sorted(set(nodes) & set(node_store.unreported_nodes(tx.conn)))
+        changed = node_store.drop_nodes(tx.conn, still, known=ctx.node_hashes, written=written)
+        accounting.refresh_held_of(tx.conn, changed)
         if changed:
             admit.run(ctx, tx, cluster_ids=changed)
     ctx.node_hashes.update(written)

@@ -42,6 +42,8 @@ from hub.service.context import ServiceContext
 from hub.store import accounting, observations
 from hub.store import clusters as cluster_store
 from hub.store import failovers as failover_store
+from hub.store import nodes as node_store
+from hub.store import replicas as replica_store
 from hub.store.port import Transaction
 
 
@@ -198,11 +200,11 @@ def deployment_views(
     ids = [d.deployment_id for d in deployments]
     reports = observations.reports(conn, ids)
     rejections = observations.rejections(conn, ids)
-    counts = observations.pod_counts(conn, ids)
-    digests = observations.digest_role_counts(conn, ids)
-    versions = observations.engine_versions(conn, ids)
+    counts = replica_store.pod_counts(conn, ids)
+    digests = replica_store.digest_role_counts(conn, ids)
+    versions = replica_store.engine_versions(conn, ids)
     required = [d.deployment_id for d in deployments if d.topology]
-    held_devices = observations.held_devices(conn, required) if required else {}
+    held_devices = replica_store.held_devices(conn, required) if required else {}
     held = accounting.held_by_deployment(conn, ids)
     applied_objects = observations.applied_objects(conn, ids)
     # One read of every cluster on the page (not two per deployment's cluster).
@@ -219,7 +221,7 @@ def deployment_views(
     views = []
     for d in deployments:
         is_stale_cluster = d.cluster_id in stale
-        pods = counts.get(d.deployment_id, observations.PodCounts(0, 0))
+        pods = counts.get(d.deployment_id, replica_store.PodCounts(0, 0))
         report = reports.get(d.deployment_id)
         ready = 0 if is_stale_cluster or report is None else report.ready_replicas
         rejection = rejections.get(d.deployment_id)
@@ -282,7 +284,7 @@ def deployment_views(
 
 
 UNLABELED = "unlabeled"
-RoleCounts = Mapping[tuple[str, str], observations.DigestCount]
+RoleCounts = Mapping[tuple[str, str], replica_store.DigestCount]
 
 
 def _workers(d: Deployment, role: str) -> int:
@@ -441,7 +443,7 @@ def cluster_view(ctx: ServiceContext, conn: Transaction, cluster: Cluster) -> Cl
         device_class: cap
         for (_, device_class), cap in accounting.capacities(conn, [cluster.cluster_id]).items()
     }
-    nodes = tuple(observations.nodes_of(conn, cluster.cluster_id))
+    nodes = tuple(node_store.nodes_of(conn, cluster.cluster_id))
     never_connected = cluster.never_connected and not nodes
     return ClusterView(
         cluster=cluster,

@@ -125,24 +125,19 @@ def get(conn: Transaction, ref: str) -> Deployment | None:
 def list_page(
     conn: Transaction, *, where: DeploymentFilter, after: str, limit: int
 ) -> list[Deployment]:
-    clauses, params = ["d.deployment_id > ?"], [after]
-    for column, value in (
-        ("d.workload_id", where.workload_id),
-        ("d.cluster_id", where.cluster_id),
-        ("d.project", where.project),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.projects is not None:
-        clause, values = port.among("d.project", where.projects)
-        clauses.append(clause)
-        params += values
-    chosen, values = selected(conn, where.labels, "w.labels")
-    clauses += chosen
-    params += values
+    where_ = (
+        port.Where("d.deployment_id > ?", after)
+        .equal(
+            ("d.workload_id", where.workload_id),
+            ("d.cluster_id", where.cluster_id),
+            ("d.project", where.project),
+        )
+        .among("d.project", where.projects)
+        .extend(selected(conn, where.labels, "w.labels"))
+    )
     rows = conn.execute(
-        _select(" AND ".join(clauses)) + " ORDER BY d.deployment_id LIMIT ?", [*params, limit]
+        _select(where_.condition()) + " ORDER BY d.deployment_id LIMIT ?",
+        [*where_.params, limit],
     ).fetchall()
     return [_deployment(r) for r in rows]
 

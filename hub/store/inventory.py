@@ -1,6 +1,6 @@
 """What runs where, paged for the inventory API: replicas with the devices their pods hold,
 and device allocations grouped per pod. Reads only; the agents' observations write these rows
-(hub/store/observations.py). Caller: hub/service/inventory.py.
+(hub/store/observations.py, hub/store/nodes.py). Caller: hub/service/inventory.py.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from hub.filters import AllocationFilter, ReplicaFilter
 from hub.model import Allocation, Replica
-from hub.store import observations, port
+from hub.store import port, replicas
 from hub.store.labels import OF_DEPLOYMENT, OF_REPLICA, selected
 from hub.store.port import Transaction
 
@@ -18,25 +18,23 @@ from hub.store.port import Transaction
 def list_replicas(
     conn: Transaction, *, where: ReplicaFilter, after: str, limit: int
 ) -> list[Replica]:
-    clauses, params = ["r.replica_id > ?"], [after]
-    for column, value in (
-        ("r.deployment_id", where.deployment_id),
-        ("r.cluster_id", where.cluster_id),
-        ("r.replica_id", where.replica_id),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.projects is not None:
-        clause, values = port.among("project", where.projects)
-        clauses.append(f"r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})")
-        params += values
-    chosen, values = selected(conn, where.labels, OF_REPLICA.format(r="r"))
-    clauses += chosen
-    params += values
+    where_ = (
+        port.Where("r.replica_id > ?", after)
+        .equal(
+            ("r.deployment_id", where.deployment_id),
+            ("r.cluster_id", where.cluster_id),
+            ("r.replica_id", where.replica_id),
+        )
+        .among(
+            "project",
+            where.projects,
+            within="r.deployment_id IN (SELECT deployment_id FROM deployments WHERE {clause})",
+        )
+        .extend(selected(conn, where.labels, OF_REPLICA.format(r="r")))
+    )
     rows = conn.execute(
-        f"SELECT r.* FROM replicas r WHERE {' AND '.join(clauses)} ORDER BY r.replica_id LIMIT ?",
-        [*params, limit],
+        f"SELECT r.* FROM replicas r {where_.sql()} ORDER BY r.replica_id LIMIT ?",
+        [*where_.params, limit],
     ).fetchall()
     devices = _devices_by_pod(conn, [(r["cluster_id"], r["namespace"], r["name"]) for r in rows])
     return [
@@ -67,38 +65,30 @@ def list_allocations(
     conn: Transaction, *, where: AllocationFilter, after: str, limit: int
 ) -> list[Allocation]:
     """Allocations grouped per pod; keyed (for paging) by replica id."""
-    clauses, params = [], []
-    for column, value in (
-        ("r.replica_id", where.replica_id),
-        ("r.deployment_id", where.deployment_id),
-        ("d.project", where.project),
-        ("a.cluster_id", where.cluster_id),
-    ):
-        if value:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if where.projects is not None:
-        clause, values = port.among("d.project", where.projects)
-        clauses.append(clause)
-        params += values
-    chosen, values = selected(conn, where.labels, OF_DEPLOYMENT.format(d="d"))
-    clauses += chosen
-    params += values
+    where_ = (
+        port.Where()
+        .equal(
+            ("r.replica_id", where.replica_id),
+            ("r.deployment_id", where.deployment_id),
+            ("d.project", where.project),
+            ("a.cluster_id", where.cluster_id),
+        )
+        .among("d.project", where.projects)
+        .extend(selected(conn, where.labels, OF_DEPLOYMENT.format(d="d")))
+    )
     rows = conn.execute(
         "SELECT a.cluster_id, a.node_id, a.namespace, a.pod_name, a.device_id,"
         " r.replica_id, r.deployment_id, d.project FROM allocations a"
         " LEFT JOIN replicas r ON r.cluster_id = a.cluster_id AND r.namespace = a.namespace"
         "  AND r.name = a.pod_name"
         " LEFT JOIN deployments d ON d.deployment_id = r.deployment_id"
-        f" {'WHERE ' + ' AND '.join(clauses) if clauses else ''}"
+        f" {where_.sql()}"
         " ORDER BY a.cluster_id, a.namespace, a.pod_name, a.device_id",
-        params,
+        where_.params,
     ).fetchall()
     grouped: dict[str, Allocation] = {}
     for r in rows:
-        rid = r["replica_id"] or observations.replica_id(
-            r["cluster_id"], r["namespace"], r["pod_name"]
-        )
+        rid = r["replica_id"] or replicas.replica_id(r["cluster_id"], r["namespace"], r["pod_name"])
         current = grouped.get(rid)
         if current is None:
             grouped[rid] = Allocation(

@@ -132,6 +132,34 @@ def translate(sql: str) -> str:
     return "".join(out)
 
 
+# Above this many parameters a statement goes as PostgreSQL's own `$n` placeholders through a
+# raw cursor: psycopg caches its parse of `%s` only for short statements, and parses a long one
+# (a multi-row upsert, port.write_rows) anew each time, placeholder by placeholder.
+RAW_ABOVE = 50
+
+
+@functools.lru_cache(maxsize=512)
+def translate_raw(sql: str) -> str:
+    """`?` placeholders as `$1, $2, ..`; quoted text left alone."""
+    out: list[str] = []
+    quoted = False
+    n = 0
+    for ch in sql:
+        if ch == "'":
+            quoted = not quoted
+            out.append(ch)
+        elif ch == "?" and not quoted:
+            n += 1
+            out.append(f"${n}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _execute_raw(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]) -> Any:
+    return psycopg.RawCursor(conn).execute(translate_raw(sql), params)
+
+
 class PostgresTransaction:
     """A transaction on one pooled psycopg connection, as the store's functions see it."""
 
@@ -148,6 +176,8 @@ class PostgresTransaction:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         try:
+            if len(params) > RAW_ABOVE:
+                return _execute_raw(self._conn, sql, params)
             return self._conn.execute(translate(sql), params)
         except psycopg.errors.IntegrityError as e:
             raise port.IntegrityError(str(e).strip()) from e
