@@ -333,7 +333,7 @@ def rollout_done(deployment: Deployment, observation: DeploymentObservation) -> 
     """Every replica runs the current digest and as many are ready as are admitted.
 
     The pods of an adopted DGD carry our digest label only once Wingsmith changed their
-    template (and then every worker's: reconcile.adopted). While its declaration keeps the
+    template (and then every worker's: manifests.adopted). While its declaration keeps the
     template as it is (no engine_args, or the ones its engine runs), every pod runs the target,
     whatever label an earlier change left on it.
     """
