@@ -200,9 +200,8 @@ def deployment_views(
     ids = [d.deployment_id for d in deployments]
     reports = observations.reports(conn, ids)
     rejections = observations.rejections(conn, ids)
-    counts = replica_store.pod_counts(conn, ids)
-    digests = replica_store.digest_role_counts(conn, ids)
-    versions = replica_store.engine_versions(conn, ids)
+    replicas = replica_store.replica_counts(conn, ids)
+    no_replicas = replica_store.ReplicaCounts(replica_store.PodCounts(0, 0), {}, set())
     required = [d.deployment_id for d in deployments if d.topology]
     held_devices = replica_store.held_devices(conn, required) if required else {}
     held = accounting.held_by_deployment(conn, ids)
@@ -221,7 +220,8 @@ def deployment_views(
     views = []
     for d in deployments:
         is_stale_cluster = d.cluster_id in stale
-        pods = counts.get(d.deployment_id, replica_store.PodCounts(0, 0))
+        counted = replicas.get(d.deployment_id, no_replicas)
+        pods = counted.pods
         report = reports.get(d.deployment_id)
         ready = 0 if is_stale_cluster or report is None else report.ready_replicas
         rejection = rejections.get(d.deployment_id)
@@ -243,9 +243,9 @@ def deployment_views(
             if report is not None
             else None
         )
-        by_digest = digests.get(d.deployment_id, {})
+        by_digest = counted.by_digest_role
         live = {} if is_stale_cluster else _live_digests(d, by_digest)
-        engine_versions = tuple(sorted(versions.get(d.deployment_id, set())))
+        engine_versions = tuple(sorted(counted.engine_versions))
         views.append(
             DeploymentView(
                 deployment=d,
