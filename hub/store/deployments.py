@@ -20,7 +20,7 @@ from typing import Any
 
 from hub import serving
 from hub.filters import DeploymentFilter
-from hub.model import Deployment
+from hub.model import Deployment, Serving
 from hub.store import clusters, codec, port
 from hub.store.labels import selected
 from hub.store.port import Row, Transaction
@@ -463,7 +463,7 @@ def _deployment(row: Row) -> Deployment:
     columns = dict(zip(_COLUMNS, _read_columns(row), strict=True))
     for column in _BOOLEAN_COLUMNS:
         columns[column] = bool(columns[column])
-    columns["serving"] = serving.decode(columns["serving"])
+    columns["serving"] = _serving(columns["serving"])
     return Deployment(
         **_body_values(row["body"]),
         **columns,
@@ -478,6 +478,13 @@ def _deployment(row: Row) -> Deployment:
 @functools.lru_cache(maxsize=4096)
 def _body_values(text: str) -> dict[str, Any]:
     return _BODY.values(codec.loads(text))
+
+
+# Rows of one workload repeat the same serving text (a list page of 100: one or two texts);
+# a Serving is frozen, its parts tuples and frozen records: shared safely.
+@functools.lru_cache(maxsize=4096)
+def _serving(text: str) -> Serving:
+    return serving.decode(text)
 
 
 # Rows of one workload repeat the same placement text (a fleet-wide workload: thousands of
