@@ -180,9 +180,13 @@ class ReplicaView:
 
 def is_stale(ctx: ServiceContext, cluster: Cluster, now: float) -> bool:
     """Silent for longer than the grace period. A cluster never heard from is not stale."""
-    if cluster.last_seen is None:
+    return _silent(ctx, cluster.last_seen, now)
+
+
+def _silent(ctx: ServiceContext, last_seen: float | None, now: float) -> bool:
+    if last_seen is None:
         return False
-    return now - cluster.last_seen > ctx.settings.stale_after_s
+    return now - last_seen > ctx.settings.stale_after_s
 
 
 def stale_clusters(ctx: ServiceContext, conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
@@ -207,10 +211,12 @@ def deployment_views(
     held = accounting.held_by_deployment(conn, ids)
     applied_objects = observations.applied_objects(conn, ids)
     # One read of every cluster on the page (not two per deployment's cluster).
-    clusters = cluster_store.get_many(conn, {d.cluster_id for d in deployments})
+    # (Three columns: not the clusters' labels, maintenance and sessions.)
+    clusters = cluster_store.sync_states(conn, {d.cluster_id for d in deployments})
     applied = {cluster_id: c.applied_revision for cluster_id, c in clusters.items()}
     read_only = {cluster_id for cluster_id, c in clusters.items() if c.read_only}
-    stale = _stale(ctx, clusters)
+    now = ctx.clock()
+    stale = {cluster_id for cluster_id, c in clusters.items() if _silent(ctx, c.last_seen, now)}
     standing: dict[tuple[str, str], dict[str, int]] = {}
     for records in failover_store.of_workloads(conn, {d.workload_id for d in deployments}).values():
         for record in records:
