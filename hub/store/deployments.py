@@ -471,8 +471,9 @@ def _deployment(row: Row) -> Deployment:
 
 # The record of a row, by the row's values: a page read again (a list polled, 64 clients on
 # one page) finds its rows unchanged, and building a record of ~50 fields is most of the
-# mapping's cost. Records are frozen; equal values make an equal record.
-@functools.lru_cache(maxsize=4096)
+# mapping's cost. Records are frozen; equal values make an equal record. 1,024: ten pages of
+# 100 (a few MiB at most: the hub's memory per agent is a benchmark figure too).
+@functools.lru_cache(maxsize=1024)
 def _record(
     values: tuple[Any, ...], body: str, workload_name: str, placement: str, priority: str
 ) -> Deployment:
