@@ -253,13 +253,13 @@ def table(results: Sequence[Result]) -> str:
     bare = {r.clients: r.p99_ms for r in results if r.read == "bare"}
     lines = [
         f"{'read':<6} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} "
-        f"{'p99 / bare':>10} {'errors':>6} {'hub CPU ms/req':>14}"
+        f"{'p99 / bare':>10} {'hub CPU ms/req':>14} {'errors':>6}"
     ]
     for r in results:
         ratio = r.p99_ms / bare[r.clients] if bare.get(r.clients) else 0.0
         lines.append(
             f"{r.read:<6} {r.clients:>7} {r.p50_ms:>8.1f} {r.p99_ms:>8.1f} {r.per_s:>8.0f} "
-            f"{ratio:>9.1f}x {r.errors:>6} {r.cpu_ms:>14.2f}"
+            f"{ratio:>9.1f}x {r.cpu_ms:>14.2f} {r.errors:>6}"
         )
     return "\n".join(lines)
 
