@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from typing import Protocol
 
-from hub.service.sync import IngestOutcome, Report
+from hub.service.ingest import IngestOutcome, Report
 
 log = logging.getLogger(__name__)
 
