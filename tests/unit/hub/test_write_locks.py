@@ -1,4 +1,4 @@
-"""The write locks' order (hub/store/port.py, docs/architecture.md "Write locks"), on both
+"""The write locks' order (hub/store/locks.py, docs/architecture.md "Write locks"), on both
 backends: a transaction records what it holds and refuses a lock that comes before one it
 holds; a desired state is never changed without its cluster's lock; a write that needs more
 clusters starts again with them; a leadership grant hands out every term once, even from
