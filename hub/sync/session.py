@@ -42,6 +42,7 @@ from hub import errors, tracing
 from hub.model import AgentSession, ObservationBatch
 from hub.service import access as access_service
 from hub.service import clusters as cluster_service
+from hub.service import ingest as ingest_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext
 from hub.sync import convert
@@ -337,12 +338,12 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     "observations.seq", f"must increase: {batch.seq} after {session.last_seq}"
                 )
             self._authorize_scope(session, batch)
-            sync_service.authorize(
+            ingest_service.authorize(
                 self._ctx, session.cluster_id, batch, known=session.own_deployments
             )
             session.last_seq = batch.seq
             self._ingest.put(
-                sync_service.Report(session.cluster_id, session.token_hash, batch), session
+                ingest_service.Report(session.cluster_id, session.token_hash, batch), session
             )
             if message.observations.trace_context:
                 _received(session.cluster_id, message.observations)
