@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hub import errors, placement, serving
@@ -362,6 +362,23 @@ def _reads(
         with contextlib.suppress(errors.InvalidArgument):
             # None eligible: the change itself says so, before anything is written.
             found |= set(placement.eligible_clusters(wanted, labels))
+    return found
+
+
+def clusters_read_by(conn: Transaction, workload_ids: Iterable[str]) -> set[str]:
+    """The clusters a change of these workloads reads and may write (each workload's
+    deployments and every cluster its placement may choose: `_reads`), for a call that
+    reconciles them (cordon, drain, uncordon of a cluster they run on: hub/service/clusters.py).
+    """
+    found: set[str] = set()
+    wanted = sorted(set(workload_ids))
+    by_workload: dict[str, list[Deployment]] = {}
+    for d in deployments.of_workloads(conn, wanted):
+        by_workload.setdefault(d.workload_id, []).append(d)
+    for workload_id in wanted:
+        workload = workloads.get(conn, workload_id)
+        if workload is not None:
+            found |= _reads(conn, workload, by_workload.get(workload_id, []), None)
     return found
 
 

@@ -91,10 +91,11 @@ def test_control_calls_for_one_project_do_not_wait_for_another_clusters_slow_wri
     tmp_path: Path,
 ) -> None:
     """While hub one's write for cluster alpha (project red) waits with its locks taken, hub
-    two scales workload search of project blue on cluster beta, changes blue's quota and
-    disables and enables search's deployment: each is scoped to beta's lock and blue's
-    admission (docs/architecture.md "Write locks", per-path table), so none waits for alpha.
-    Under the covering lock (the old code) each waited for alpha's write to let go."""
+    two scales workload search of project blue on cluster beta, changes blue's quota,
+    disables and enables search's deployment, and cordons and uncordons beta: each is scoped
+    to beta's lock and blue's admission (docs/architecture.md "Write locks", per-path table),
+    so none waits for alpha. Under the covering lock (the old code) each waited for alpha's
+    write to let go."""
     with hubs_on_one_database(tmp_path, 2, PATIENT) as (_loop, (one, two), url):
         alpha = one.register_cluster("alpha")
         two.register_cluster("beta")
@@ -111,6 +112,8 @@ def test_control_calls_for_one_project_do_not_wait_for_another_clusters_slow_wri
             ),
             ("disable", lambda: two.patch("/v1/deployments/search.beta", {"enabled": False})),
             ("enable", lambda: two.patch("/v1/deployments/search.beta", {"enabled": True})),
+            ("cordon beta", lambda: two.post("/v1/clusters/beta:cordon", {})),
+            ("uncordon beta", lambda: two.post("/v1/clusters/beta:uncordon", {})),
         ]
         answers: dict[str, dict[str, Any]] = {}
         # The pool ends after the row is let go (the inner block): a call still waiting for
@@ -137,6 +140,8 @@ def test_control_calls_for_one_project_do_not_wait_for_another_clusters_slow_wri
             assert answers["change blue's quota"]["quotas"]["H100-80GB"] == 8
             assert answers["disable"]["enabled"] is False
             assert answers["enable"]["enabled"] is True
+            assert answers["cordon beta"]["cordoned"] is True
+            assert answers["uncordon beta"]["cordoned"] is False
             # Alpha's write completes once let go.
             assert slow.next("welcome").welcome is not None
         finally:
