@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
-from hub.service import clusters, projects, scoped, sync, workloads
+from hub.service import clusters, ingest, projects, scoped, workloads
 from hub.service.context import ServiceContext, Tx
 from hub.store import deployments as deployment_rows
 from hub.store import port
@@ -66,7 +66,7 @@ def _fleet(setup: ServiceContext, *, quota: int) -> None:
     for cluster_id in CLUSTERS:
         clusters.create(setup, cluster_id=cluster_id, labels={"zone": "east"})
         node = NodeObservation("n1", time.time_ns(), _gpus(cluster_id, 16), ())
-        sync.ingest(setup, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
+        ingest.ingest(setup, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
 
 
 def test_scale_ups_on_separate_clusters_never_admit_past_the_quota(store_url: str) -> None:
