@@ -6,11 +6,13 @@
    other cluster id, INVALID_ARGUMENT for anything else).
 3. Send Welcome, then the desired-state delta since the agent's revision (or a snapshot; or
    nothing when the agent is up to date).
-4. Then two loops: the reader validates and handles each agent message; the writer sends what
-   is put in the session's outbox: deltas from the pump (hub/sync/pump.py) whenever the
-   cluster's desired state changes, problems, fences. A malformed observation batch is answered with
-   a Problem and changes nothing; writing another cluster's deployments closes the stream with
-   PERMISSION_DENIED. A newer stream in the same slot supersedes this one (ABORTED).
+4. Then two loops: the reader validates and handles each agent message (an observation
+   batch's fields are checked in a thread of its own, hub/sync/offloop.py, in order); the
+   writer sends what is put in the session's outbox: deltas from the pump (hub/sync/pump.py)
+   whenever the cluster's desired state changes, problems, fences. A malformed observation
+   batch is answered with a Problem and changes nothing; writing another cluster's deployments
+   closes the stream with PERMISSION_DENIED. A newer stream in the same slot supersedes this
+   one (ABORTED).
 
 A cluster may have several streams (a DaemonSet, one agent per node: docs/daemonset.md).
 Each reports its own node only (another node's is PERMISSION_DENIED; the leader may also
@@ -50,6 +52,7 @@ from hub.sync.handshake import Handshake
 from hub.sync.ingest import IngestQueue
 from hub.sync.leadership import Leadership
 from hub.sync.liveness import LivenessRecorder
+from hub.sync.offloop import Validator
 from hub.sync.pump import desired_message
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.stream import READER_DONE, Close, StreamSession
@@ -118,6 +121,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         self._ingest = ingest
         self._liveness = liveness
         self._metrics = metrics
+        # Observation batches are validated in a thread of their own, off the loop
+        # (hub/sync/offloop.py); everything else of a message is decided here, on the loop.
+        self._validator = Validator()
         self._handshake = Handshake(
             ctx=ctx,
             handshakes=handshakes,
@@ -225,6 +231,10 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     self._writer, self._close_session, session.session_id
                 )
 
+    def close(self) -> None:
+        """Let the validation thread end (hub stop, after the gRPC server stopped)."""
+        self._validator.close()
+
     def _close_session(self, session_id: str) -> None:
         try:
             sync_service.close_session(self._ctx, session_id=session_id)
@@ -331,7 +341,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             await self._leadership_message(session, message.leadership)
             return
         if kind == "observations":
-            batch = convert.observations(message.observations, self._checker())
+            batch = await self._validator.observations(message.observations, self._checker())
             if batch.seq <= session.last_seq:
                 raise errors.InvalidArgument(
                     "observations.seq", f"must increase: {batch.seq} after {session.last_seq}"
