@@ -145,6 +145,10 @@ def measure(streams: int, per_stream: int, kind: str, repeat: int) -> dict[str, 
     make = KINDS[kind]
     batches = [[make(s, seq) for seq in range(1, per_stream + 1)] for s in range(streams)]
     validator = Validator()
+    # Both ways give the same records (the figures compare the same work).
+    check = convert.Checker(now_ns=time.time_ns(), max_skew_ns=SKEW_NS)
+    same = asyncio.run(validator.observations(batches[0][0], check))
+    assert same == convert.observations(batches[0][0], check), "the two ways differ"
     runs: dict[str, list[dict[str, float]]] = {"none": [], "loop": [], "thread": []}
     try:
         for _ in range(repeat):
