@@ -160,6 +160,10 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         self._fanout.register(cluster_id, session.slot, session)
         reader: asyncio.Task[None] | None = None
         opened = False
+        # A whole-cluster agent leads: marked in the transaction that records its session
+        # (one trip to the writer thread), unless a leadership decision of the cluster is under
+        # way, which may mark another session: then after it, in turn (`_lead`).
+        marked = session.whole and not self._leadership.pending(cluster_id)
         try:
             try:
                 newest_term = await self._in_writer(
@@ -171,7 +175,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                             session_id=session.session_id,
                             instance=session.instance,
                             node_name=session.node_name,
-                            leader=False,
+                            leader=marked,
                             agent_version=hello.agent_version,
                             connect_time=time.time(),
                         ),
@@ -189,7 +193,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             )
             welcome = self._handshake.welcome(session, newest_term, held)
             yield self._out(sync_pb2.HubMessage(welcome=welcome))
-            await self._lead(session, hello.leader_term, read_only=hello.read_only)
+            await self._lead(session, hello.leader_term, read_only=hello.read_only, marked=marked)
             first = sync_service.desired_since(
                 self._ctx,
                 cluster_id,
@@ -255,12 +259,16 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         except Exception:  # auditing never changes how a handshake ends
             log.exception("audit record of %s lost", action)
 
-    async def _lead(self, session: StreamSession, term: int, *, read_only: bool) -> None:
-        """A whole-cluster agent leads by being the only one; a node agent by its Lease term,
-        or, read-only (no Lease), by the hub's grant."""
+    async def _lead(
+        self, session: StreamSession, term: int, *, read_only: bool, marked: bool
+    ) -> None:
+        """A whole-cluster agent leads by being the only one (`marked`: already marked the
+        leader when its session was recorded); a node agent by its Lease term, or, read-only
+        (no Lease), by the hub's grant."""
         if session.whole:
             session.leading = True
-            await self._leadership.mark_whole(session.cluster_id, session.session_id)
+            if not marked:
+                await self._leadership.mark_whole(session.cluster_id, session.session_id)
             return
         # `leading` is set by what leadership tells the session (grant, fence), in turn with
         # the cluster's other decisions; not from a result read after the await.
