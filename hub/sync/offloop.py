@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import queue
 import threading
+import time
 from dataclasses import dataclass
 
 from hub.model import ObservationBatch
@@ -105,6 +106,11 @@ class Validator:
             results: dict[asyncio.AbstractEventLoop, list[_Result]] = {}
             for job in jobs:
                 results.setdefault(job.loop, []).append(self._validate(job))
+                # The GIL to the loop between batches, when it waits for it (a stream has a
+                # message to send): else it would wait up to the switch interval (5 ms) each
+                # time this thread has work, and the streams would wait behind validation
+                # again. Costs a system call when no one waits.
+                time.sleep(0)
             for loop, answered in results.items():
                 # The loop is gone when its hub stopped with a batch still here: no one waits.
                 with contextlib.suppress(RuntimeError):

@@ -36,4 +36,6 @@ def test_ingest_loop_benchmark_completes_and_prints_its_figures(kind: str) -> No
             "loop_cpu_us_per_batch",
             "process_cpu_us_per_batch",
             "wall_s",
+            "timer_lag_p99_ms",
+            "timer_lag_max_ms",
         }, figures
