@@ -34,6 +34,8 @@ from hub.sync import convert
 from wingsmith.v1 import sync_pb2
 
 THREAD_NAME = "hub-validate"
+# The longest the thread validates before it offers the loop the GIL.
+YIELD_S = 0.0005
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +106,16 @@ class Validator:
                     break
                 jobs.append(queued)
             results: dict[asyncio.AbstractEventLoop, list[_Result]] = {}
+            held = time.perf_counter()
             for job in jobs:
                 results.setdefault(job.loop, []).append(self._validate(job))
-                # The GIL to the loop between batches, when it waits for it (a stream has a
-                # message to send): else it would wait up to the switch interval (5 ms) each
-                # time this thread has work, and the streams would wait behind validation
-                # again. Costs a system call when no one waits.
-                time.sleep(0)
+                if time.perf_counter() - held >= YIELD_S:
+                    # The GIL to the loop, should it wait for it (a stream has a message to
+                    # send): else it would wait up to the switch interval (5 ms) at each of
+                    # its wakeups while this thread has work. Not after every batch: each
+                    # handover costs both threads a context switch.
+                    time.sleep(0)
+                    held = time.perf_counter()
             for loop, answered in results.items():
                 # The loop is gone when its hub stopped with a batch still here: no one waits.
                 with contextlib.suppress(RuntimeError):
