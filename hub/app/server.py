@@ -325,6 +325,8 @@ class HubServer:
             await self._grpc.stop(grace_s)
         if self._http is not None:
             await self._http.cleanup()
+        if self._sync is not None:
+            self._sync.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -143,7 +143,8 @@ def open_session(
     """Record an open stream held by this hub, and audit it; returns the cluster's newest
     leader term. Unauthenticated if the token it was opened with is no longer the cluster's
     (rotated, or the cluster deleted since the token was checked). A stream of the same slot
-    held by another hub is superseded: that hub is told to close it."""
+    held by another hub is superseded: that hub is told to close it. A session recorded as
+    the leader (a whole-cluster agent's) is marked the only one, in the same transaction."""
     with transaction(ctx, [cluster_id]) as tx:
         if clusters.token_hashes(tx.conn, [cluster_id]).get(cluster_id) != token_hash:
             raise errors.Unauthenticated(
@@ -159,6 +160,8 @@ def open_session(
             hub_id=ctx.hub_id,
             slot=slot,
         )
+        if session.leader:
+            clusters.set_leader(tx.conn, cluster_id=cluster_id, session_id=session.session_id)
         if superseded and ctx.db.shared:
             for payload in payloads(session_id for session_id, _ in superseded):
                 tx.conn.notify(SUPERSEDE_CHANNEL, payload)
