@@ -37,7 +37,7 @@ from hub.model import (
     Placement,
     Serving,
 )
-from hub.service import clusters, history, projects, sync, workloads
+from hub.service import clusters, history, ingest, projects, sync, workloads
 from hub.service.context import ServiceContext
 from hub.service.history import ChartHistory, Value
 from hub.store.port import open_store
@@ -67,7 +67,7 @@ def seed(ctx: ServiceContext, count: int) -> None:
                 nodes.append(NodeObservation(f"n{n}", time.time_ns(), devices, pods))
             batch.append((cluster_id, ObservationBatch(seq=1, nodes=tuple(nodes))))
         sync.record_liveness(ctx, last_seen={c: ctx.clock() for c, _ in batch}, applied={})
-        sync.ingest(ctx, batch)
+        ingest.ingest(ctx, batch)
     for p in range(0, count, PER_PROJECT):
         name = f"proj{p // PER_PROJECT:04d}"
         projects.create(ctx, name=name, quotas={H100: 64})

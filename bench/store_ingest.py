@@ -3,7 +3,7 @@ PostgreSQL with two hubs ingesting at once, each beside its bare baseline.
 
     python -m bench.store_ingest [--clusters 200] [--rounds 6] [--batch 50]
 
-What is measured: the hub's own ingest path (hub.service.sync.ingest: validation, change
+What is measured: the hub's own ingest path (hub.service.ingest.ingest: validation, change
 detection, the writes, held-device recount, admission), fed node observations of simulated
 clusters whose devices change every round (so every record is written), in batches of
 `--batch` clusters per transaction as the hub's ingest queue groups them. A "hub" here is a
@@ -33,7 +33,7 @@ from typing import Any
 
 from hub.model import Device, NodeObservation, ObservationBatch
 from hub.service import clusters as cluster_service
-from hub.service import sync
+from hub.service import ingest
 from hub.service.context import ServiceContext
 from hub.store.port import open_store
 from tools.pgserver import PgServer
@@ -88,7 +88,7 @@ def _hub(url: str, cluster_ids: Sequence[str], rounds: int, batch: int, start: A
     start.wait()
     records = 0
     for items in groups:
-        records += sync.ingest(ctx, items).records
+        records += ingest.ingest(ctx, items).records
     ctx.db.close()
     return records
 

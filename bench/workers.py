@@ -470,7 +470,7 @@ class Worker:
                     Observations(tuple(deployments), tuple(nodes)), seq=0, now_ns=0
                 )
                 templates.append(batch)
-                # As the hub counts what it wrote (hub/service/sync.py, ingest).
+                # As the hub counts what it wrote (hub/service/ingest.py).
                 counts.append(
                     sum(1 + len(d.replicas) for d in batch.deployments)
                     + sum(1 + len(n.devices) + len(n.allocations) for n in batch.nodes)

@@ -14,7 +14,7 @@ rule (docs/placement.md "Failover and failback", "Cordon and drain"):
   that are open (not lost, not stale, not cordoned), by the placement rule on top of their
   shares (most preferred step first, when the workload has placement.preferences). Nothing
   is deleted on the lost cluster; admission decides as usual where the
-  stand-ins run (hub/admission.py charges a replica and its stand-in to the quota once).
+  stand-ins run (hub/admission/ledger.py charges a replica and its stand-in to the quota once).
 - Failback: once the cluster is no longer lost, reports (not stale), is not cordoned and its
   deployment has all its replicas ready, continuously for the stabilization window, the
   stand-ins are removed. Any interruption restarts the window (hysteresis: a cluster going up

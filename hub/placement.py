@@ -14,7 +14,7 @@ the store. The rule (docs/placement.md):
    slots left, preferring clusters that got nothing in step 3, then clusters that have any
    devices of the class. Overflow that joins a share of replicas that fit makes none of them
    wait: admission runs the replicas that fit and only the overflow waits, as that
-   deployment's pending share on insufficient_capacity (hub/admission.py).
+   deployment's pending share on insufficient_capacity (hub/admission/).
 5. Cordoned clusters (whole, or for the workload's device class; docs/placement.md "Cordon and
    drain") get no new replica while an open eligible cluster exists; they keep their shares.
 6. Existing shares are kept: scaling up places only the added replicas; scaling down removes

@@ -1,6 +1,6 @@
 """RED metrics of the HTTP edge: an aiohttp middleware telling a recorder each request's
-route template, method, status and latency (hub/metrics.py counts them; the gRPC edge's twin
-is grpc_edge.Measured).
+route template, method, status and latency (hub/metrics/instruments.py counts them; the gRPC
+edge's twin is grpc_edge.Measured).
 
 The route is the REST gateway's HTTP rule (`/v1/workloads/{ref}`, hub/api/rest.py ROUTE_KEY),
 else aiohttp's resource (`/metrics`, the dashboard's `/ui/...`), else "unmatched": never the

@@ -29,6 +29,7 @@ from hub.metrics import HubMetrics
 from hub.service import clusters as cluster_service
 from hub.service import deployments as deployment_service
 from hub.service import fleet as fleet_service
+from hub.service import ingest as ingest_service
 from hub.service import sync as sync_service
 from hub.service.context import (
     DESIRED_CHANNEL,
@@ -140,8 +141,8 @@ class HubServer:
             interval_s=flush_s,
         )
 
-        def write(reports: Sequence[sync_service.Report]) -> sync_service.IngestOutcome:
-            outcome = sync_service.ingest_reports(ctx, reports)
+        def write(reports: Sequence[ingest_service.Report]) -> ingest_service.IngestOutcome:
+            outcome = ingest_service.ingest_reports(ctx, reports)
             self.metrics.ingested(batches=len(reports), records=outcome.records)
             for refusal in outcome.device_refusals:
                 self.metrics.refused_devices(cluster_id=refusal.cluster_id, kind=refusal.kind)
@@ -324,6 +325,8 @@ class HubServer:
             await self._grpc.stop(grace_s)
         if self._http is not None:
             await self._http.cleanup()
+        if self._sync is not None:
+            self._sync.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 
 from hub import errors
 from hub.model import Cluster, Maintenance, evolve
-from hub.service import admit, dryrun, failover, selectors, validate, views
+from hub.service import admit, dryrun, failover, scoped, selectors, validate, views
+from hub.service import workloads as workloads_service
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import accounting, clusters, deployments
 from hub.store import nodes as node_store
@@ -113,16 +114,20 @@ def cordon(
     """No new placements or admissions on the cluster, or only on one of its nodes or device
     classes; nothing running moves (docs/placement.md, "Cordon and drain"). Idempotent."""
     _scope(node, device_class)
-    with transaction(ctx) as tx:
-        return _cordon(ctx, tx, cluster_id, node=node, device_class=device_class)
+    return scoped.write(
+        ctx,
+        _maintenance_scope(ctx, cluster_id),
+        lambda tx: _cordon(ctx, tx, cluster_id, node=node, device_class=device_class),
+    )
 
 
 def drain(ctx: ServiceContext, cluster_id: str) -> views.ClusterView:
     """Cordon the cluster and re-place its managed deployments elsewhere first; each is
     removed here once its stand-ins run (make-before-break, hub/failover.py). Observed and
     adopted deployments stay. Idempotent; `uncordon` stops it."""
-    with transaction(ctx) as tx:
-        return _drain(ctx, tx, cluster_id)
+    return scoped.write(
+        ctx, _maintenance_scope(ctx, cluster_id), lambda tx: _drain(ctx, tx, cluster_id)
+    )
 
 
 def uncordon(
@@ -131,8 +136,11 @@ def uncordon(
     """Undo a cordon: of one node or device class, or (neither given) every cordon of the
     cluster. What waits there is admitted if it fits. Idempotent."""
     _scope(node, device_class)
-    with transaction(ctx) as tx:
-        return _uncordon(ctx, tx, cluster_id, node=node, device_class=device_class)
+    return scoped.write(
+        ctx,
+        _maintenance_scope(ctx, cluster_id),
+        lambda tx: _uncordon(ctx, tx, cluster_id, node=node, device_class=device_class),
+    )
 
 
 def preview_cordon(
@@ -170,6 +178,7 @@ def _cordon(
     ctx: ServiceContext, tx: Tx, cluster_id: str, *, node: str, device_class: str
 ) -> views.ClusterView:
     cluster = _get(tx.conn, cluster_id)
+    _need_maintenance_scope(tx, cluster_id)
     marks = cluster.maintenance
     if node:
         reported = {n.node_id for n in node_store.nodes_of(tx.conn, cluster_id)}
@@ -192,6 +201,7 @@ def _cordon(
 
 def _drain(ctx: ServiceContext, tx: Tx, cluster_id: str) -> views.ClusterView:
     marks = _get(tx.conn, cluster_id).maintenance
+    _need_maintenance_scope(tx, cluster_id)
     # A drain cordons (docs/placement.md): the cluster reads cordoned while it drains, and
     # stays cordoned once drained until it is uncordoned.
     clusters.set_maintenance(tx.conn, cluster_id, evolve(marks, cordoned=True, draining=True))
@@ -204,6 +214,7 @@ def _uncordon(
     ctx: ServiceContext, tx: Tx, cluster_id: str, *, node: str, device_class: str
 ) -> views.ClusterView:
     marks = _get(tx.conn, cluster_id).maintenance
+    _need_maintenance_scope(tx, cluster_id)
     if node:
         marks = evolve(marks, nodes=tuple(n for n in marks.nodes if n != node))
     elif device_class:
@@ -217,6 +228,27 @@ def _uncordon(
     # A stopped drain takes its stand-ins back at once; a failover's wait for failback.
     failover.reconcile(ctx, tx, deployments.workloads_on(tx.conn, [cluster_id]))
     return views.cluster_view(ctx, tx.conn, _get(tx.conn, cluster_id))
+
+
+def _maintenance_scope(ctx: ServiceContext, cluster_id: str) -> set[str]:
+    """The clusters a cordon, drain or uncordon of `cluster_id` locks, from a snapshot
+    (checked again inside the write: `_need_maintenance_scope`)."""
+    with snapshot(ctx) as conn:
+        return _maintenance_reads(conn, cluster_id)
+
+
+def _maintenance_reads(conn: Transaction, cluster_id: str) -> set[str]:
+    """The cluster, and what reconciling the workloads on it reads and may write: their
+    deployments' clusters and every cluster their placement may choose (stand-ins of a
+    failover or a drain go there; a stopped drain's come back from there)."""
+    on_it = deployments.workloads_on(conn, [cluster_id])
+    return {cluster_id} | workloads_service.clusters_read_by(conn, on_it)
+
+
+def _need_maintenance_scope(tx: Tx, cluster_id: str) -> None:
+    """Before anything is written: the transaction holds those clusters' locks (else it runs
+    again with them: WiderScope)."""
+    scoped.need(tx, _maintenance_reads(tx.conn, cluster_id))
 
 
 def _scope(node: str, device_class: str) -> None:
@@ -259,7 +291,9 @@ def liveness_changed(ctx: ServiceContext, cluster_ids: Sequence[str]) -> None:
     """
     if not cluster_ids:
         return
-    with transaction(ctx) as tx:
+    # Those clusters' locks (over 256: covering), as an ingest's pass on them: the pass reads
+    # and writes their deployments and takes the admission locks itself.
+    with transaction(ctx, cluster_ids) as tx:
         admit.run(ctx, tx, cluster_ids=cluster_ids)
 
 

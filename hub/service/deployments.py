@@ -7,8 +7,8 @@ from dataclasses import replace
 from hub import errors
 from hub.filters import DeploymentFilter
 from hub.model import PHASE_FAILED, PHASE_ORDER, AppliedObject, Deployment
-from hub.service import admit, dryrun, validate, views
-from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.service import admit, dryrun, scoped, validate, views
+from hub.service.context import ServiceContext, Tx, snapshot
 from hub.store import deployments, observations, workloads
 from hub.store.port import Transaction
 
@@ -60,8 +60,14 @@ def list_page(
 def set_enabled(ctx: ServiceContext, ref: str, *, enabled: bool) -> views.DeploymentView:
     """Disabling releases the deployment's reservation at once (waiting ones may be admitted);
     enabling puts its demand back in the admission queue."""
-    with transaction(ctx) as tx:
-        deployment_id = _set_enabled(ctx, tx, ref, enabled=enabled).deployment_id
+    # Its cluster's lock: the deployment's row, its cluster's revision and admission there
+    # (the pass takes the admission locks); a deployment never changes cluster.
+    with snapshot(ctx) as conn:
+        found = deployments.get(conn, ref)
+    scope = [found.cluster_id] if found is not None else []
+    deployment_id = scoped.write(
+        ctx, scope, lambda tx: _set_enabled(ctx, tx, ref, enabled=enabled)
+    ).deployment_id
     return get(ctx, deployment_id)
 
 
@@ -85,6 +91,7 @@ def preview_set_enabled(
 
 def _set_enabled(ctx: ServiceContext, tx: Tx, ref: str, *, enabled: bool) -> Deployment:
     current = _get(tx.conn, ref)
+    scoped.need(tx, [current.cluster_id])
     if current.enabled != enabled:
         deployments.save(
             tx.conn,

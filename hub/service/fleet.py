@@ -1,6 +1,6 @@
 """The fleet's state as an operator alerts on it: per cluster and per project and class.
 
-Read by hub/metrics.py for /metrics (at most every few seconds, off the event loop), from what
+Read by hub/metrics/fleet.py for /metrics (at most every few seconds, off the event loop), from what
 the store holds, so every hub sharing a store exports the same figures. A few aggregate
 queries, whatever the fleet's size: one read of the clusters and their streams, the
 accounting of docs/admission.md (hub/store/accounting.py), the quotas, the waiting demand.

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 
 from hub import errors
 from hub.model import Project
-from hub.service import admit, selectors, validate, views
-from hub.service.context import ServiceContext, snapshot, transaction
+from hub.service import admit, scoped, selectors, validate, views
+from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import deployments, projects, workloads
 from hub.store.port import Transaction
 
@@ -60,11 +60,17 @@ def set_quotas(ctx: ServiceContext, *, name: str, quotas: Mapping[str, int]) -> 
     Lowering a quota below what is in use evicts nothing: it only stops new admissions.
     """
     limits = validate.quotas(quotas, "project.quotas")
-    with transaction(ctx) as tx:
+
+    def body(tx: Tx) -> views.ProjectView:
         _get(tx.conn, name)
+        _need_clusters(tx, name)
         projects.set_quotas(tx.conn, name=name, quotas=limits, now=tx.now)
+        # Takes the admission locks itself: the project's, and with preemption those of the
+        # other projects waiting on its clusters, in name order.
         admit.run(ctx, tx, project_names=[name])
         return views.project_view(tx.conn, _get(tx.conn, name))
+
+    return scoped.write(ctx, _clusters_of(ctx, name), body)
 
 
 def set_preemption_policy(
@@ -73,8 +79,12 @@ def set_preemption_policy(
     """Whether other projects' higher-priority workloads may preempt this project's managed
     deployments (admin only, like quotas: docs/security.md). Allowing it preempts nothing by
     itself; the next admission pass on a cluster with a waiting preemptor may."""
-    with transaction(ctx) as tx:
+
+    def body(tx: Tx) -> views.ProjectView:
         _get(tx.conn, name)
+        # Its deployments (the only victims the flag lets in) are on these clusters: a pass
+        # elsewhere finds none of them to preempt, whatever it reads of the flag.
+        _need_clusters(tx, name)
         projects.set_preemption_policy(
             tx.conn,
             name=name,
@@ -86,11 +96,15 @@ def set_preemption_policy(
             admit.run(ctx, tx, cluster_ids=deployments.clusters_of_project(tx.conn, name))
         return views.project_view(tx.conn, _get(tx.conn, name))
 
+    return scoped.write(ctx, _clusters_of(ctx, name), body)
+
 
 def set_labels(ctx: ServiceContext, *, name: str, labels: Mapping[str, str]) -> views.ProjectView:
     """Replace the project's labels (they change nothing but what selects it)."""
     valid = validate.labels(labels, "project.labels")
-    with transaction(ctx) as tx:
+    # Only the project's row, which no decision reads: no cluster's lock (a concurrent
+    # change of its labels replaces them whole, the last one wins; delete is covering).
+    with transaction(ctx, ()) as tx:
         _get(tx.conn, name)
         projects.set_labels(tx.conn, name=name, labels=valid, now=tx.now)
         return views.project_view(tx.conn, _get(tx.conn, name))
@@ -105,6 +119,23 @@ def delete(ctx: ServiceContext, name: str) -> None:
                 f"project {name} has {in_use} workload(s)", ["delete them first"]
             )
         projects.delete(tx.conn, name)
+
+
+def _clusters_of(ctx: ServiceContext, name: str) -> list[str]:
+    """The clusters where the project has deployments, from a snapshot: a quota or policy
+    change of the project locks them (checked again inside the write: `_need_clusters`)."""
+    with snapshot(ctx) as conn:
+        return deployments.clusters_of_project(conn, name)
+
+
+def _need_clusters(tx: Tx, name: str) -> None:
+    """Before anything is written: the transaction holds the locks of every cluster where the
+    project has a deployment (else it runs again with them). Every deployment the admission
+    pass for the project may change is there (a waiting one of the project, and with
+    preemption the other projects' waiting and admitted ones on those clusters), and a
+    deployment of the project only appears on a new cluster by a write holding the lock of
+    one of its existing ones, or under the covering lock (a workload created)."""
+    scoped.need(tx, deployments.clusters_of_project(tx.conn, name))
 
 
 def _get(conn: Transaction, name: str) -> Project:

@@ -6,7 +6,7 @@ gets a new generation and digest, and rolls out: docs/rollouts.md). With
 the pure decision (hub/rollout.py) hands it to N clusters at a time, and the rest keep their
 serving config (same digest, same generation: nothing restarts) until their wave comes. The
 decision is taken again in the same transaction as every observation that ends a
-deployment's rollout (hub/service/sync.py) and by a periodic pass (`sweep`, for deadlines).
+deployment's rollout (hub/service/ingest.py) and by a periodic pass (`sweep`, for deadlines).
 A wave not ready within the deadline pauses the rollout, and so does an operator (`pause`: the
 clusters in flight go on rolling out, no further cluster gets the change); `resume` goes on,
 `abort` restores the previous config on the clusters already changed.

@@ -10,8 +10,9 @@ workload has a rollout policy (hub/service/rollouts.py).
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hub import errors, placement, serving
@@ -28,6 +29,7 @@ from hub.service import (
     dryrun,
     failover,
     rollouts,
+    scoped,
     selectors,
     shares,
     validate,
@@ -191,8 +193,11 @@ def list_page(
 
 def update(ctx: ServiceContext, ref: str, change: WorkloadChange) -> views.WorkloadView:
     change = _valid_change(change)
-    with transaction(ctx) as tx:
-        workload_id = _update(ctx, tx, ref, change)
+    # Scoped to the clusters its decision reads and writes (the workload's deployments and
+    # every cluster its old or new placement may choose): `_update` checks them again.
+    workload_id = scoped.write(
+        ctx, _scope(ctx, ref, change.placement), lambda tx: _update(ctx, tx, ref, change)
+    )
     return get(ctx, workload_id)
 
 
@@ -232,6 +237,7 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
     new_policy = change.rollout_policy
     workload = before = _get(tx.conn, ref)
     current = deployments.of_workload(tx.conn, workload.workload_id)
+    _need(tx, workload, current, new_placement)
     # Before anything moves: a placement change would drop the adopted deployment (and
     # with it the DGD it was found as) or render a second copy elsewhere.
     adopted = [d for d in current if d.adopted]
@@ -301,8 +307,7 @@ def _update(ctx: ServiceContext, tx: Tx, ref: str, change: WorkloadChange) -> st
 
 
 def delete(ctx: ServiceContext, ref: str) -> None:
-    with transaction(ctx) as tx:
-        _delete(ctx, tx, ref)
+    scoped.write(ctx, _scope(ctx, ref, None), lambda tx: _delete(ctx, tx, ref))
 
 
 def preview_delete(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
@@ -313,6 +318,7 @@ def preview_delete(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
 def _delete(ctx: ServiceContext, tx: Tx, ref: str) -> str:
     workload = _get(tx.conn, ref)
     current = deployments.of_workload(tx.conn, workload.workload_id)
+    _need(tx, workload, current, None)
     for d in current:
         deployments.delete(tx.conn, d, now=tx.now)
         tx.touched.add(d.cluster_id)
@@ -321,6 +327,70 @@ def _delete(ctx: ServiceContext, tx: Tx, ref: str) -> str:
     # Released reservations may let waiting deployments in.
     admit.run(ctx, tx, cluster_ids={d.cluster_id for d in current})
     return workload.workload_id
+
+
+# -- scope ------------------------------------------------------------------------------------
+
+
+def _scope(ctx: ServiceContext, ref: str, new_placement: Placement | None) -> set[str] | None:
+    """The clusters an update or delete of the workload is expected to lock, read from a
+    snapshot (None: the covering lock); checked again inside the write by `_need`."""
+    with snapshot(ctx) as conn:
+        workload = workloads.get(conn, ref)
+        if workload is None:
+            return set()  # NotFound inside, before anything is written
+        current = deployments.of_workload(conn, workload.workload_id)
+        if not current:
+            return None
+        return _reads(conn, workload, current, new_placement)
+
+
+def _reads(
+    conn: Transaction,
+    workload: Workload,
+    current: Sequence[Deployment],
+    new_placement: Placement | None,
+) -> set[str]:
+    """The clusters a change of the workload reads and may write: those of its deployments
+    (shares, rollouts, failovers, admission there), and every cluster its placement, old or
+    new, may choose (placement reads their rooms; failover places stand-ins there)."""
+    found = {d.cluster_id for d in current}
+    for wanted in (workload.placement, new_placement):
+        if wanted is None:
+            continue
+        labels = clusters.labels_by_cluster(conn, wanted.clusters or None)
+        with contextlib.suppress(errors.InvalidArgument):
+            # None eligible: the change itself says so, before anything is written.
+            found |= set(placement.eligible_clusters(wanted, labels))
+    return found
+
+
+def clusters_read_by(conn: Transaction, workload_ids: Iterable[str]) -> set[str]:
+    """The clusters a change of these workloads reads and may write (each workload's
+    deployments and every cluster its placement may choose: `_reads`), for a call that
+    reconciles them (cordon, drain, uncordon of a cluster they run on: hub/service/clusters.py).
+    """
+    found: set[str] = set()
+    wanted = sorted(set(workload_ids))
+    by_workload: dict[str, list[Deployment]] = {}
+    for d in deployments.of_workloads(conn, wanted):
+        by_workload.setdefault(d.workload_id, []).append(d)
+    for workload_id in wanted:
+        workload = workloads.get(conn, workload_id)
+        if workload is not None:
+            found |= _reads(conn, workload, by_workload.get(workload_id, []), None)
+    return found
+
+
+def _need(
+    tx: Tx, workload: Workload, current: Sequence[Deployment], new_placement: Placement | None
+) -> None:
+    """Before anything is written: the transaction holds the locks of every cluster the change
+    reads (else it runs again with them: WiderScope). A workload with no deployment has no
+    cluster lock guarding its own row against a concurrent change of it: covering."""
+    if not current:
+        scoped.need_covering(tx)
+    scoped.need(tx, _reads(tx.conn, workload, current, new_placement))
 
 
 # -- steps ------------------------------------------------------------------------------------

@@ -200,7 +200,7 @@ def delete(conn: Transaction, cluster_id: str) -> None:
 def bump_revisions(conn: Transaction, cluster_ids: Sequence[str]) -> dict[str, int]:
     """`bump_revision` for several clusters, a statement per 500: cluster id -> its new
     revision. NotFound when one of them does not exist. Only under their clusters' locks
-    (port.py's lock order): another writer of the cluster may be deciding from its state."""
+    (locks.py's lock order): another writer of the cluster may be deciding from its state."""
     check_held(conn, cluster_ids)
     revisions: dict[str, int] = {}
     for chunk in chunks(cluster_ids):

@@ -233,7 +233,7 @@ class Database:
     @contextlib.contextmanager
     def write(self, clusters: Iterable[str] | None = None) -> Iterator[SqliteTransaction]:
         """One write transaction (BEGIN IMMEDIATE); commits on success, rolls back on error.
-        The scoped locks (port.py) are recorded and checked, not taken: one writer already."""
+        The scoped locks (locks.py) are recorded and checked, not taken: one writer already."""
         scope = port.scope_of(clusters)
         locks = port.Locks(covering=scope is None)
         locks.begin(scope or ())

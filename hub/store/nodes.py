@@ -5,7 +5,8 @@ ignored. Unchanged node state is not rewritten (agents resend their full state a
 reconnect): the hub remembers what it last committed per node (`NodeHashes`). A device UUID
 belongs to the node that verified it first (docs/security.md). A group of observations is
 written a statement per table and chunk, never per node or row (`port.write_rows`). Caller:
-hub/service/sync.py (ingest, dropping nodes no agent reports); clusters' views read `nodes_of`.
+hub/service/ingest.py, and hub/service/sync.py (dropping nodes no agent reports); clusters'
+views read `nodes_of`.
 """
 
 from __future__ import annotations

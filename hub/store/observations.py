@@ -5,7 +5,7 @@ Observations are level-triggered: one deployment observation replaces the deploy
 and its whole replica set. Each carries the agent's observation time (ns), and a record older
 than the one stored is ignored, so a delayed batch can never roll state back. Nodes, devices
 and allocations, the other half of what agents report, are hub/store/nodes.py's. Caller:
-hub/service/sync.py (ingest), the views and admission (reads).
+hub/service/ingest.py, the views and admission (reads).
 """
 
 from __future__ import annotations

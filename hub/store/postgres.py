@@ -8,7 +8,7 @@ psycopg 3 with its connection pool. The table modules' SQL is shared with SQLite
 - constraint violations leave as port.IntegrityError.
 
 Writes: READ COMMITTED, holding transaction-scoped advisory locks scoped to what the
-read-decide-write reads and writes, in the order of hub/store/port.py (docs/architecture.md
+read-decide-write reads and writes, in the order of hub/store/locks.py (docs/architecture.md
 "Write locks"): the fleet lock (`FLEET_LOCK`) shared, then the cluster locks in the order of
 their keys, in one statement as the transaction begins; or the fleet lock exclusive (the
 covering lock) for a write that names no scope. Later, `serialize` takes the admission and
@@ -222,7 +222,7 @@ def _lock(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any]) -> Non
 
 
 def hold_statement(key: str) -> tuple[str, tuple[Any, ...]]:
-    """The statement that takes the write lock named `key` (port.py's names) until the
+    """The statement that takes the write lock named `key` (locks.py's names) until the
     transaction ends, as a hub takes it (tests hold one from outside with it)."""
     if key == port.FLEET:
         return "SELECT pg_advisory_xact_lock_shared(%s)", (FLEET_LOCK,)

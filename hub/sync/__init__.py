@@ -6,5 +6,5 @@ changed; pump.py reads those deltas in batches and hands them to the streams; in
 batches observations of all sessions into few transactions, written in the store's writer
 thread; liveness.py batches heartbeats and acks; episodes.py tells a lasting fault of the
 periodic loops once, then a summary, then its end. The rules (what a delta holds, who may write
-what) live in hub/service/sync.py. Must not import sqlite3 or hub/store.
+what) live in hub/service/sync.py and ingest.py. Must not import sqlite3 or hub/store.
 """

@@ -6,7 +6,7 @@ Observations are state, not commands: the agent needs no per-batch acknowledgeme
 lost in a crash is replaced by the agent's next report (it resends its full state on reconnect).
 
 A failed group is written again batch by batch, and a failed batch record by record
-(hub/service/sync.py `ingest_reports`): one cluster's poisoned record costs no other cluster
+(hub/service/ingest.py `ingest_reports`): one cluster's poisoned record costs no other cluster
 anything. What could not be written is told to its stream: a Problem for records the store
 refuses, a ResyncRequest when the fault is the hub's own (the agent resends its full state),
 so no observation is silently dropped.
@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from typing import Protocol
 
-from hub.service.sync import IngestOutcome, Report
+from hub.service.ingest import IngestOutcome, Report
 
 log = logging.getLogger(__name__)
 

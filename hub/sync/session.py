@@ -6,11 +6,13 @@
    other cluster id, INVALID_ARGUMENT for anything else).
 3. Send Welcome, then the desired-state delta since the agent's revision (or a snapshot; or
    nothing when the agent is up to date).
-4. Then two loops: the reader validates and handles each agent message; the writer sends what
-   is put in the session's outbox: deltas from the pump (hub/sync/pump.py) whenever the
-   cluster's desired state changes, problems, fences. A malformed observation batch is answered with
-   a Problem and changes nothing; writing another cluster's deployments closes the stream with
-   PERMISSION_DENIED. A newer stream in the same slot supersedes this one (ABORTED).
+4. Then two loops: the reader validates and handles each agent message (an observation
+   batch's fields are checked in a thread of its own, hub/sync/offloop.py, in order); the
+   writer sends what is put in the session's outbox: deltas from the pump (hub/sync/pump.py)
+   whenever the cluster's desired state changes, problems, fences. A malformed observation
+   batch is answered with a Problem and changes nothing; writing another cluster's deployments
+   closes the stream with PERMISSION_DENIED. A newer stream in the same slot supersedes this
+   one (ABORTED).
 
 A cluster may have several streams (a DaemonSet, one agent per node: docs/daemonset.md).
 Each reports its own node only (another node's is PERMISSION_DENIED; the leader may also
@@ -42,6 +44,7 @@ from hub import errors, tracing
 from hub.model import AgentSession, ObservationBatch
 from hub.service import access as access_service
 from hub.service import clusters as cluster_service
+from hub.service import ingest as ingest_service
 from hub.service import sync as sync_service
 from hub.service.context import ServiceContext
 from hub.sync import convert
@@ -50,6 +53,7 @@ from hub.sync.handshake import Handshake
 from hub.sync.ingest import IngestQueue
 from hub.sync.leadership import Leadership
 from hub.sync.liveness import LivenessRecorder
+from hub.sync.offloop import Validator
 from hub.sync.pump import desired_message
 from hub.sync.ratelimit import TokenBucket
 from hub.sync.stream import READER_DONE, Close, StreamSession
@@ -118,6 +122,9 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         self._ingest = ingest
         self._liveness = liveness
         self._metrics = metrics
+        # Observation batches are validated in a thread of their own, off the loop
+        # (hub/sync/offloop.py); everything else of a message is decided here, on the loop.
+        self._validator = Validator()
         self._handshake = Handshake(
             ctx=ctx,
             handshakes=handshakes,
@@ -154,6 +161,10 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         self._fanout.register(cluster_id, session.slot, session)
         reader: asyncio.Task[None] | None = None
         opened = False
+        # A whole-cluster agent leads: marked in the transaction that records its session
+        # (one trip to the writer thread), unless a leadership decision of the cluster is under
+        # way, which may mark another session: then after it, in turn (`_lead`).
+        marked = session.whole and not self._leadership.pending(cluster_id)
         try:
             try:
                 newest_term = await self._in_writer(
@@ -165,7 +176,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                             session_id=session.session_id,
                             instance=session.instance,
                             node_name=session.node_name,
-                            leader=False,
+                            leader=marked,
                             agent_version=hello.agent_version,
                             connect_time=time.time(),
                         ),
@@ -183,7 +194,7 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             )
             welcome = self._handshake.welcome(session, newest_term, held)
             yield self._out(sync_pb2.HubMessage(welcome=welcome))
-            await self._lead(session, hello.leader_term, read_only=hello.read_only)
+            await self._lead(session, hello.leader_term, read_only=hello.read_only, marked=marked)
             first = sync_service.desired_since(
                 self._ctx,
                 cluster_id,
@@ -225,6 +236,10 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
                     self._writer, self._close_session, session.session_id
                 )
 
+    def close(self) -> None:
+        """Let the validation thread end (hub stop, after the gRPC server stopped)."""
+        self._validator.close()
+
     def _close_session(self, session_id: str) -> None:
         try:
             sync_service.close_session(self._ctx, session_id=session_id)
@@ -245,12 +260,16 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
         except Exception:  # auditing never changes how a handshake ends
             log.exception("audit record of %s lost", action)
 
-    async def _lead(self, session: StreamSession, term: int, *, read_only: bool) -> None:
-        """A whole-cluster agent leads by being the only one; a node agent by its Lease term,
-        or, read-only (no Lease), by the hub's grant."""
+    async def _lead(
+        self, session: StreamSession, term: int, *, read_only: bool, marked: bool
+    ) -> None:
+        """A whole-cluster agent leads by being the only one (`marked`: already marked the
+        leader when its session was recorded); a node agent by its Lease term, or, read-only
+        (no Lease), by the hub's grant."""
         if session.whole:
             session.leading = True
-            await self._leadership.mark_whole(session.cluster_id, session.session_id)
+            if not marked:
+                await self._leadership.mark_whole(session.cluster_id, session.session_id)
             return
         # `leading` is set by what leadership tells the session (grant, fence), in turn with
         # the cluster's other decisions; not from a result read after the await.
@@ -331,18 +350,18 @@ class SyncServicer(sync_pb2_grpc.ClusterSyncServicer):
             await self._leadership_message(session, message.leadership)
             return
         if kind == "observations":
-            batch = convert.observations(message.observations, self._checker())
+            batch = await self._validator.observations(message.observations, self._checker())
             if batch.seq <= session.last_seq:
                 raise errors.InvalidArgument(
                     "observations.seq", f"must increase: {batch.seq} after {session.last_seq}"
                 )
             self._authorize_scope(session, batch)
-            sync_service.authorize(
+            ingest_service.authorize(
                 self._ctx, session.cluster_id, batch, known=session.own_deployments
             )
             session.last_seq = batch.seq
             self._ingest.put(
-                sync_service.Report(session.cluster_id, session.token_hash, batch), session
+                ingest_service.Report(session.cluster_id, session.token_hash, batch), session
             )
             if message.observations.trace_context:
                 _received(session.cluster_id, message.observations)

@@ -39,7 +39,7 @@ class StreamSession:
         self.node_name = hello.node_name
         self.whole = not hello.node_name
         self.leading = False
-        # Deployment ids already seen to be this cluster's (hub/service/sync.py authorize).
+        # Deployment ids already seen to be this cluster's (hub/service/ingest.py authorize).
         self.own_deployments: set[str] = set()
         self.sent_revision = 0
         self.last_seq = 0
@@ -77,7 +77,7 @@ class StreamSession:
         self.close(grpc.StatusCode.UNAUTHENTICATED, f"{reason}: this stream's token is revoked")
 
     def refused(self, seq: int, message: str) -> None:
-        """An observation batch held records the store refused (hub/service/sync.py)."""
+        """An observation batch held records the store refused (hub/service/ingest.py)."""
         problem = sync_pb2.Problem(
             seq=seq, code=grpc.StatusCode.INVALID_ARGUMENT.name, message=message
         )

@@ -56,7 +56,7 @@ _PRIORITY_RANK = {"critical": 4, "high": 3, "normal": 2, "": 2, "low": 1}
 
 def waiting_by_project(deployments: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Per project, its deployments with replicas that wait for admission, in the order the
-    hub admits them (hub/admission.py `decide`): higher priority class first, then the
+    hub admits them (hub/admission/order.py `decide`): higher priority class first, then the
     oldest (the API's create_time stands for the admission's pending_since, which it does not
     expose), then by cluster. A disabled deployment waits for nobody: it is left out."""
     waiting: dict[str, list[dict[str, Any]]] = {}

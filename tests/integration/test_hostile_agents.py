@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from hub.model import Device, NodeObservation, ObservationBatch
 from hub.service import clusters as cluster_service
+from hub.service import ingest as ingest_service
 from hub.service import sync as sync_service
 from tests import stores
 from tests.harness import Hub, SimAgent, wait_until, workload
@@ -130,14 +131,14 @@ def test_a_record_the_store_refuses_costs_no_other_batch_or_record(hub: Hub) -> 
     def gpu(uuid: str, memory: int) -> Device:
         return Device(uuid, "H100", memory, "", "H100-80GB", True, "", True, "", "")
 
-    def report(cluster_id: str, *nodes: NodeObservation) -> sync_service.Report:
+    def report(cluster_id: str, *nodes: NodeObservation) -> ingest_service.Report:
         token_hash = cluster_service.token_hash(tokens[cluster_id])
-        return sync_service.Report(cluster_id, token_hash, ObservationBatch(1, nodes=nodes))
+        return ingest_service.Report(cluster_id, token_hash, ObservationBatch(1, nodes=nodes))
 
     def node(node_id: str, *devices: Device) -> NodeObservation:
         return NodeObservation(node_id, now_ns(), devices, allocations=())
 
-    outcome = sync_service.ingest_reports(
+    outcome = ingest_service.ingest_reports(
         ctx,
         [
             report("west", node("w1", gpu("GPU-a1000000-0000-4000-8000-000000000001", 80 << 30))),

@@ -23,7 +23,7 @@ from agent.sync.channel import ChannelSecurity
 from hub import tls
 from hub.model import Device, NodeObservation, ObservationBatch
 from hub.service import clusters as cluster_service
-from hub.service import sync as sync_service
+from hub.service import ingest as ingest_service
 from tests.certs import Authority, Issued
 from tests.harness import Hub, LoopThread, SimAgent, running_hub, start_agent, wait_until, workload
 from tests.integration.rawstream import now_ns
@@ -134,17 +134,17 @@ def test_a_batch_queued_under_a_rotated_token_is_never_written(hub: Hub) -> None
         "",
     )
     node = NodeObservation(node_id="n1", observe_ns=now_ns(), devices=(gpu,), allocations=())
-    old = sync_service.Report(
+    old = ingest_service.Report(
         "east", cluster_service.token_hash(token), ObservationBatch(1, nodes=(node,))
     )
     hub.rest("POST", "/v1/clusters/east:rotateToken", {})
-    outcome = sync_service.ingest_reports(ctx, [old])
+    outcome = ingest_service.ingest_reports(ctx, [old])
     assert outcome.revoked == {0} and outcome.records == 0
     assert hub.get("/v1/clusters/east")["nodes"] == []
     # The same batch under the cluster's token of now is written.
     current = hub.rest("POST", "/v1/clusters/east:rotateToken", {})[1]["token"]
-    fresh = sync_service.Report("east", cluster_service.token_hash(current), old.batch)
-    assert sync_service.ingest_reports(ctx, [fresh]).revoked == set()
+    fresh = ingest_service.Report("east", cluster_service.token_hash(current), old.batch)
+    assert ingest_service.ingest_reports(ctx, [fresh]).revoked == set()
     assert [n["node_id"] for n in hub.get("/v1/clusters/east")["nodes"]] == ["n1"]
 
 

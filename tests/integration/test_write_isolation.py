@@ -11,9 +11,10 @@ old code) hub one's stuck write held it, and every write of beta waited behind i
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,64 @@ def test_a_slow_write_for_one_cluster_does_not_delay_another_clusters_writes(
             slow.stream.close()
             if agent is not None:
                 agent.stop()
+
+
+def test_control_calls_for_one_project_do_not_wait_for_another_clusters_slow_write(
+    tmp_path: Path,
+) -> None:
+    """While hub one's write for cluster alpha (project red) waits with its locks taken, hub
+    two scales workload search of project blue on cluster beta, changes blue's quota,
+    disables and enables search's deployment, and cordons and uncordons beta: each is scoped
+    to beta's lock and blue's admission (docs/architecture.md "Write locks", per-path table),
+    so none waits for alpha. Under the covering lock (the old code) each waited for alpha's
+    write to let go."""
+    with hubs_on_one_database(tmp_path, 2, PATIENT) as (_loop, (one, two), url):
+        alpha = one.register_cluster("alpha")
+        two.register_cluster("beta")
+        one.create_project("red", H100_80GB=16)
+        two.create_project("blue", H100_80GB=16)
+        one.post("/v1/workloads", workload("chat", project="red", clusters=("alpha",)))
+        two.post("/v1/workloads", workload("search", project="blue", clusters=("beta",)))
+
+        calls: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            ("scale search", lambda: two.patch("/v1/workloads/search", {"replicas": 2})),
+            (
+                "change blue's quota",
+                lambda: two.patch("/v1/projects/blue", {"quotas": {"H100-80GB": 8}}),
+            ),
+            ("disable", lambda: two.patch("/v1/deployments/search.beta", {"enabled": False})),
+            ("enable", lambda: two.patch("/v1/deployments/search.beta", {"enabled": True})),
+            ("cordon beta", lambda: two.post("/v1/clusters/beta:cordon", {})),
+            ("uncordon beta", lambda: two.post("/v1/clusters/beta:uncordon", {})),
+        ]
+        answers: dict[str, dict[str, Any]] = {}
+        # The pool ends after the row is let go (the inner block): a call still waiting for
+        # alpha (the covering lock) then completes, and the test fails rather than hangs.
+        with (
+            concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
+            cluster_row_held(url, "alpha"),
+        ):
+            slow = node_stream(one, alpha, "alpha", "a1")
+            try:
+                wait_until(lambda: waiting_for_the_row(url) >= 1, what="alpha's write waiting")
+                # One after the other, each while alpha's write still waits.
+                for what, call in calls:
+                    answer = pool.submit(call)
+                    wait_until(answer.done, timeout=30.0, what=f"{what} answered meanwhile")
+                    answers[what] = answer.result()
+                    assert waiting_for_the_row(url) >= 1, "alpha's write still waits"
+                assert slow.kinds_so_far() == [], "alpha's connection still waits for its write"
+            except BaseException:
+                slow.stream.close()
+                raise
+        try:
+            assert answers["scale search"]["replicas"] == 2
+            assert answers["change blue's quota"]["quotas"]["H100-80GB"] == 8
+            assert answers["disable"]["enabled"] is False
+            assert answers["enable"]["enabled"] is True
+            assert answers["cordon beta"]["cordoned"] is True
+            assert answers["uncordon beta"]["cordoned"] is False
+            # Alpha's write completes once let go.
+            assert slow.next("welcome").welcome is not None
+        finally:
+            slow.stream.close()

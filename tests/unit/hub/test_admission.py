@@ -1,4 +1,4 @@
-"""Admission decisions (hub/admission.py): table-driven over quota, capacity and order."""
+"""Admission decisions (hub/admission/): table-driven over quota, capacity and order."""
 
 from __future__ import annotations
 

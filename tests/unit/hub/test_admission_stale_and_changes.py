@@ -1,4 +1,4 @@
-"""Admission on stale clusters, and which decisions count as changes (hub/admission.py)."""
+"""Admission on stale clusters, and which decisions count as changes (hub/admission/)."""
 
 from __future__ import annotations
 

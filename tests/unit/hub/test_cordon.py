@@ -1,4 +1,4 @@
-"""Cordons in the pure cores: admission (hub/admission.py) and placement (hub/placement.py).
+"""Cordons in the pure cores: admission (hub/admission/) and placement (hub/placement.py).
 
 A cordoned cluster, or one cordoned for a device class, takes no new demand (it waits on
 `cordoned`, saying how to undo it) and no new replica from placement while an open eligible

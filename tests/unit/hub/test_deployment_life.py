@@ -1,6 +1,6 @@
 """The hub's pure rules for a deployment's life after it first runs: drift, when a rollout is
 done, what an adopted DGD's imported args say, and the phase of a workload of zero replicas
-(hub/service/views.py, hub/service/sync.py, hub/adoption.py, hub/phases.py)."""
+(hub/service/views.py, hub/service/ingest.py, hub/adoption.py, hub/phases.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from hub.model import (
 )
 from hub.phases import workload_phase
 from hub.service import views
-from hub.service.sync import rollout_done
+from hub.service.ingest import rollout_done
 
 TARGET = "svg_000000000000000b"
 OLDER = "svg_000000000000000a"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
-from hub.service import authority, clusters, projects, sync, workloads
+from hub.service import authority, clusters, ingest, projects, sync, workloads
 from hub.service.context import ServiceContext
-from hub.service.sync import IngestOutcome, Report
+from hub.service.ingest import IngestOutcome, Report
 from hub.store.port import open_store
 from hub.sync.fanout import Fanout
 from hub.sync.ingest import IngestQueue
@@ -47,7 +47,7 @@ def _fleet(store_url: str) -> ServiceContext:
     for cluster_id in CLUSTERS:
         clusters.create(ctx, cluster_id=cluster_id, labels={})
         node = NodeObservation("n1", now, _gpus(cluster_id, 8), ())
-        sync.ingest(ctx, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
+        ingest.ingest(ctx, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
     return ctx
 
 

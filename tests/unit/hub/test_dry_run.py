@@ -24,7 +24,7 @@ from hub.model import (
     Serving,
     StatusReport,
 )
-from hub.service import clusters, deployments, dryrun, projects, rollouts, sync, workloads
+from hub.service import clusters, deployments, dryrun, ingest, projects, rollouts, sync, workloads
 from hub.service.context import ServiceContext
 from hub.serving import digest as serving_digest
 from hub.store.port import open_store
@@ -81,7 +81,7 @@ def report_devices(ctx: ServiceContext, cluster_id: str, count: int) -> None:
     )
     batch = ObservationBatch(seq=1, nodes=(NodeObservation("n1", time.time_ns(), devices, ()),))
     sync.record_liveness(ctx, last_seen={cluster_id: ctx.clock()}, applied={})
-    sync.ingest(ctx, [(cluster_id, batch)])
+    ingest.ingest(ctx, [(cluster_id, batch)])
 
 
 def fleet(ctx: ServiceContext, *, quota: int = 64, east: int = 8, west: int = 8) -> None:
@@ -321,7 +321,7 @@ def ready_on(ctx: ServiceContext, cluster_id: str, digest: str) -> None:
     status = StatusReport("successful", "", "", 1, 1, d.generation, time.time_ns())
     pod = ReplicaObservation("pod-1", "ml", "n1", True, digest, "x", "worker")
     observed = DeploymentObservation(d.deployment_id, time.time_ns(), status, (pod,))
-    sync.ingest(ctx, [(cluster_id, ObservationBatch(seq=2, deployments=(observed,)))])
+    ingest.ingest(ctx, [(cluster_id, ObservationBatch(seq=2, deployments=(observed,)))])
 
 
 def test_a_previewed_abort_of_a_rollout_predicts_the_real_one(

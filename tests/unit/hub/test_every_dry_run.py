@@ -17,7 +17,7 @@ from hub import errors
 from hub.api import permissions
 from hub.api.control import ControlHandlers
 from hub.model import DiscoveredObservation, ObservationBatch
-from hub.service import sync, workloads
+from hub.service import ingest, workloads
 from hub.service.context import ServiceContext
 from hub.store.port import open_store
 from tests.unit.hub.test_dry_run import RecordingPublisher, dump, fleet, published, spec
@@ -46,7 +46,7 @@ def ctx(store_url: str) -> ServiceContext:
     fleet(ctx, quota=4)  # one replica of 4 GPUs; a second waits on the quota
     workloads.create(ctx, spec("chat", replicas=2, where=("east",)))
     sighting = DiscoveredObservation("ml", "legacy", time.time_ns(), replicas=1)
-    sync.ingest(ctx, [("east", ObservationBatch(seq=9, discovered=(sighting,)))])
+    ingest.ingest(ctx, [("east", ObservationBatch(seq=9, discovered=(sighting,)))])
     return ctx
 
 

@@ -1,5 +1,5 @@
 """The hub's /metrics body: the fleet's per-cluster series rendered once per read of the fleet
-(hub/metrics.py `exposition`), the same samples as the registry's own `collect` gives, in
+(hub/metrics/registry.py `exposition`), the same samples as the registry's own `collect` gives, in
 both formats; the ages move with the clock at every scrape, the rest only with a new read."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_the_fleet_is_rendered_once_per_read_not_per_scrape(
     """The per-cluster families are built once per read of the fleet (then served as the
     text rendered for it): a scrape of a large fleet otherwise costs O(clusters) of CPU in
     the GIL the event loop needs (0.6 s at 10,000 clusters, docs/benchmark.md)."""
-    import hub.metrics as metrics_module
+    import hub.metrics.fleet as metrics_module
 
     built: list[int] = []
     original = metrics_module._cluster_families

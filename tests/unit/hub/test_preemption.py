@@ -1,4 +1,4 @@
-"""Priority and preemption in admission (hub/admission.py): table-driven cases, then property
+"""Priority and preemption in admission (hub/admission/): table-driven cases, then property
 tests over random clusters, projects, priorities and authorities (hypothesis)."""
 
 from __future__ import annotations

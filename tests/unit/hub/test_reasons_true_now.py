@@ -23,7 +23,7 @@ from hub.model import (
     Serving,
     StatusReport,
 )
-from hub.service import adoption, clusters, deployments, projects, sync, workloads
+from hub.service import adoption, clusters, deployments, ingest, projects, sync, workloads
 from hub.service.context import ServiceContext
 from hub.store.port import open_store
 from wingsmith.v1 import resources_pb2 as pb
@@ -61,7 +61,7 @@ def report_devices(ctx: ServiceContext, cluster_id: str, count: int) -> None:
     """What an agent's node report does: devices in, the cluster seen now."""
     batch = ObservationBatch(seq=1, nodes=(NodeObservation("n1", time.time_ns(), gpus(count), ()),))
     sync.record_liveness(ctx, last_seen={cluster_id: ctx.clock()}, applied={})
-    sync.ingest(ctx, [(cluster_id, batch)])
+    ingest.ingest(ctx, [(cluster_id, batch)])
 
 
 def reason(ctx: ServiceContext, ref: str) -> tuple[int, str, str]:
@@ -177,7 +177,7 @@ def test_status_desired_replicas_echoes_the_deployment_and_applied_replicas_what
         observe_ns=time.time_ns(),
     )
     observation = DeploymentObservation(deployment_id, status.observe_ns, status, ())
-    sync.ingest(ctx, [("east", ObservationBatch(seq=2, deployments=(observation,)))])
+    ingest.ingest(ctx, [("east", ObservationBatch(seq=2, deployments=(observation,)))])
 
     shown = convert.deployment(deployments.get(ctx, "chat.east"))
     assert (shown.desired_replicas, shown.admitted_replicas) == (3, 2)
@@ -258,7 +258,7 @@ def test_a_rejected_deployment_the_agent_applies_later_waits_if_its_room_was_giv
     # The cause went away in the cluster: the agent's retry applied generation 1.
     status = StatusReport("pending", "", "", 0, 2, 1, time.time_ns())
     observation = DeploymentObservation(deployment_id, status.observe_ns, status, ())
-    sync.ingest(ctx, [("east", ObservationBatch(seq=3, deployments=(observation,)))])
+    ingest.ingest(ctx, [("east", ObservationBatch(seq=3, deployments=(observation,)))])
     admitted, why, _ = reason(ctx, "first.east")
     # Admitted again from scratch: the one replica that fits beside second (docs/admission.md,
     # partial admission), the other waits; the room second took is not counted twice.
@@ -278,7 +278,7 @@ def test_a_rejected_deployment_the_agent_applies_later_is_charged_again(
     # The cause went away in the cluster: the agent's retry applied generation 1.
     status = StatusReport("pending", "", "", 0, 2, 1, time.time_ns())
     observation = DeploymentObservation(deployment_id, status.observe_ns, status, ())
-    sync.ingest(ctx, [("east", ObservationBatch(seq=3, deployments=(observation,)))])
+    ingest.ingest(ctx, [("east", ObservationBatch(seq=3, deployments=(observation,)))])
     shown = convert.deployment(deployments.get(ctx, "first.east"))
     assert shown.admission_reason == pb.ADMISSION_REASON_UNSPECIFIED
     assert shown.admission_phase == pb.ADMISSION_PHASE_ADMITTED
@@ -315,7 +315,7 @@ def test_a_discovered_disaggregated_dgd_counts_sets_and_promotes_to_the_footprin
     projects.create(ctx, name="search", quotas={H100: 64})
     clusters.create(ctx, cluster_id="east", labels={})
     report_devices(ctx, "east", 32)
-    sync.ingest(ctx, [("east", ObservationBatch(seq=2, discovered=(disaggregated_legacy(),)))])
+    ingest.ingest(ctx, [("east", ObservationBatch(seq=2, discovered=(disaggregated_legacy(),)))])
 
     shown = convert.discovered(adoption.get(ctx, "east.ml.legacy"))
     assert (shown.replicas, shown.ready_replicas, shown.devices_per_replica) == (2, 2, 10)

@@ -21,7 +21,7 @@ from hub.model import (
     Serving,
     StatusReport,
 )
-from hub.service import clusters, deployments, projects, rollouts, sync, workloads
+from hub.service import clusters, deployments, ingest, projects, rollouts, workloads
 from hub.service.context import ServiceContext
 from hub.store.port import open_store
 
@@ -56,7 +56,7 @@ def ctx(store_url: str, clock: Clock) -> ServiceContext:
             for i in range(8)
         )
         node = NodeObservation("n1", time.time_ns(), devices, ())
-        sync.ingest(ctx, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
+        ingest.ingest(ctx, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
     workloads.create(
         ctx,
         workloads.WorkloadSpec(
@@ -80,7 +80,7 @@ def ready_on(ctx: ServiceContext, cluster_id: str, digest: str) -> None:
     status = StatusReport("successful", "", "", 1, 1, d.generation, time.time_ns())
     pod = ReplicaObservation("pod-1", "ml", "n1", True, digest, "x", "worker")
     obs = DeploymentObservation(d.deployment_id, time.time_ns(), status, (pod,))
-    sync.ingest(ctx, [(cluster_id, ObservationBatch(seq=2, deployments=(obs,)))])
+    ingest.ingest(ctx, [(cluster_id, ObservationBatch(seq=2, deployments=(obs,)))])
 
 
 def digests(ctx: ServiceContext) -> dict[str, str]:

@@ -26,7 +26,7 @@ from hub.model import (
     RolloutPolicy,
     StatusReport,
 )
-from hub.service import authority, clusters, deployments, failover, sync, workloads
+from hub.service import authority, clusters, deployments, failover, ingest, sync, workloads
 from hub.service.context import ServiceContext, Settings
 from hub.store.port import open_store
 from tests import words
@@ -69,7 +69,7 @@ def report(
     )
     status = StatusReport("successful", "", "", ready, ready, d.generation, when)
     observed = DeploymentObservation(d.deployment_id, when, status, pods)
-    sync.ingest(ctx, [(d.cluster_id, ObservationBatch(seq=when, deployments=(observed,)))])
+    ingest.ingest(ctx, [(d.cluster_id, ObservationBatch(seq=when, deployments=(observed,)))])
 
 
 def test_a_draining_cluster_reads_cordoned(ctx: ServiceContext) -> None:

@@ -17,7 +17,7 @@ from hub.model import (
     NodeObservation,
     ObservationBatch,
 )
-from hub.service import clusters, sync
+from hub.service import clusters, ingest
 from hub.service.context import ServiceContext
 from hub.store import db as store_db
 from hub.store.db import Database
@@ -80,8 +80,8 @@ def test_an_older_observation_never_overwrites_a_newer_one(store_url: str) -> No
     ctx = ServiceContext(db=open_store(store_url))
     clusters.create(ctx, cluster_id="east", labels={})
     now = time.time_ns()
-    sync.ingest(ctx, [("east", node(now, (gpu("GPU-new"),)))])
-    result = sync.ingest(ctx, [("east", node(now - 1_000, (gpu("GPU-old"),)))])
+    ingest.ingest(ctx, [("east", node(now, (gpu("GPU-new"),)))])
+    result = ingest.ingest(ctx, [("east", node(now - 1_000, (gpu("GPU-old"),)))])
     assert result.nodes_written == 0
     (only,) = clusters.get(ctx, "east").nodes
     assert [d.uuid for d in only.devices] == ["GPU-new"]
@@ -91,9 +91,9 @@ def test_unchanged_node_state_is_not_rewritten_and_changes_are_seen(store_url: s
     ctx = ServiceContext(db=open_store(store_url))
     clusters.create(ctx, cluster_id="east", labels={})
     now = time.time_ns()
-    assert sync.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))]).capacity_changed == {"east"}
-    assert sync.ingest(ctx, [("east", node(now + 1, (gpu("GPU-1"),)))]).capacity_changed == set()
-    changed = sync.ingest(ctx, [("east", node(now + 2, (gpu("GPU-1", healthy=False),)))])
+    assert ingest.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))]).capacity_changed == {"east"}
+    assert ingest.ingest(ctx, [("east", node(now + 1, (gpu("GPU-1"),)))]).capacity_changed == set()
+    changed = ingest.ingest(ctx, [("east", node(now + 2, (gpu("GPU-1", healthy=False),)))])
     assert changed.capacity_changed == {"east"}
     capacity = clusters.get(ctx, "east").capacity["H100-80GB"]
     assert (capacity.total, capacity.unusable) == (0, 1), "an unhealthy device is not capacity"
@@ -103,9 +103,9 @@ def test_an_absent_node_drops_its_devices(store_url: str) -> None:
     ctx = ServiceContext(db=open_store(store_url))
     clusters.create(ctx, cluster_id="east", labels={})
     now = time.time_ns()
-    sync.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))])
+    ingest.ingest(ctx, [("east", node(now, (gpu("GPU-1"),)))])
     gone = ObservationBatch(seq=2, nodes=(NodeObservation("n1", now + 1, (), (), absent=True),))
-    sync.ingest(ctx, [("east", gone)])
+    ingest.ingest(ctx, [("east", gone)])
     view = clusters.get(ctx, "east")
     assert view.nodes == () and view.capacity == {}
 
@@ -117,7 +117,7 @@ def test_one_ingest_group_keeps_the_newest_of_each_node_across_clusters(store_ur
     clusters.create(ctx, cluster_id="east", labels={})
     clusters.create(ctx, cluster_id="west", labels={})
     now = time.time_ns()
-    result = sync.ingest(
+    result = ingest.ingest(
         ctx,
         [
             ("east", node(now + 5, (gpu("GPU-east-new"),))),
@@ -133,7 +133,7 @@ def test_one_ingest_group_keeps_the_newest_of_each_node_across_clusters(store_ur
     assert sorted(d.uuid for d in west.devices) == ["GPU-west-a", "GPU-west-b"]
     # A new process (no hashes in memory) reads the stored rows back to see nothing changed.
     fresh_ctx = ServiceContext(db=ctx.db)
-    again = sync.ingest(
+    again = ingest.ingest(
         fresh_ctx, [("west", node(now + 1, (gpu("GPU-west-b"), gpu("GPU-west-a"))))]
     )
     assert again.nodes_written == 0 and again.capacity_changed == set()

@@ -8,7 +8,7 @@ import threading
 import time
 
 from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
-from hub.service import clusters, projects, sync, workloads
+from hub.service import clusters, ingest, projects, workloads
 from hub.service.context import ServiceContext
 from hub.store.port import open_store
 
@@ -53,7 +53,7 @@ def test_concurrent_creates_from_many_stores_never_exceed_the_quota(store_url: s
     for cluster_id in CLUSTERS:
         clusters.create(setup, cluster_id=cluster_id, labels={})
         node = NodeObservation("n1", time.time_ns(), _gpus(cluster_id, 16), ())
-        sync.ingest(setup, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
+        ingest.ingest(setup, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
     errors: list[BaseException] = []
     barrier = threading.Barrier(8)
 

@@ -1,4 +1,4 @@
-"""The write locks' order (hub/store/port.py, docs/architecture.md "Write locks"), on both
+"""The write locks' order (hub/store/locks.py, docs/architecture.md "Write locks"), on both
 backends: a transaction records what it holds and refuses a lock that comes before one it
 holds; a desired state is never changed without its cluster's lock; a write that needs more
 clusters starts again with them; a leadership grant hands out every term once, even from
@@ -15,6 +15,7 @@ import pytest
 from hub import errors
 from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
 from hub.service import clusters, projects, sync, workloads
+from hub.service import ingest as ingest_service
 from hub.service.context import ServiceContext, transaction
 from hub.store import clusters as cluster_rows
 from hub.store import port
@@ -176,7 +177,7 @@ def test_ingests_of_separate_clusters_never_admit_past_a_shared_quota(store_url:
         try:
             node = NodeObservation("n1", time.time_ns(), _gpus(cluster_id, 16), ())
             barrier.wait()
-            sync.ingest(ctx, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
+            ingest_service.ingest(ctx, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
         except BaseException as e:  # re-raised in the test's thread
             failures.append(e)
         finally:

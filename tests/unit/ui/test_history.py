@@ -16,7 +16,7 @@ from typing import Any
 
 from hub.api import convert, jsonmap
 from hub.model import AllocationObservation, Device, NodeObservation, ObservationBatch
-from hub.service import clusters, history, projects, sync, workloads
+from hub.service import clusters, history, ingest, projects, sync, workloads
 from hub.service.context import ServiceContext
 from hub.service.history import ChartHistory, Value
 from hub.store.port import open_store
@@ -161,7 +161,7 @@ def report(
     """What an agent's node report does: its devices and their pods in, the cluster seen."""
     node = NodeObservation("n1", time.time_ns(), tuple(devices), pods)
     sync.record_liveness(ctx, last_seen={cluster_id: ctx.clock()}, applied={})
-    assert not sync.ingest(
+    assert not ingest.ingest(
         ctx, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))]
     ).device_refusals
 

@@ -1,0 +1,187 @@
+"""Control calls under scoped write locks (hub/service/scoped.py, docs/architecture.md "Write
+locks"), run at once from several stores (as on several hubs), on both backends: scale-ups of
+one project's workloads on separate clusters, racing with changes of its quota, never admit
+past the quota; changes of one workload's placement and replicas racing with each other leave
+its deployments' shares adding up to its replicas (a change that found a cluster joined its
+workload meanwhile ran again with that cluster's lock)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
+from hub.service import clusters, ingest, projects, scoped, workloads
+from hub.service.context import ServiceContext, Tx
+from hub.store import deployments as deployment_rows
+from hub.store import port
+from hub.store.port import open_store
+
+H100 = "H100-80GB"
+CLUSTERS = tuple(f"east{i}" for i in range(4))
+SERVING = Serving(engine="vllm", engine_version="0.11.0", model="m", tensor_parallel=4)
+
+
+def _gpus(cluster_id: str, n: int) -> tuple[Device, ...]:
+    return tuple(
+        Device(f"GPU-{cluster_id}-{i}", "H100", 80, f"0:{i}", H100, True, "", verified=True)
+        for i in range(n)
+    )
+
+
+def _store(url: str) -> ServiceContext:
+    return ServiceContext(
+        db=open_store(url, pool_size=2)
+        if port.is_postgres(url)
+        else open_store(url, busy_timeout_s=30)
+    )
+
+
+def _at_once(calls: list[Callable[[ServiceContext], None]], url: str) -> None:
+    """Each call on its own store, all released together; any failure re-raised here."""
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(len(calls))
+
+    def run(call: Callable[[ServiceContext], None]) -> None:
+        ctx = _store(url)
+        try:
+            barrier.wait()
+            call(ctx)
+        except BaseException as e:  # re-raised in the test's thread
+            failures.append(e)
+        finally:
+            ctx.db.close()
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def _fleet(setup: ServiceContext, *, quota: int) -> None:
+    projects.create(setup, name="search", quotas={H100: quota})
+    for cluster_id in CLUSTERS:
+        clusters.create(setup, cluster_id=cluster_id, labels={"zone": "east"})
+        node = NodeObservation("n1", time.time_ns(), _gpus(cluster_id, 16), ())
+        ingest.ingest(setup, [(cluster_id, ObservationBatch(seq=1, nodes=(node,)))])
+
+
+def test_scale_ups_on_separate_clusters_never_admit_past_the_quota(store_url: str) -> None:
+    """Each scale is scoped to its workload's cluster; the project's admission lock keeps
+    the quota, also against quota changes (scoped to every cluster of the project)."""
+    setup = _store(store_url)
+    _fleet(setup, quota=16)
+    for cluster_id in CLUSTERS:
+        workloads.create(
+            setup,
+            workloads.WorkloadSpec(
+                name=f"w-{cluster_id}",
+                project="search",
+                replicas=1,
+                device_class=H100,
+                serving=SERVING,
+                placement=Placement(clusters=(cluster_id,)),
+            ),
+        )
+    # 4 replicas of 4 devices admitted: the quota is full.
+    assert projects.get(setup, "search").usage[H100].reserved == 16
+
+    def scale(cluster_id: str) -> Callable[[ServiceContext], None]:
+        return lambda ctx: (
+            workloads.update(ctx, f"w-{cluster_id}", workloads.WorkloadChange(replicas=3)),
+            None,
+        )[1]
+
+    def quota(limit: int) -> Callable[[ServiceContext], None]:
+        return lambda ctx: (projects.set_quotas(ctx, name="search", quotas={H100: limit}), None)[1]
+
+    _at_once([scale(c) for c in CLUSTERS] + [quota(24), quota(24)], store_url)
+    limit = projects.get(setup, "search").project.quotas[H100]
+    usage = projects.get(setup, "search").usage[H100]
+    assert usage.reserved + usage.used <= limit, "never past the quota"
+    # (Both raise it to 24: a lowered quota evicts nothing, so two different limits racing
+    # could leave more reserved than the one committed last.) The last pass to decide
+    # admitted up to it: 4 workloads of 3 replicas want 48 devices.
+    assert usage.reserved + usage.used == limit
+    setup.db.close()
+
+
+def test_racing_changes_of_one_workload_keep_its_shares_adding_up(store_url: str) -> None:
+    """Placement changes (which move its deployments to other clusters) and scales of the
+    same workload, all at once: each began with the clusters it saw, and one that found its
+    workload on a cluster it had not locked ran again with it (WiderScope), so none decided
+    on shares another had changed under it."""
+    setup = _store(store_url)
+    _fleet(setup, quota=1000)
+    workloads.create(
+        setup,
+        workloads.WorkloadSpec(
+            name="chat",
+            project="search",
+            replicas=2,
+            device_class=H100,
+            serving=SERVING,
+            placement=Placement(clusters=CLUSTERS[:1]),
+        ),
+    )
+
+    def move(to: tuple[str, ...]) -> Callable[[ServiceContext], None]:
+        change = workloads.WorkloadChange(placement=Placement(clusters=to))
+        return lambda ctx: (workloads.update(ctx, "chat", change), None)[1]
+
+    def scale(replicas: int) -> Callable[[ServiceContext], None]:
+        change = workloads.WorkloadChange(replicas=replicas)
+        return lambda ctx: (workloads.update(ctx, "chat", change), None)[1]
+
+    _at_once(
+        [move(CLUSTERS[1:2]), move(CLUSTERS[2:4]), scale(3), scale(5), move(CLUSTERS[:1])],
+        store_url,
+    )
+    chat = workloads.get(setup, "chat")
+    with setup.db.read() as conn:
+        found = deployment_rows.of_workload(conn, chat.workload.workload_id)
+    # Deployments leaving a cluster that left the placement keep their replicas until their
+    # replacements run (make-before-break): only those on its clusters add up to it.
+    placed = {
+        d.cluster_id: d.desired_replicas
+        for d in found
+        if d.cluster_id in chat.workload.placement.clusters
+    }
+    assert sum(placed.values()) == chat.workload.replicas, (chat.workload.placement, found)
+    setup.db.close()
+
+
+def test_a_workload_with_no_deployment_is_changed_under_the_covering_lock(
+    store_url: str,
+) -> None:
+    """No cluster lock guards the row of a workload with no deployment: the change runs
+    again covering (it asked for NeedsCovering under its first, empty scope)."""
+    setup = _store(store_url)
+    _fleet(setup, quota=16)
+    workloads.create(
+        setup,
+        workloads.WorkloadSpec(
+            name="idle",
+            project="search",
+            replicas=0,
+            device_class=H100,
+            serving=SERVING,
+            placement=Placement(clusters=CLUSTERS[:1]),
+        ),
+    )
+    seen: list[bool] = []
+    workload = workloads.spec(setup, "idle")
+    with setup.db.read() as conn:
+        assert deployment_rows.of_workload(conn, workload.workload_id) == []
+
+    def body(tx: Tx) -> None:
+        seen.append(tx.conn.locks.covering)
+        workloads._update(setup, tx, "idle", workloads.WorkloadChange(labels={"a": "b"}))
+
+    scoped.write(setup, (), body)
+    assert seen == [False, True]
+    assert workloads.spec(setup, "idle").labels == {"a": "b"}
+    setup.db.close()
