@@ -10,9 +10,10 @@ and 64 by default) send back-to-back requests for a few seconds each:
 - bare: the same list page's bytes from a bare aiohttp handler in its own process: what this
   machine and this client can do at all, measured in the same run.
 
-Prints p50, p99 and requests/s per read and client count, and each p99 over the bare
-handler's. The clients share the machine with the hub: compare figures of one run, not runs
-of different machines.
+Prints p50, p99 and requests/s per read and client count, each p99 over the bare
+handler's, and the hub's CPU per request (all its threads: what one interpreter must find
+for each answer; p99 at N back-to-back clients is about N times it). The clients share the
+machine with the hub: compare figures of one run, not runs of different machines.
 
     python -m bench.readload                   16 and 64 clients, 5 s each
     python -m bench.readload --clients 8 --seconds 2
@@ -31,13 +32,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from bench.hubproc import HubProcess
+from bench.hubproc import HubProcess, sample
 
 CLUSTERS = 100
 DEPLOYMENTS = 1000
@@ -52,6 +53,8 @@ class Result:
     p99_ms: float
     per_s: float
     errors: int
+    # The hub's CPU (user + system, all threads) per request answered; 0 for the bare handler.
+    cpu_ms: float = 0.0
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -220,12 +223,18 @@ def _run(
                 "list": (hub.http_base, [list_path]),
                 "get": (hub.http_base, [f"/v1/deployments/{ref}" for ref in refs]),
             }
+            assert hub.process is not None
             for count in clients:
                 for read, (base, paths) in reads.items():
+                    before = sample(hub.process)
                     latencies, errors = asyncio.run(
                         _load(base, hub.admin_token, paths, clients=count, seconds=seconds)
                     )
-                    results.append(_result(read, count, latencies, errors, seconds))
+                    used_s = sample(hub.process).cpu_s - before.cpu_s
+                    result = _result(read, count, latencies, errors, seconds)
+                    if read != "bare" and latencies:
+                        result = replace(result, cpu_ms=used_s / len(latencies) * 1000)
+                    results.append(result)
                     print(f"{read} x{count}: done", file=sys.stderr)
         finally:
             if bare is not None:
@@ -244,13 +253,13 @@ def table(results: Sequence[Result]) -> str:
     bare = {r.clients: r.p99_ms for r in results if r.read == "bare"}
     lines = [
         f"{'read':<6} {'clients':>7} {'p50 ms':>8} {'p99 ms':>8} {'req/s':>8} "
-        f"{'p99 / bare':>10} {'errors':>6}"
+        f"{'p99 / bare':>10} {'hub CPU ms/req':>14} {'errors':>6}"
     ]
     for r in results:
         ratio = r.p99_ms / bare[r.clients] if bare.get(r.clients) else 0.0
         lines.append(
             f"{r.read:<6} {r.clients:>7} {r.p50_ms:>8.1f} {r.p99_ms:>8.1f} {r.per_s:>8.0f} "
-            f"{ratio:>9.1f}x {r.errors:>6}"
+            f"{ratio:>9.1f}x {r.cpu_ms:>14.2f} {r.errors:>6}"
         )
     return "\n".join(lines)
 

@@ -180,9 +180,13 @@ class ReplicaView:
 
 def is_stale(ctx: ServiceContext, cluster: Cluster, now: float) -> bool:
     """Silent for longer than the grace period. A cluster never heard from is not stale."""
-    if cluster.last_seen is None:
+    return _silent(ctx, cluster.last_seen, now)
+
+
+def _silent(ctx: ServiceContext, last_seen: float | None, now: float) -> bool:
+    if last_seen is None:
         return False
-    return now - cluster.last_seen > ctx.settings.stale_after_s
+    return now - last_seen > ctx.settings.stale_after_s
 
 
 def stale_clusters(ctx: ServiceContext, conn: Transaction, cluster_ids: Sequence[str]) -> set[str]:
@@ -200,18 +204,19 @@ def deployment_views(
     ids = [d.deployment_id for d in deployments]
     reports = observations.reports(conn, ids)
     rejections = observations.rejections(conn, ids)
-    counts = replica_store.pod_counts(conn, ids)
-    digests = replica_store.digest_role_counts(conn, ids)
-    versions = replica_store.engine_versions(conn, ids)
+    replicas = replica_store.replica_counts(conn, ids)
+    no_replicas = replica_store.ReplicaCounts(replica_store.PodCounts(0, 0), {}, set())
     required = [d.deployment_id for d in deployments if d.topology]
     held_devices = replica_store.held_devices(conn, required) if required else {}
     held = accounting.held_by_deployment(conn, ids)
     applied_objects = observations.applied_objects(conn, ids)
     # One read of every cluster on the page (not two per deployment's cluster).
-    clusters = cluster_store.get_many(conn, {d.cluster_id for d in deployments})
+    # (Three columns: not the clusters' labels, maintenance and sessions.)
+    clusters = cluster_store.sync_states(conn, {d.cluster_id for d in deployments})
     applied = {cluster_id: c.applied_revision for cluster_id, c in clusters.items()}
     read_only = {cluster_id for cluster_id, c in clusters.items() if c.read_only}
-    stale = _stale(ctx, clusters)
+    now = ctx.clock()
+    stale = {cluster_id for cluster_id, c in clusters.items() if _silent(ctx, c.last_seen, now)}
     standing: dict[tuple[str, str], dict[str, int]] = {}
     for records in failover_store.of_workloads(conn, {d.workload_id for d in deployments}).values():
         for record in records:
@@ -221,7 +226,8 @@ def deployment_views(
     views = []
     for d in deployments:
         is_stale_cluster = d.cluster_id in stale
-        pods = counts.get(d.deployment_id, replica_store.PodCounts(0, 0))
+        counted = replicas.get(d.deployment_id, no_replicas)
+        pods = counted.pods
         report = reports.get(d.deployment_id)
         ready = 0 if is_stale_cluster or report is None else report.ready_replicas
         rejection = rejections.get(d.deployment_id)
@@ -243,9 +249,9 @@ def deployment_views(
             if report is not None
             else None
         )
-        by_digest = digests.get(d.deployment_id, {})
+        by_digest = counted.by_digest_role
         live = {} if is_stale_cluster else _live_digests(d, by_digest)
-        engine_versions = tuple(sorted(versions.get(d.deployment_id, set())))
+        engine_versions = tuple(sorted(counted.engine_versions))
         views.append(
             DeploymentView(
                 deployment=d,

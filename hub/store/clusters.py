@@ -7,6 +7,7 @@ enough (there is nothing to brute-force), and a hash index finds the token's clu
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from hub import errors
 from hub.filters import EVERYTHING, LabelSelector
@@ -51,6 +52,35 @@ def get_many(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, Cluster
         ).fetchall()
     found = sessions(conn, [r["cluster_id"] for r in rows])
     return {r["cluster_id"]: _cluster(r, found.get(r["cluster_id"], ())) for r in rows}
+
+
+@dataclass(frozen=True)
+class SyncState:
+    """What a deployment's view reads of its cluster: how far its agent applied, when it was
+    last heard from, and whether it connected read-only."""
+
+    applied_revision: int
+    last_seen: float | None
+    read_only: bool
+
+
+def sync_states(conn: Transaction, cluster_ids: Iterable[str]) -> dict[str, SyncState]:
+    """Those three columns of the clusters of these ids (unknown ones left out): a list page
+    of deployments over 64 clusters reads them without the clusters' labels, maintenance and
+    agent sessions, which get_many decodes."""
+    result = {}
+    for chunk in chunks(cluster_ids):
+        for r in conn.execute(
+            "SELECT cluster_id, applied_revision, last_seen, read_only FROM clusters"
+            f" WHERE cluster_id IN ({marks(chunk)})",
+            chunk,
+        ):
+            result[r["cluster_id"]] = SyncState(
+                applied_revision=r["applied_revision"],
+                last_seen=r["last_seen"],
+                read_only=bool(r["read_only"]),
+            )
+    return result
 
 
 def read_only_among(conn: Transaction, cluster_ids: Sequence[str] | None = None) -> set[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from hub import serving
 from hub.filters import DeploymentFilter
-from hub.model import Deployment
+from hub.model import Deployment, Serving
 from hub.store import clusters, codec, port
 from hub.store.labels import selected
 from hub.store.port import Row, Transaction
@@ -460,16 +460,33 @@ def _row(d: Deployment, *, revision: int) -> list[object]:
 
 
 def _deployment(row: Row) -> Deployment:
-    columns = dict(zip(_COLUMNS, _read_columns(row), strict=True))
+    return _record(
+        _read_columns(row),
+        row["body"],
+        row["workload_name"],
+        row["workload_placement"],
+        row["workload_priority"],
+    )
+
+
+# The record of a row, by the row's values: a page read again (a list polled, 64 clients on
+# one page) finds its rows unchanged, and building a record of ~50 fields is most of the
+# mapping's cost. Records are frozen; equal values make an equal record. 1,024: ten pages of
+# 100 (a few MiB at most: the hub's memory per agent is a benchmark figure too).
+@functools.lru_cache(maxsize=1024)
+def _record(
+    values: tuple[Any, ...], body: str, workload_name: str, placement: str, priority: str
+) -> Deployment:
+    columns = dict(zip(_COLUMNS, values, strict=True))
     for column in _BOOLEAN_COLUMNS:
         columns[column] = bool(columns[column])
-    columns["serving"] = serving.decode(columns["serving"])
+    columns["serving"] = _serving(columns["serving"])
     return Deployment(
-        **_body_values(row["body"]),
+        **_body_values(body),
         **columns,
-        workload_name=row["workload_name"],
-        topology=_topology(row["workload_placement"]),
-        priority=row["workload_priority"],
+        workload_name=workload_name,
+        topology=_topology(placement),
+        priority=priority,
     )
 
 
@@ -478,6 +495,13 @@ def _deployment(row: Row) -> Deployment:
 @functools.lru_cache(maxsize=4096)
 def _body_values(text: str) -> dict[str, Any]:
     return _BODY.values(codec.loads(text))
+
+
+# Rows of one workload repeat the same serving text (a list page of 100: one or two texts);
+# a Serving is frozen, its parts tuples and frozen records: shared safely.
+@functools.lru_cache(maxsize=4096)
+def _serving(text: str) -> Serving:
+    return serving.decode(text)
 
 
 # Rows of one workload repeat the same placement text (a fleet-wide workload: thousands of

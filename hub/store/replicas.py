@@ -83,18 +83,6 @@ def rows(
     ]
 
 
-def pod_counts(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, PodCounts]:
-    result = {}
-    for chunk in port.chunks(deployment_ids):
-        for r in conn.execute(
-            "SELECT deployment_id, COUNT(*) AS pods, SUM(ready) AS ready FROM replicas"
-            f" WHERE deployment_id IN ({port.marks(chunk)}) GROUP BY deployment_id",
-            chunk,
-        ):
-            result[r["deployment_id"]] = PodCounts(pods=r["pods"], ready=r["ready"] or 0)
-    return result
-
-
 @dataclass(frozen=True)
 class DigestCount:
     pods: int
@@ -122,36 +110,58 @@ def digest_counts(
     return result
 
 
-def digest_role_counts(
-    conn: Transaction, deployment_ids: Sequence[str]
-) -> dict[str, dict[tuple[str, str], DigestCount]]:
-    """deployment id -> (serving digest, role) -> its pods, running and ready ones (a
-    disaggregated replica is a set of pods of two roles: hub/service/views.py counts sets)."""
-    result: dict[str, dict[tuple[str, str], DigestCount]] = {}
+@dataclass(frozen=True)
+class ReplicaCounts:
+    """A deployment's pods as its view counts them."""
+
+    pods: PodCounts
+    # (serving digest, role) -> its pods, running and ready ones (a disaggregated replica is
+    # a set of pods of two roles: hub/service/views.py counts sets).
+    by_digest_role: dict[tuple[str, str], DigestCount]
+    # The engine versions its pods report (none: not reported).
+    engine_versions: set[str]
+
+
+def replica_counts(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, ReplicaCounts]:
+    """deployment id -> its pod counts, per digest and role, and engine versions: one
+    statement per chunk of ids (a list page read them with three)."""
+    # deployment id -> [pods, ready]; -> (digest, role) -> [pods, running, ready]; -> versions
+    totals: dict[str, list[int]] = {}
+    groups: dict[str, dict[tuple[str, str], list[int]]] = {}
+    versions: dict[str, set[str]] = {}
     for chunk in port.chunks(deployment_ids):
         for r in conn.execute(
-            "SELECT deployment_id, serving_digest, role, COUNT(*) AS pods, SUM(ready) AS ready,"
-            " SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
+            "SELECT deployment_id, serving_digest, role, engine_version, COUNT(*) AS pods,"
+            " SUM(ready) AS ready, SUM(CASE WHEN node_id != '' THEN 1 ELSE 0 END) AS running"
             f" FROM replicas WHERE deployment_id IN ({port.marks(chunk)})"
-            " GROUP BY deployment_id, serving_digest, role",
+            " GROUP BY deployment_id, serving_digest, role, engine_version",
             chunk,
         ):
-            result.setdefault(r["deployment_id"], {})[(r["serving_digest"], r["role"])] = (
-                DigestCount(pods=r["pods"], running=r["running"] or 0, ready=r["ready"] or 0)
+            deployment_id, pods, ready = r["deployment_id"], r["pods"], r["ready"] or 0
+            total = totals.setdefault(deployment_id, [0, 0])
+            total[0] += pods
+            total[1] += ready
+            # Several rows of one digest and role: one per engine version its pods report.
+            group = groups.setdefault(deployment_id, {}).setdefault(
+                (r["serving_digest"], r["role"]), [0, 0, 0]
             )
-    return result
-
-
-def engine_versions(conn: Transaction, deployment_ids: Sequence[str]) -> dict[str, set[str]]:
-    result: dict[str, set[str]] = {}
-    for chunk in port.chunks(deployment_ids):
-        for r in conn.execute(
-            "SELECT DISTINCT deployment_id, engine_version FROM replicas"
-            f" WHERE engine_version != '' AND deployment_id IN ({port.marks(chunk)})",
-            chunk,
-        ):
-            result.setdefault(r["deployment_id"], set()).add(r["engine_version"])
-    return result
+            group[0] += pods
+            group[1] += r["running"] or 0
+            group[2] += ready
+            version_set = versions.setdefault(deployment_id, set())
+            if r["engine_version"]:
+                version_set.add(r["engine_version"])
+    return {
+        deployment_id: ReplicaCounts(
+            pods=PodCounts(pods=pods, ready=ready),
+            by_digest_role={
+                key: DigestCount(pods=g[0], running=g[1], ready=g[2])
+                for key, g in groups[deployment_id].items()
+            },
+            engine_versions=versions[deployment_id],
+        )
+        for deployment_id, (pods, ready) in totals.items()
+    }
 
 
 def held_devices(
