@@ -214,7 +214,7 @@ def test_schemathesis_finds_no_5xx_and_no_response_outside_the_document(
     print(f"schemathesis: {len(operations)} operations x 2 credentials x 2 modes, {cases} cases")
     print(f"responses by mode and status: {statuses}")
     print(f"failures: {len(failures)}; by mode and kind: {dict(sorted(failed.items())) or 'none'}")
-    Path("/tmp/contract24-failures.txt").write_text("\n\n".join(failures))
+    (tmp_path / "failures.txt").write_text("\n\n".join(failures))  # all of them, to read
     assert not failures, "\n".join(failures[:10])
     assert cases >= len(operations) * 2 * 3, "too few cases ran to mean anything"
     assert figures["positive 200"] > 0 and figures["positive 401"] > 0
@@ -222,10 +222,15 @@ def test_schemathesis_finds_no_5xx_and_no_response_outside_the_document(
 
 
 def _sends_nothing_invalid(case: Any) -> bool:
-    """A negative case whose fault may be a query value that HTTP cannot carry: `[]` or None
-    sends no key at all (`{"": []}`, `{"page_token": []}`), so the hub may see a valid query.
-    Not sent: whether it is invalid depends on the rest of the query."""
-    return any(value in ([], None) for value in (case.query or {}).values())
+    """A negative case whose fault may be a query value that HTTP cannot carry: `[]`, None or
+    `{}` sends no key at all (`{"": []}`, `{"page_token": {}}`), and an object's members go
+    out as keys of their own (form style, exploded: `page_token={"a": 1}` is `?a=1`), so the
+    hub may see a valid query. Not sent: whether it is invalid depends on the rest of the
+    query. (Which such cases hypothesis draws depends on what else the session ran: the
+    `page_token={}` case came only beside other test files.)"""
+    return any(
+        value in ([], None) or isinstance(value, dict) for value in (case.query or {}).values()
+    )
 
 
 def run_operation(
