@@ -34,8 +34,13 @@ from hub.sync import convert
 from wingsmith.v1 import sync_pb2
 
 THREAD_NAME = "hub-validate"
-# The longest the thread validates before it offers the loop the GIL.
-YIELD_S = 0.0005
+# The longest the thread validates before it offers the loop the GIL. Each offer costs both
+# threads a context switch: every 0.5 ms, a burst's timer lag p99 was 2.2 ms but the fleet's
+# ingest cost 12.2 us of hub CPU a record at 200 agents (8.9 with validation on the loop);
+# never (the interpreter's 5 ms switch interval alone), 10.0-10.7 us and a lag p99 of 98 ms;
+# every 2 ms, 10.3-11.0 us and 5.7-7.6 ms (docs/benchmark.md "Observations validated off
+# the loop").
+YIELD_S = 0.002
 
 
 @dataclass(frozen=True, slots=True)
