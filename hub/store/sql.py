@@ -67,9 +67,23 @@ def row_chunks(rows: Sequence[Sequence[object]]) -> Iterator[tuple[str, list[obj
         return
     width = len(rows[0])
     per = max(1, min(ROWS_PER_STATEMENT, PARAMS_PER_STATEMENT // width))
-    for start in range(0, len(rows), per):
-        part = rows[start : start + per]
-        yield _values(width, len(part)), [v for row in part for v in row]
+    start = 0
+    while start < len(rows):
+        count = _shape(min(per, len(rows) - start))
+        part = rows[start : start + count]
+        yield _values(width, count), [v for row in part for v in row]
+        start += count
+
+
+def _shape(count: int) -> int:
+    """The largest power of two up to `count`, or `count` itself at the statement limit: so a
+    statement's text takes one of a few shapes per width (77 rows: 64 + 8 + 4 + 1), not one
+    per row count. Each text is a statement SQLite compiles and caches (`cached_statements`)
+    and psycopg prepares, per connection; one per count held 30-50 KiB of compiled statements
+    per connected agent at 200 agents (docs/benchmark.md "Ingest and reads at scale")."""
+    if count >= ROWS_PER_STATEMENT:
+        return count
+    return 1 << (count.bit_length() - 1)
 
 
 @functools.lru_cache(maxsize=256)
