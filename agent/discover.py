@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from agent.cluster import port
@@ -32,53 +31,15 @@ from agent.cluster.shape import (
     main_worker,
     role_of,
 )
+from common.discovered import DiscoveredObservation, DiscoveredService, ReplicaObservation
 
 
-@dataclass(frozen=True)
-class DiscoveredService:
-    name: str
-    component_type: str
-    sub_component_type: str
-    replicas: int
-    ready_replicas: int
-    gpus_per_pod: int
-    image: str
-    args: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PodReport:
-    name: str
-    namespace: str
-    node_id: str
-    ready: bool
-    serving_digest: str
-    engine_version: str
-    role: str
-
-
-@dataclass(frozen=True)
-class DiscoveredObservation:
-    namespace: str
-    name: str
-    absent: bool = False
-    backend_framework: str = ""
-    services: tuple[DiscoveredService, ...] = ()
-    replicas: int = 0
-    ready_replicas: int = 0
-    imported_args: tuple[str, ...] = ()
-    engine_version: str = ""
-    device_class: str = ""
-    devices_per_replica: int = 0
-    pods: tuple[PodReport, ...] = ()
-
-
-def pod_report(pod: port.Pod) -> PodReport:
+def pod_report(pod: port.Pod) -> ReplicaObservation:
     labels = (
         pod.labels.get(port.DYNAMO_SUB_COMPONENT_TYPE),
         pod.labels.get(port.DYNAMO_COMPONENT_TYPE),
     )
-    return PodReport(
+    return ReplicaObservation(
         name=pod.name,
         namespace=pod.namespace,
         node_id=pod.node_name,

@@ -36,11 +36,11 @@ from agent.sync.channel import (
     open_channel,
     target_host,
 )
-from common import logformat
+from common import flags
+from common.flags import UsageError
 
 ENV_TOKEN = "WINGSMITH_AGENT_TOKEN"
 ENV_READ_ONLY = "HANGAR_OPERATOR_READ_ONLY"
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def read_only_from_env(environ: Mapping[str, str] = os.environ) -> bool:
@@ -112,40 +112,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"apply nothing (also ${ENV_READ_ONLY}=true)",
     )
     parser.add_argument(
-        "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
-    )
-    parser.add_argument(
         "--metrics-listen",
         default="",
         metavar="HOST:PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (default: none)",
     )
-    parser.add_argument(
-        "--log-format",
-        choices=logformat.FORMATS,
-        default="text",
-        help="text lines, or JSON objects with the trace and span ids (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--otlp-endpoint",
-        default=os.environ.get(tracing.ENV_ENDPOINT, ""),
-        help="send traces to this OpenTelemetry collector (OTLP/gRPC), e.g. http://otel:4317;"
-        f" default ${tracing.ENV_ENDPOINT}, else tracing is off",
-    )
+    flags.add_logging_flags(parser)
     return parser.parse_args(argv)
-
-
-class UsageError(Exception):
-    """A flag (or the environment) is wrong: said before anything starts, exit status 2."""
-
-    def __init__(self, flag: str, problem: str) -> None:
-        super().__init__(f"{flag}: {problem}" if flag else problem)
 
 
 def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> str:
     """Refuse bad flags before the agent starts (UsageError); returns the cluster token."""
-    if args.log_level.upper() not in LOG_LEVELS:
-        raise UsageError("--log-level", f"expected one of {', '.join(LOG_LEVELS)}")
+    flags.check_logging_flags(args)
     if args.metrics_listen:
         host, sep, port = args.metrics_listen.rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
@@ -153,11 +131,6 @@ def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ
                 "--metrics-listen",
                 f"expected HOST:PORT, e.g. 0.0.0.0:9400; got {args.metrics_listen!r}",
             )
-    if args.otlp_endpoint and not args.otlp_endpoint.startswith(("http://", "https://")):
-        raise UsageError(
-            "--otlp-endpoint",
-            f"expected http://HOST:PORT or https://HOST:PORT, got {args.otlp_endpoint!r}",
-        )
     host, sep, port = args.hub.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
         raise UsageError("--hub", f"expected HOST:PORT, e.g. 127.0.0.1:50051; got {args.hub!r}")
@@ -255,14 +228,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if words[:1] == ["dgd-versions"]:
         raise SystemExit(dgd_versions_main(words[1:]))
     args = parse_args(argv)
-    try:
-        token = check_args(args)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    logformat.configure(args.log_level, args.log_format)
-    if args.otlp_endpoint:
-        tracing.configure(args.otlp_endpoint)
+    token = flags.checked(check_args, args)
+    flags.start_logging(args, tracing.configure)
     config = AgentConfig(
         hub=args.hub,
         cluster_id=args.cluster_id,

@@ -42,12 +42,12 @@ from agent.cluster.shape import is_worker, live_flags, main_worker, worker_args
 from agent.devices import verify
 from agent.devices.model import DeviceInventory, Gpu
 from agent.dgd_status import AppliedObject, StatusObservation, applied_object, replicas_owner
-from agent.discover import DiscoveredObservation, PodReport
 from agent.kubelet.model import PodResourcesSource
 from agent.manifests import ANNOTATION_ADOPTED
 from agent.model import DeploymentSpec
 from agent.reconcile import dgd_of
 from agent.render.dgd import RenderError, render_dgd
+from common.discovered import DiscoveredObservation, ReplicaObservation
 
 T = TypeVar("T")
 # A deployment's status reason while its DGD is deleted to be created again (v1beta1).
@@ -67,7 +67,7 @@ class NodeSource:
 class DeploymentObservation:
     deployment_id: str
     status: StatusObservation | None
-    replicas: tuple[PodReport, ...]
+    replicas: tuple[ReplicaObservation, ...]
     absent: bool = False
     # The main worker's args as the DGD runs them (drift checks of adopted deployments).
     live_args: tuple[str, ...] = ()

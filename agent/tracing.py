@@ -17,7 +17,6 @@ from collections.abc import Iterator, Mapping
 from opentelemetry import context, propagate, trace
 
 TRACER = "wingsmith.agent"
-ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 # What of the hub's trace context the agent reads (W3C).
 _KEYS = ("traceparent", "tracestate")
 _VALUE_MAX = 512

@@ -20,8 +20,6 @@ from collections.abc import Mapping
 from opentelemetry import context, propagate, trace
 
 TRACER = "wingsmith.hub"
-# The environment variable the OpenTelemetry SDKs read, honoured here too.
-ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 Carrier = dict[str, str]
 

@@ -6,14 +6,15 @@ enable/disable, delete, label) and `operations` (rotate-token, cordon/uncordon/d
 discovered, rollout, authority, token). Each command's `add_X(sub, client)` defines its
 arguments and a `prepare` that checks them (a usage error never needs a hub) and returns the
 action to run against the hub (cli/commands.py and its neighbours). Here: the parser helpers
-and the argument types they share.
+(a command, a group of actions, and the arguments many commands take alike: KIND, --dry-run,
+-f FILE) and the argument types they share.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cli import commands, jsonpath, kinds, output
 
@@ -44,6 +45,36 @@ def group(
     client options too, so that they may come before or after the action word as well."""
     parser = sub.add_parser(name, parents=[client], help=help_text, description=help_text)
     return parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+
+def kind_argument(
+    parser: argparse.ArgumentParser,
+    choices: Sequence[str] | None,
+    help_text: str = "",
+    **options: Any,
+) -> None:
+    """The KIND word, in any case, one of `choices` (None: the command's prepare checks it);
+    its help lists them unless `help_text` says it."""
+    parser.add_argument(
+        "kind",
+        metavar="KIND",
+        type=str.lower,
+        choices=choices,
+        help=help_text or choices_help(choices or ()),
+        **options,
+    )
+
+
+def dry_run_flag(parser: argparse.ArgumentParser, help_text: str = "") -> None:
+    """--dry-run: the hub answers what it would do and writes nothing."""
+    parser.add_argument("--dry-run", action="store_true", help=help_text or DRY_RUN_HELP)
+
+
+def file_argument(parser: argparse.ArgumentParser) -> None:
+    """-f FILE, required: the YAML or JSON documents a command reads (- for stdin)."""
+    parser.add_argument(
+        "-f", "--filename", required=True, metavar="FILE", help="the file, or - for stdin"
+    )
 
 
 def all_kinds_help() -> str:

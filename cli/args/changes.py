@@ -18,8 +18,10 @@ from cli import (
 from cli.args import (
     DRY_RUN_HELP,
     Action,
-    choices_help,
     command,
+    dry_run_flag,
+    file_argument,
+    kind_argument,
     quota_pair,
     whole_number,
 )
@@ -39,13 +41,10 @@ def add_apply(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         "(running it again changes nothing)",
         prepare=_apply,
     )
-    parser.add_argument(
-        "-f", "--filename", required=True, metavar="FILE", help="the file, or - for stdin"
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="say what would be created or changed, writing nothing (workloads: the hub's"
+    file_argument(parser)
+    dry_run_flag(
+        parser,
+        "say what would be created or changed, writing nothing (workloads: the hub's"
         " own answer: placement, admission, restarts, preemptions)",
     )
 
@@ -64,10 +63,8 @@ def add_create(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         help_text="create projects, clusters and workloads from a YAML or JSON file",
         prepare=_create,
     )
-    parser.add_argument(
-        "-f", "--filename", required=True, metavar="FILE", help="the file, or - for stdin"
-    )
-    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP + " (workloads)")
+    file_argument(parser)
+    dry_run_flag(parser, DRY_RUN_HELP + " (workloads)")
 
 
 def _create(args: argparse.Namespace) -> Action:
@@ -80,12 +77,10 @@ def add_scale(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = command(
         sub, client, name="scale", help_text="set a workload's total replicas", prepare=_scale
     )
-    parser.add_argument(
-        "kind", metavar="KIND", type=str.lower, choices=kinds.WORKLOAD.words, help="workload"
-    )
+    kind_argument(parser, kinds.WORKLOAD.words, "workload")
     parser.add_argument("ref", metavar="REF", help="workload id or name")
     parser.add_argument("--replicas", required=True, type=whole_number, metavar="N")
-    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+    dry_run_flag(parser)
 
 
 def _scale(args: argparse.Namespace) -> Action:
@@ -101,9 +96,7 @@ def add_set_priority(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         help_text="set a workload's priority class (admission order and preemption)",
         prepare=_set_priority,
     )
-    parser.add_argument(
-        "kind", metavar="KIND", type=str.lower, choices=kinds.WORKLOAD.words, help="workload"
-    )
+    kind_argument(parser, kinds.WORKLOAD.words, "workload")
     parser.add_argument("ref", metavar="REF", help="workload id or name")
     parser.add_argument(
         "priority", metavar="PRIORITY", choices=PRIORITIES, help=" | ".join(PRIORITIES)
@@ -151,17 +144,11 @@ def add_enable(sub: Subparsers, client: argparse.ArgumentParser) -> None:
             help_text=f"{word} deployments (a disabled one holds no devices)",
             prepare=_set_enabled(enabled),
         )
-        parser.add_argument(
-            "kind",
-            metavar="KIND",
-            type=str.lower,
-            choices=kinds.DEPLOYMENT.words,
-            help="deployment",
-        )
+        kind_argument(parser, kinds.DEPLOYMENT.words, "deployment")
         parser.add_argument(
             "refs", metavar="REF", nargs="+", help="deployment id or <workload>.<cluster>"
         )
-        parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+        dry_run_flag(parser)
 
 
 def _set_enabled(enabled: bool) -> Callable[[argparse.Namespace], Action]:
@@ -181,14 +168,7 @@ def add_delete(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         prepare=_delete,
     )
     choices = kinds.words(where="deletable")
-    parser.add_argument(
-        "kind",
-        metavar="KIND",
-        nargs="?",
-        type=str.lower,
-        choices=choices,
-        help=choices_help(choices),
-    )
+    kind_argument(parser, choices, nargs="?")
     parser.add_argument("refs", metavar="REF", nargs="*")
     parser.add_argument(
         "-f",
@@ -201,7 +181,7 @@ def add_delete(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         action="store_true",
         help="an object already gone is not an error (exit 0)",
     )
-    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP + " (workloads)")
+    dry_run_flag(parser, DRY_RUN_HELP + " (workloads)")
 
 
 def _delete(args: argparse.Namespace) -> Action:
@@ -234,9 +214,7 @@ def add_label(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         help_text="set or remove labels of a workload, project or cluster (as kubectl label)",
         prepare=_label,
     )
-    parser.add_argument(
-        "kind", metavar="KIND", type=str.lower, choices=labeled, help=choices_help(labeled)
-    )
+    kind_argument(parser, labeled)
     parser.add_argument("ref", metavar="REF", help="id or name")
     parser.add_argument(
         "changes", metavar="CHANGE", nargs="+", help="key=value sets a label, key- removes one"
@@ -244,7 +222,7 @@ def add_label(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", action="store_true", help="allow a new value for a label that has one"
     )
-    parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+    dry_run_flag(parser)
 
 
 def _label(args: argparse.Namespace) -> Action:

@@ -13,10 +13,11 @@ from cli import (
     operations,
 )
 from cli.args import (
-    DRY_RUN_HELP,
     Action,
     command,
+    dry_run_flag,
     group,
+    kind_argument,
 )
 from cli.errors import UsageError
 
@@ -33,13 +34,18 @@ def add_rotate_token(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         " and the streams opened with it are closed",
         prepare=_rotate_token,
     )
-    parser.add_argument("kind", metavar="KIND", type=str.lower, choices=["cluster"], help="cluster")
-    parser.add_argument("ref", metavar="CLUSTER")
+    _cluster_arguments(parser)
     parser.add_argument(
         "--revoke-certificates",
         action="store_true",
         help="also refuse every client certificate (mutual TLS) its agents have used",
     )
+
+
+def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """KIND CLUSTER, the kind being `cluster` (as kubectl's words: `cordon cluster east`)."""
+    kind_argument(parser, ["cluster"], "cluster")
+    parser.add_argument("ref", metavar="CLUSTER")
 
 
 def _rotate_token(args: argparse.Namespace) -> Action:
@@ -62,11 +68,8 @@ MAINTENANCE = {
 def add_maintenance(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     for verb, help_text in MAINTENANCE.items():
         parser = command(sub, client, name=verb, help_text=help_text, prepare=_maintain(verb))
-        parser.add_argument(
-            "kind", metavar="KIND", type=str.lower, choices=["cluster"], help="cluster"
-        )
-        parser.add_argument("ref", metavar="CLUSTER")
-        parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+        _cluster_arguments(parser)
+        dry_run_flag(parser)
         if verb == "drain":
             parser.set_defaults(node="", device_class="")
             continue
@@ -166,12 +169,11 @@ def add_rollout(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         parser = command(
             actions, client, name=action, help_text=help_text, prepare=_rollout(action)
         )
-        parser.add_argument(
-            "kind", metavar="KIND", type=str.lower, help="workload (the only kind that rolls out)"
-        )
+        # Any word: prepare names the one kind that rolls out when another is given.
+        kind_argument(parser, None, "workload (the only kind that rolls out)")
         parser.add_argument("ref", metavar="REF", help="the workload's name or wl_ id")
         if action != "status":
-            parser.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
+            dry_run_flag(parser)
 
 
 def _rollout(action: str) -> Callable[[argparse.Namespace], Action]:

@@ -19,8 +19,8 @@ from cli import (
 from cli.args import (
     Action,
     all_kinds_help,
-    choices_help,
     command,
+    kind_argument,
     seconds,
     sort_path,
     whole_number,
@@ -36,13 +36,7 @@ def add_get(sub: Subparsers, client: argparse.ArgumentParser) -> None:
     parser = command(
         sub, client, name="get", help_text="show resources (a list, or one by REF)", prepare=_get
     )
-    parser.add_argument(
-        "kind",
-        metavar="KIND",
-        type=str.lower,
-        choices=kinds.words(),
-        help=choices_help(kinds.words()),
-    )
+    kind_argument(parser, kinds.words())
     parser.add_argument("ref", metavar="REF", nargs="?", help="id or name of one resource")
     for name in kinds.FILTER_PARAMS:
         users = ", ".join(k.plural for k in kinds.KINDS if name in k.filters)
@@ -188,9 +182,7 @@ def add_describe(sub: Subparsers, client: argparse.ArgumentParser) -> None:
         prepare=_describe,
     )
     choices = kinds.words(where="gettable")
-    parser.add_argument(
-        "kind", metavar="KIND", type=str.lower, choices=choices, help=choices_help(choices)
-    )
+    kind_argument(parser, choices)
     parser.add_argument("ref", metavar="REF", help="id or name")
 
 

@@ -17,8 +17,7 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from hub import access, errors, wire
-from hub.api import contract, convert, rehearsal, scopes, updates
-from hub.filters import AllocationFilter, AuditFilter, DeploymentFilter, ReplicaFilter
+from hub.api import contract, convert, listings, rehearsal, scopes, updates
 from hub.service import access as access_service
 from hub.service import (
     adoption,
@@ -29,7 +28,6 @@ from hub.service import (
     inventory,
     projects,
     rollouts,
-    selectors,
     views,
     workloads,
 )
@@ -38,6 +36,8 @@ from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
 
 MessageT = TypeVar("MessageT", bound=Message)
+RequestT = TypeVar("RequestT", bound=Message)
+ResponseT = TypeVar("ResponseT", bound=Message)
 
 WORKLOAD_MUTABLE = contract.MUTABLE["UpdateWorkload"]
 PROJECT_MUTABLE = contract.MUTABLE["UpdateProject"]
@@ -74,6 +74,10 @@ class ControlHandlers:
         (preempted, admitted into freed room), not which."""
         return dryrun.visible(preview, self.principal.reads)
 
+    def _list(self, listing: listings.Listing[RequestT, ResponseT], request: RequestT) -> ResponseT:
+        """A List call: one description per list (hub/api/listings.py), run alike."""
+        return listings.answer(listing, self._ctx, request, self.principal)
+
     def _rehearsed(self, method: str, request: Message, kind: type[MessageT]) -> MessageT:
         """A validate_only call with no preview of its own: the very handler, run as the
         caller by a twin over the rehearsal's context (hub/api/rehearsal.py)."""
@@ -102,15 +106,7 @@ class ControlHandlers:
         return convert.project(projects.get(self._ctx, request.name))
 
     def ListProjects(self, request: cpb.ListProjectsRequest) -> cpb.ListProjectsResponse:
-        found, token = projects.list_page(
-            self._ctx,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            label_selector=request.label_selector,
-        )
-        return cpb.ListProjectsResponse(
-            projects=[convert.project(p) for p in found], next_page_token=token
-        )
+        return self._list(listings.PROJECTS, request)
 
     def UpdateProject(self, request: cpb.UpdateProjectRequest) -> pb.Project:
         if request.validate_only:
@@ -154,15 +150,7 @@ class ControlHandlers:
         return convert.cluster(clusters.get(self._ctx, request.cluster_id))
 
     def ListClusters(self, request: cpb.ListClustersRequest) -> cpb.ListClustersResponse:
-        found, token = clusters.list_page(
-            self._ctx,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            label_selector=request.label_selector,
-        )
-        return cpb.ListClustersResponse(
-            clusters=[convert.cluster(c) for c in found], next_page_token=token
-        )
+        return self._list(listings.CLUSTERS, request)
 
     def UpdateCluster(self, request: cpb.UpdateClusterRequest) -> pb.Cluster:
         if request.validate_only:
@@ -227,19 +215,7 @@ class ControlHandlers:
         return convert.workload(view)
 
     def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> cpb.ListWorkloadsResponse:
-        scopes.require(self._ctx, project=request.project)
-        scopes.reads_filter(self.principal, "ListWorkloads", request.project)
-        found, token = workloads.list_page(
-            self._ctx,
-            project=request.project,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            projects=self.principal.readable,
-            label_selector=request.label_selector,
-        )
-        return cpb.ListWorkloadsResponse(
-            workloads=[convert.workload(w) for w in found], next_page_token=token
-        )
+        return self._list(listings.WORKLOADS, request)
 
     def UpdateWorkload(self, request: cpb.UpdateWorkloadRequest) -> pb.Workload:
         paths = updates.mask_paths(
@@ -283,21 +259,7 @@ class ControlHandlers:
     # -- deployments --------------------------------------------------------------------------
 
     def ListDeployments(self, request: cpb.ListDeploymentsRequest) -> cpb.ListDeploymentsResponse:
-        scopes.require(self._ctx, cluster_id=request.cluster_id)
-        found, token = deployments.list_page(
-            self._ctx,
-            where=DeploymentFilter(
-                workload_id=request.workload_id,
-                cluster_id=request.cluster_id,
-                projects=self.principal.readable,
-                labels=selectors.parse(request.label_selector),
-            ),
-            page_size=request.page_size,
-            page_token=request.page_token,
-        )
-        return cpb.ListDeploymentsResponse(
-            deployments=[convert.deployment(d) for d in found], next_page_token=token
-        )
+        return self._list(listings.DEPLOYMENTS, request)
 
     def GetDeployment(self, request: cpb.GetDeploymentRequest) -> pb.Deployment:
         view = deployments.get(self._ctx, request.ref)
@@ -350,18 +312,7 @@ class ControlHandlers:
     # -- discovered ---------------------------------------------------------------------------
 
     def ListDiscovered(self, request: cpb.ListDiscoveredRequest) -> cpb.ListDiscoveredResponse:
-        scopes.require(self._ctx, cluster_id=request.cluster_id)
-        found, token = adoption.list_page(
-            self._ctx,
-            cluster_id=request.cluster_id,
-            include_ignored=request.include_ignored,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            label_selector=request.label_selector,
-        )
-        return cpb.ListDiscoveredResponse(
-            discovered=[convert.discovered(d) for d in found], next_page_token=token
-        )
+        return self._list(listings.DISCOVERED, request)
 
     def GetDiscovered(self, request: cpb.GetDiscoveredRequest) -> pb.Discovered:
         return convert.discovered(adoption.get(self._ctx, request.ref))
@@ -390,21 +341,7 @@ class ControlHandlers:
     # -- observations -------------------------------------------------------------------------
 
     def ListReplicas(self, request: cpb.ListReplicasRequest) -> cpb.ListReplicasResponse:
-        scopes.require(self._ctx, cluster_id=request.cluster_id)
-        found, token = inventory.list_replicas(
-            self._ctx,
-            where=ReplicaFilter(
-                deployment_id=request.deployment_id,
-                cluster_id=request.cluster_id,
-                projects=self.principal.readable,
-                labels=selectors.parse(request.label_selector),
-            ),
-            page_size=request.page_size,
-            page_token=request.page_token,
-        )
-        return cpb.ListReplicasResponse(
-            replicas=[convert.replica(r) for r in found], next_page_token=token
-        )
+        return self._list(listings.REPLICAS, request)
 
     def GetReplica(self, request: cpb.GetReplicaRequest) -> pb.Replica:
         replica = inventory.get_replica(self._ctx, request.ref)
@@ -414,29 +351,7 @@ class ControlHandlers:
         return convert.replica(replica)
 
     def ListAllocations(self, request: cpb.ListAllocationsRequest) -> cpb.ListAllocationsResponse:
-        scopes.require(
-            self._ctx,
-            project=request.project,
-            cluster_id=request.cluster_id,
-            replica=request.replica_id,
-        )
-        scopes.reads_filter(self.principal, "ListAllocations", request.project)
-        found, token = inventory.list_allocations(
-            self._ctx,
-            where=AllocationFilter(
-                replica_id=request.replica_id,
-                deployment_id=request.deployment_id,
-                project=request.project,
-                cluster_id=request.cluster_id,
-                projects=self.principal.readable,
-                labels=selectors.parse(request.label_selector),
-            ),
-            page_size=request.page_size,
-            page_token=request.page_token,
-        )
-        return cpb.ListAllocationsResponse(
-            allocations=[convert.allocation(a) for a in found], next_page_token=token
-        )
+        return self._list(listings.ALLOCATIONS, request)
 
     # -- tokens and audit ---------------------------------------------------------------------
 
@@ -453,15 +368,7 @@ class ControlHandlers:
         return cpb.CreateApiTokenResponse(token=convert.api_token(token), secret=secret)
 
     def ListApiTokens(self, request: cpb.ListApiTokensRequest) -> cpb.ListApiTokensResponse:
-        found, token = access_service.list_tokens(
-            self._ctx,
-            page_size=request.page_size,
-            page_token=request.page_token,
-            include_revoked=request.include_revoked,
-        )
-        return cpb.ListApiTokensResponse(
-            tokens=[convert.api_token(t) for t in found], next_page_token=token
-        )
+        return self._list(listings.API_TOKENS, request)
 
     def RevokeApiToken(self, request: cpb.RevokeApiTokenRequest) -> pb.ApiToken:
         if request.validate_only:
@@ -478,20 +385,7 @@ class ControlHandlers:
     def ListAuditRecords(
         self, request: cpb.ListAuditRecordsRequest
     ) -> cpb.ListAuditRecordsResponse:
-        where = AuditFilter(
-            actor=request.actor,
-            action=request.action,
-            target=request.target,
-            outcome=request.outcome,
-            since=request.since.ToNanoseconds() / 1e9 if request.HasField("since") else None,
-            until=request.until.ToNanoseconds() / 1e9 if request.HasField("until") else None,
-        )
-        found, token = access_service.list_audit(
-            self._ctx, where=where, page_size=request.page_size, page_token=request.page_token
-        )
-        return cpb.ListAuditRecordsResponse(
-            records=[convert.audit_record(r) for r in found], next_page_token=token
-        )
+        return self._list(listings.AUDIT_RECORDS, request)
 
 
 def _dry_cluster(view: views.ClusterView, preview: dryrun.DryRun) -> pb.Cluster:

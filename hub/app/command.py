@@ -15,7 +15,8 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 
-from common import logformat
+from common import flags
+from common.flags import UsageError
 from hub import tracing
 from hub.api.auth import ENV_ADMIN_TOKEN, MIN_TOKEN_LENGTH, check_token
 from hub.app.server import HubConfig, HubServer, split_address
@@ -25,8 +26,6 @@ from hub.store import port as store_port
 from hub.tls import TlsConfig
 
 log = logging.getLogger("wingsmith.hub")
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -112,40 +111,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--ready-file", help="write the bound addresses as JSON here once listening (for tools)"
     )
-    parser.add_argument(
-        "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=logformat.FORMATS,
-        default="text",
-        help="text lines, or JSON objects with the trace and span ids (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--otlp-endpoint",
-        default=os.environ.get(tracing.ENV_ENDPOINT, ""),
-        help="send traces to this OpenTelemetry collector (OTLP/gRPC), e.g. http://otel:4317;"
-        f" default ${tracing.ENV_ENDPOINT}, else tracing is off",
-    )
+    flags.add_logging_flags(parser)
     return parser.parse_args(argv)
-
-
-class UsageError(Exception):
-    """A flag (or the environment) is wrong: said before anything starts, exit status 2."""
-
-    def __init__(self, flag: str, problem: str) -> None:
-        super().__init__(f"{flag}: {problem}")
 
 
 def check_args(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> None:
     """Refuse bad flags before the hub touches its database or a port (UsageError)."""
-    if args.log_level.upper() not in LOG_LEVELS:
-        raise UsageError("--log-level", f"expected one of {', '.join(LOG_LEVELS)}")
-    if args.otlp_endpoint and not args.otlp_endpoint.startswith(("http://", "https://")):
-        raise UsageError(
-            "--otlp-endpoint",
-            f"expected http://HOST:PORT or https://HOST:PORT, got {args.otlp_endpoint!r}",
-        )
+    flags.check_logging_flags(args)
     for flag, address in (("--grpc-listen", args.grpc_listen), ("--http-listen", args.http_listen)):
         try:
             port = split_address(address)[1]
@@ -219,14 +191,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         raise SystemExit(backup.main(words[1:]))
     args = parse_args(words)
-    try:
-        check_args(args)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
-    logformat.configure(args.log_level, args.log_format)
-    if args.otlp_endpoint:
-        tracing.configure(args.otlp_endpoint)
+    flags.checked(check_args, args)
+    flags.start_logging(args, tracing.configure)
     config = HubConfig(
         db_path=args.db,
         grpc_listen=args.grpc_listen,

@@ -10,7 +10,9 @@ workloads, deployments), `reported` (the cluster-written half: what agents repor
 kept from it), `security` (tokens, audit records) and `values` (`evolve`).
 """
 
-# The serving configuration is one type for hub and agent (common/serving.py).
+# The serving configuration (common/serving.py) and the agents' reports of pods and of
+# discovered DGDs (common/discovered.py) are one type each for hub and agent.
+from common.discovered import DiscoveredObservation, DiscoveredService, ReplicaObservation
 from common.serving import KvCache, Serving
 from hub.model.reported import (
     DISCOVERED_STATES,
@@ -20,15 +22,12 @@ from hub.model.reported import (
     DeploymentObservation,
     Device,
     Discovered,
-    DiscoveredObservation,
-    DiscoveredService,
     HeldDevice,
     Node,
     NodeObservation,
     ObservationBatch,
     Rejection,
     Replica,
-    ReplicaObservation,
     StatusReport,
 )
 from hub.model.resources import (

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# What agents report of pods and of DGDs nobody declared is one type for hub and agent.
+from common.discovered import DiscoveredObservation, ReplicaObservation
+
 
 @dataclass(frozen=True)
 class StatusReport:
@@ -102,17 +105,6 @@ class Node:
 
 
 @dataclass(frozen=True)
-class ReplicaObservation:
-    name: str
-    namespace: str
-    node_id: str
-    ready: bool
-    serving_digest: str
-    engine_version: str
-    role: str
-
-
-@dataclass(frozen=True)
 class AppliedObject:
     """The Kubernetes object the agent applied for a deployment, as the cluster holds it."""
 
@@ -158,35 +150,6 @@ class NodeObservation:
     allocations: tuple[AllocationObservation, ...]
     absent: bool = False
     inventory_error: str = ""
-
-
-@dataclass(frozen=True)
-class DiscoveredService:
-    name: str
-    component_type: str
-    sub_component_type: str
-    replicas: int
-    ready_replicas: int
-    gpus_per_pod: int
-    image: str
-    args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class DiscoveredObservation:
-    namespace: str
-    name: str
-    observe_ns: int
-    absent: bool = False
-    backend_framework: str = ""
-    services: tuple[DiscoveredService, ...] = ()
-    replicas: int = 0
-    ready_replicas: int = 0
-    imported_args: tuple[str, ...] = ()
-    engine_version: str = ""
-    device_class: str = ""
-    devices_per_replica: int = 0
-    pods: tuple[ReplicaObservation, ...] = ()
 
 
 DISCOVERED_STATES = ("new", "tracked", "ignored", "promoted")

@@ -148,3 +148,29 @@ def test_a_postgresql_store_without_an_admin_token_is_refused(
     err = refused(hub_app.main, ["--database-url", "postgresql://u@db/wingsmith"], capsys)
     assert err.startswith("error: --db: a PostgreSQL store is shared by every hub")
     assert "WINGSMITH_ADMIN_TOKEN" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--log-level", "chatty"], "--log-level"),
+        (["--otlp-endpoint", "otel:4317"], "--otlp-endpoint"),
+    ],
+)
+def test_the_hub_and_the_agent_refuse_the_shared_logging_flags_alike(
+    tmp_path: Path, extra: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub_err = refused(hub_app.main, hub_args(tmp_path, *extra), capsys)
+    agent_err = refused(agent_main.main, [*AGENT, "--simulate", "nodes=1", *extra], capsys)
+    assert hub_err.startswith(f"error: {flag}: ")
+    assert hub_err == agent_err
+
+
+def test_the_otlp_endpoint_defaults_to_the_opentelemetry_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel:4317")
+    assert hub_app.parse_args(hub_args(tmp_path)).otlp_endpoint == "http://otel:4317"
+    agent_args = agent_main.parse_args([*AGENT, "--simulate", "nodes=1"])
+    assert agent_args.otlp_endpoint == "http://otel:4317"
+    assert agent_args.log_format == "text"

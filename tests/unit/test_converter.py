@@ -22,13 +22,12 @@ import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 import agent.dgd_status
-import agent.discover
 import agent.model
 import agent.observe
 from agent.devices import model as devices_model
 from agent.devices import verify
 from agent.sync import convert as agent_convert
-from common import convert, serving
+from common import convert, discovered, serving
 from hub import model as hub_model
 from hub import wire  # noqa: F401  (registers FailoverPolicy's two functions)
 from hub.service import views, workloads
@@ -60,6 +59,9 @@ PAIRS = [
     # Shared by both sides.
     _pair(pb.ServingConfig, serving.Serving, "disaggregation"),
     _pair(pb.KvCacheConfig, serving.KvCache),
+    _pair(pb.DiscoveredService, discovered.DiscoveredService),
+    _pair(sync_pb2.ReplicaReport, discovered.ReplicaObservation),
+    _pair(sync_pb2.DiscoveredObservation, discovered.DiscoveredObservation, "observe_unix_nanos"),
     # Hub (hub/wire.py, hub/api/convert.py).
     _pair(pb.Device, hub_model.Device),
     _pair(pb.QuotaUsage, hub_model.QuotaUsage),
@@ -87,7 +89,6 @@ PAIRS = [
     _pair(pb.AgentSession, hub_model.AgentSession),
     _pair(pb.Node, hub_model.NodeObservation, "cordoned", "observe_time"),
     _pair(pb.DeviceCapacity, hub_model.Capacity, "free"),
-    _pair(pb.DiscoveredService, hub_model.DiscoveredService),
     _pair(pb.Placement, hub_model.Placement),
     _pair(pb.PlacementPreference, hub_model.PlacementPreference),
     _pair(pb.Allocation, hub_model.Allocation),
@@ -149,11 +150,6 @@ PAIRS = [
     ),
     # Agent (agent/sync/convert.py).
     _pair(sync_pb2.DeploymentSpec, agent.model.DeploymentSpec),
-    _pair(pb.DiscoveredService, agent.discover.DiscoveredService),
-    _pair(sync_pb2.ReplicaReport, agent.discover.PodReport),
-    _pair(
-        sync_pb2.DiscoveredObservation, agent.discover.DiscoveredObservation, "observe_unix_nanos"
-    ),
     _pair(sync_pb2.DeploymentStatusReport, agent.dgd_status.StatusObservation),
     _pair(sync_pb2.AppliedObjectReport, agent.dgd_status.AppliedObject),
     _pair(

@@ -6,7 +6,9 @@
 // resumes a lost connection itself from the last event's id. A refused stream (the revision no
 // longer kept, a lost session, no feed) refreshes the block and tries again, backing off: the
 // only polling left. A page with nothing to watch (data-watch empty) refreshes slowly.
-// No inline script: the CSP allows none. State for tests: <body data-live=...>, counters.
+// A field the user is editing keeps what they typed through a refresh; the others show the
+// hub's values. No inline script: the CSP allows none. State for tests: <body data-live=...>,
+// counters.
 (function () {
   "use strict";
   var DEBOUNCE_MS = 200;
@@ -43,6 +45,60 @@
       return !!object && (!rule.field || String(object[rule.field]) === rule.value);
     });
   }
+
+  // What the user is editing in the block survives a refresh; every other field shows what
+  // the hub says now (a scale made elsewhere reaches the Scale field). A field is being
+  // edited when it has the focus or holds a value other than the one it was rendered with;
+  // fields are matched by id. (hx-preserve kept every such field at its page-load value.)
+  var edits = null;
+
+  function isEdited(field) {
+    if (!field.id || field.type === "hidden") { return false; }
+    if (field === document.activeElement) { return true; }
+    if (field.type === "checkbox" || field.type === "radio") {
+      return field.checked !== field.defaultChecked;
+    }
+    if (field.tagName === "SELECT") {
+      var rendered = 0;
+      Array.prototype.forEach.call(field.options, function (option, i) {
+        if (option.defaultSelected) { rendered = i; }
+      });
+      return field.selectedIndex !== rendered;
+    }
+    return field.value !== field.defaultValue;
+  }
+
+  function keepEdits(event) {
+    var el = block();
+    if (!el || event.detail.target !== el) { return; }
+    edits = Array.prototype.filter.call(el.querySelectorAll("input, select, textarea"), isEdited)
+      .map(function (field) {
+        return { id: field.id, value: field.value, checked: field.checked,
+                 focused: field === document.activeElement };
+      });
+  }
+
+  function offers(select, value) {
+    return Array.prototype.some.call(select.options, function (o) { return o.value === value; });
+  }
+
+  function restoreEdits() {
+    if (edits === null) { return; }
+    edits.forEach(function (kept) {
+      var field = document.getElementById(kept.id);
+      if (!field) { return; }
+      if (field.type === "checkbox" || field.type === "radio") {
+        field.checked = kept.checked;
+      } else if (field.tagName !== "SELECT" || offers(field, kept.value)) {
+        field.value = kept.value; // a choice gone from a refreshed list is not forced back
+      }
+      if (kept.focused && document.activeElement !== field) { field.focus(); }
+    });
+    edits = null;
+  }
+
+  document.addEventListener("htmx:beforeSwap", keepEdits);
+  document.addEventListener("htmx:afterSwap", restoreEdits);
 
   function refresh() {
     pending = null;

@@ -21,7 +21,7 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 
 from tests.harness import FAST, Hub, LoopThread, running_hub, wait_until, workload
-from tests.integration.ui.test_dashboard import base, login, shot, text_of
+from tests.integration.ui.test_dashboard import base, login, settled, shot, text_of
 
 # Longer than the old poll interval (3 s): a page that polled would have asked meanwhile.
 HEARTBEAT_S = 4.0
@@ -121,6 +121,51 @@ def test_the_page_resumes_its_stream_after_the_hub_restarts(
         lambda: text_of(browser, "#ready") == "0/4 ready", timeout=90, what="scaled after restart"
     )
     assert "/ui/workloads/llama" in browser.current_url, "no reload, no login"
+
+
+def field_value(browser: webdriver.Chrome, css: str) -> str:
+    return str(browser.execute_script("return document.querySelector(arguments[0]).value;", css))
+
+
+def focused_id(browser: webdriver.Chrome) -> str:
+    return str(browser.execute_script("return document.activeElement.id;"))
+
+
+def test_the_scale_field_follows_the_replicas_unless_the_user_is_editing_it(
+    hub: Hub, browser: webdriver.Chrome
+) -> None:
+    fleet(hub)
+    login(browser, hub, "workloads/llama")
+    assert field_value(browser, "#replicas") == "1"
+    wait_until(lambda: counter(browser, "liveBookmarks") >= 1, timeout=60, what="a heartbeat")
+
+    # Scaled elsewhere (the API): the open page's field shows the new count, as #ready does.
+    hub.patch("/v1/workloads/llama", {"replicas": 3})
+    wait_until(lambda: text_of(browser, "#ready") == "0/3 ready", timeout=60, what="scaled")
+    wait_until(lambda: field_value(browser, "#replicas") == "3", timeout=30, what="field 3")
+
+    # While the user types a count of their own, a refresh keeps it, and the focus.
+    replicas = browser.find_element(By.ID, "replicas")
+    replicas.clear()
+    replicas.send_keys("7")
+    hub.patch("/v1/workloads/llama", {"replicas": 5})
+    wait_until(lambda: text_of(browser, "#ready") == "0/5 ready", timeout=60, what="scaled")
+    assert field_value(browser, "#replicas") == "7"
+    assert focused_id(browser) == "replicas"
+
+    # Left typed but not submitted, it is still the user's: kept.
+    browser.execute_script("document.activeElement.blur();")
+    hub.patch("/v1/workloads/llama", {"replicas": 2})
+    wait_until(lambda: text_of(browser, "#ready") == "0/2 ready", timeout=60, what="scaled")
+    assert field_value(browser, "#replicas") == "7"
+
+    # Submitted, the field shows the hub's count again, and follows it.
+    settled(lambda: browser.find_element(By.ID, "scale").click())
+    wait_until(lambda: hub.get("/v1/workloads/llama")["replicas"] == 7, what="scaled to 7")
+    wait_until(lambda: text_of(browser, "#ready") == "0/7 ready", timeout=60, what="7 ready")
+    hub.patch("/v1/workloads/llama", {"replicas": 4})
+    wait_until(lambda: text_of(browser, "#ready") == "0/4 ready", timeout=60, what="scaled")
+    wait_until(lambda: field_value(browser, "#replicas") == "4", timeout=30, what="field 4")
 
 
 def stream(hub: Hub, cookie: str, query: str) -> tuple[int, str]:
