@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import random
+import threading
+from collections.abc import Callable, Iterable
 
 from hub import errors, wire
 from hub.model import (
@@ -320,11 +322,57 @@ def node(message: sync_pb2.NodeObservation, check: Checker, path: str) -> NodeOb
         node_id,
         observe_ns,
         # Paths are built only for an item that fails (the hot path of ingest).
-        tuple([_device(d, check, path, i) for i, d in enumerate(devices)]),
+        tuple([DEVICES.device(d, check, path, i) for i, d in enumerate(devices)]),
         tuple([_allocation(a, check, path, i) for i, a in enumerate(allocations)]),
         message.absent,
         inventory_error,
     )
+
+
+class DeviceCache:
+    """Validated devices by their message's serialized bytes, so that a device reported as it
+    was last time (almost every device of a node report: a node is reported for its pods) is
+    not converted and checked again. A device's validation is a pure function of its message
+    (no clock, no cluster, no path on success), and equal bytes are an equal message. Only a
+    device that passed every check is kept, at most `limit` of them: once full, a new one
+    takes the place of one drawn at random. Not the oldest: agents report their nodes in
+    turn, and a fleet with more devices than the cache holds would then miss every time (the
+    oldest is the next one reported); a random place keeps most of them. Shared by the
+    validation thread and a stream's reader validating on the loop (the hub stopping): a
+    lookup is one dict read, a change takes the lock."""
+
+    def __init__(self, limit: int, *, draw: Callable[[int], int] | None = None) -> None:
+        if limit < 1:
+            raise ValueError(f"a device cache holds at least one device, not {limit}")
+        self.limit = limit
+        self._entries: dict[bytes, Device] = {}
+        self._keys: list[bytes] = []  # the same keys, for a random place
+        self._draw = draw or random.Random().randrange
+        self._lock = threading.Lock()
+
+    def device(
+        self, message: resources_pb2.Device, check: Checker, node_path: str, index: int
+    ) -> Device:
+        """The device of `message`, validated (raises as `_device` does)."""
+        key = message.SerializeToString()
+        cached = self._entries.get(key)
+        if cached is not None:
+            return cached
+        device = _device(message, check, node_path, index)
+        with self._lock:
+            if key in self._entries:
+                return device
+            if len(self._keys) < self.limit:
+                self._keys.append(key)
+            else:
+                place = self._draw(self.limit)
+                del self._entries[self._keys[place]]
+                self._keys[place] = key
+            self._entries[key] = device
+        return device
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def _device(message: resources_pb2.Device, check: Checker, node_path: str, index: int) -> Device:
@@ -438,3 +486,10 @@ def _allocation_checked(
         device_ids=tuple(message.device_ids),
         resource_name=check.text(message.resource_name, f"{path}.resource_name", limit=253),
     )
+
+
+# About 0.7 KiB a device (its message's bytes and the validated record): 65,536 devices, a
+# fleet of 1,000 clusters of 64 GPUs, hold about 45 MiB (docs/benchmark.md "Ingest and reads
+# at scale" has what it saves and costs).
+DEVICE_CACHE_LIMIT = 65_536
+DEVICES = DeviceCache(DEVICE_CACHE_LIMIT)
