@@ -1,8 +1,10 @@
 """The records of an agent's observation batch, checked field by field into the hub's
 observation values: deployments (status, pods, the applied object), discovered DGDs, and nodes
 (devices, allocations). A bad field raises hub.errors.InvalidArgument naming its path; the
-per-pod, per-device and per-allocation checks are ingest's hot path, one expression each,
-paths built only for a record that fails. Called by `hub.sync.convert.observations`."""
+node, deployment, per-pod, per-device and per-allocation checks are ingest's hot path, one
+expression each, paths built only for a record that fails, and a device reported as before is
+taken from `DEVICES` (a bounded cache of validated devices by their message's bytes) rather
+than checked again. Called by `hub.sync.convert.observations`."""
 
 from __future__ import annotations
 
