@@ -159,7 +159,7 @@ def write_nodes(
     # A node gone takes its pods with it (Kubernetes garbage-collects the pods of a deleted
     # node): no replica may name a node the cluster no longer has.
     gone = [key for key, obs in newest.items() if obs.absent and key in applied]
-    port.write_rows(conn, "DELETE FROM replicas WHERE (cluster_id, node_id) IN ({rows})", gone)
+    port.write_rows(conn, "DELETE FROM replicas WHERE (cluster_id, node_id) " + port.KEYS_IN, gone)
     changed.update(cluster_id for cluster_id, _ in gone)
     held.update(cluster_id for cluster_id, _ in gone)
     port.write_rows(
@@ -171,7 +171,7 @@ def write_nodes(
         node_rows,
     )
     port.write_rows(
-        conn, "DELETE FROM devices WHERE (cluster_id, node_id) IN ({rows})", device_keys
+        conn, "DELETE FROM devices WHERE (cluster_id, node_id) " + port.KEYS_IN, device_keys
     )
     port.write_rows(
         conn,
@@ -180,7 +180,7 @@ def write_nodes(
         unique=(0, 2),
     )
     port.write_rows(
-        conn, "DELETE FROM allocations WHERE (cluster_id, node_id) IN ({rows})", allocation_keys
+        conn, "DELETE FROM allocations WHERE (cluster_id, node_id) " + port.KEYS_IN, allocation_keys
     )
     port.write_rows(conn, _ALLOCATION_INSERT, allocation_rows)
     return NodesWritten(changed, held, nodes_changed, records)
@@ -260,7 +260,7 @@ def _stored_node_versions(
     for values, params in port.row_chunks(sorted(set(keys))):
         for r in conn.execute(
             "SELECT cluster_id, node_id, observe_ns FROM nodes"
-            f" WHERE (cluster_id, node_id) IN ({values})",
+            " WHERE (cluster_id, node_id) " + port.KEYS_IN.format(rows=values),
             params,
         ):
             stored[(r["cluster_id"], r["node_id"])] = r["observe_ns"]

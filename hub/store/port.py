@@ -47,6 +47,7 @@ from hub.store.locks import (
 )
 from hub.store.sql import (
     IN_CHUNK,
+    KEYS_IN,
     PARAMS_PER_STATEMENT,
     ROWS_PER_STATEMENT,
     Where,
@@ -63,6 +64,7 @@ __all__ = [
     "DEVICES",
     "FLEET",
     "IN_CHUNK",
+    "KEYS_IN",
     "MAX_SCOPED_CLUSTERS",
     "PARAMS_PER_STATEMENT",
     "POSTGRES",

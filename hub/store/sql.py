@@ -30,6 +30,14 @@ def marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
+# A match of several key columns against rows of keys, `(a, b) KEYS_IN` in a `write_rows` or
+# `row_chunks` statement: `(a, b) IN (SELECT * FROM (VALUES ..))`, not `(a, b) IN (VALUES ..)`.
+# SQLite (3.40) answers the plain row-value `IN (VALUES ..)` by scanning the whole table and
+# probing the list with every row (ingest's `DELETE FROM allocations WHERE (cluster_id, node_id)
+# IN (VALUES ..)`: 5 ms a statement with 64,000 allocations stored at 2,000 clusters), and the
+# same list behind a SELECT by a search of the key's index (0.2 ms). PostgreSQL plans both alike.
+KEYS_IN = "IN (SELECT * FROM ({rows}) AS keys)"
+
 # A multi-row statement (`write_rows`) binds at most this many rows, and this many parameters:
 # under SQLite's 32,766 and PostgreSQL's 65,535, and short enough that a statement's text and
 # plan stay cheap to build.

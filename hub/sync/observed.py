@@ -1,14 +1,18 @@
 """The records of an agent's observation batch, checked field by field into the hub's
 observation values: deployments (status, pods, the applied object), discovered DGDs, and nodes
 (devices, allocations). A bad field raises hub.errors.InvalidArgument naming its path; the
-per-pod, per-device and per-allocation checks are ingest's hot path, one expression each,
-paths built only for a record that fails. Called by `hub.sync.convert.observations`."""
+node, deployment, per-pod, per-device and per-allocation checks are ingest's hot path, one
+expression each, paths built only for a record that fails, and a device reported as before is
+taken from `DEVICES` (a bounded cache of validated devices by their message's bytes) rather
+than checked again. Called by `hub.sync.convert.observations`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+import random
+import threading
+from collections.abc import Callable, Iterable
 
 from hub import errors, wire
 from hub.model import (
@@ -48,56 +52,80 @@ from wingsmith.v1 import resources_pb2, sync_pb2
 def deployment(
     message: sync_pb2.DeploymentObservation, check: Checker, path: str
 ) -> DeploymentObservation:
-    check.pattern(
-        message.deployment_id, DEPLOYMENT_ID, f"{path}.deployment_id", what="deployment id"
-    )
-    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
-    if len(message.replicas) > MAX_REPLICAS:
+    """Hot path (every deployment report): each check a plain expression, its path built and
+    the Checker called only for a value that fails, to name it."""
+    deployment_id, observe_ns = message.deployment_id, message.observe_unix_nanos
+    replicas = message.replicas
+    if len(deployment_id) > 253 or not DEPLOYMENT_ID.match(deployment_id):
+        check.pattern(deployment_id, DEPLOYMENT_ID, f"{path}.deployment_id", what="deployment id")
+    if not 0 < observe_ns <= check.now_ns + check.max_skew_ns:
+        check.observed_at(observe_ns, f"{path}.observe_unix_nanos")
+    if len(replicas) > MAX_REPLICAS:
         raise errors.InvalidArgument(f"{path}.replicas", f"at most {MAX_REPLICAS}")
-    check.unique(((r.namespace, r.name) for r in message.replicas), f"{path}.replicas", what="pod")
-    if message.absent and message.replicas:
+    if len({(r.namespace, r.name) for r in replicas}) != len(replicas):
+        check.unique(((r.namespace, r.name) for r in replicas), f"{path}.replicas", what="pod")
+    if message.absent and replicas:
         raise errors.InvalidArgument(f"{path}.replicas", "must be empty when absent is true")
-    status = None
-    if message.HasField("status"):
-        s = message.status
-        sp = f"{path}.status"
-        status = StatusReport(
-            phase=check.text(s.phase, f"{sp}.phase", limit=64),
-            reason=check.text(s.reason, f"{sp}.reason", limit=128),
-            message=check.text(s.message, f"{sp}.message", limit=2048),
-            ready_replicas=check.count(
-                s.ready_replicas, f"{sp}.ready_replicas", limit=MAX_REPLICAS
-            ),
-            applied_replicas=check.count(
-                s.desired_replicas, f"{sp}.desired_replicas", limit=MAX_REPLICAS
-            ),
-            applied_generation=check.count(
-                s.applied_generation, f"{sp}.applied_generation", limit=2**62
-            ),
-            replicas_owner=check.pattern(
-                s.replicas_owner,
-                REPLICAS_OWNER,
-                f"{sp}.replicas_owner",
-                what='replicas owner ("", "adapter" or "autoscaler:<field manager>")',
-                limit=160,
-            ),
-            observe_ns=observe_ns,
-            absent=message.absent,
-        )
+    status = (
+        _status(message.status, check, f"{path}.status", observe_ns, message.absent)
+        if message.HasField("status")
+        else None
+    )
+    live_args = tuple(message.live_args)
+    listed = f"{path}.replicas"
     return DeploymentObservation(
-        deployment_id=message.deployment_id,
+        deployment_id=deployment_id,
         observe_ns=observe_ns,
         status=status,
-        replicas=tuple(
-            _replica(r, check, f"{path}.replicas", i) for i, r in enumerate(message.replicas)
-        ),
+        replicas=tuple([_replica(r, check, listed, i) for i, r in enumerate(replicas)]),
         absent=message.absent,
-        live_args=_args(message.live_args, check, f"{path}.live_args"),
+        live_args=_args(live_args, check, f"{path}.live_args") if live_args else (),
         applied=(
             _applied(message, check, f"{path}.applied", observe_ns)
             if message.HasField("applied")
             else None
         ),
+    )
+
+
+def _status(
+    s: sync_pb2.DeploymentStatusReport, check: Checker, sp: str, observe_ns: int, absent: bool
+) -> StatusReport:
+    owner = s.replicas_owner
+    if not (
+        printable(s.phase, 64)
+        and printable(s.reason, 128)
+        and printable(s.message, 2048)
+        and 0 <= s.ready_replicas <= MAX_REPLICAS
+        and 0 <= s.desired_replicas <= MAX_REPLICAS
+        and 0 <= s.applied_generation <= 2**62
+        and len(owner) <= 160
+        and REPLICAS_OWNER.match(owner)
+    ):
+        # Name the first field that fails.
+        check.text(s.phase, f"{sp}.phase", limit=64)
+        check.text(s.reason, f"{sp}.reason", limit=128)
+        check.text(s.message, f"{sp}.message", limit=2048)
+        check.count(s.ready_replicas, f"{sp}.ready_replicas", limit=MAX_REPLICAS)
+        check.count(s.desired_replicas, f"{sp}.desired_replicas", limit=MAX_REPLICAS)
+        check.count(s.applied_generation, f"{sp}.applied_generation", limit=2**62)
+        check.pattern(
+            owner,
+            REPLICAS_OWNER,
+            f"{sp}.replicas_owner",
+            what='replicas owner ("", "adapter" or "autoscaler:<field manager>")',
+            limit=160,
+        )
+    return StatusReport(
+        phase=s.phase,
+        reason=s.reason,
+        message=s.message,
+        ready_replicas=s.ready_replicas,
+        applied_replicas=s.desired_replicas,
+        applied_generation=s.applied_generation,
+        replicas_owner=owner,
+        observe_ns=observe_ns,
+        absent=absent,
     )
 
 
@@ -271,44 +299,123 @@ def _replica_checked(
 
 
 def node(message: sync_pb2.NodeObservation, check: Checker, path: str) -> NodeObservation:
-    check.pattern(message.node_id, DNS_SUBDOMAIN, f"{path}.node_id", what="node name")
-    observe_ns = check.observed_at(message.observe_unix_nanos, f"{path}.observe_unix_nanos")
-    if len(message.devices) > MAX_DEVICES_PER_NODE:
+    """Hot path (every node report): each check a plain expression, its path built and the
+    Checker called only for a value that fails, to name it."""
+    node_id, observe_ns = message.node_id, message.observe_unix_nanos
+    devices, allocations = message.devices, message.allocations
+    if len(node_id) > 253 or not DNS_SUBDOMAIN.match(node_id):
+        check.pattern(node_id, DNS_SUBDOMAIN, f"{path}.node_id", what="node name")
+    if not 0 < observe_ns <= check.now_ns + check.max_skew_ns:
+        check.observed_at(observe_ns, f"{path}.observe_unix_nanos")
+    if len(devices) > MAX_DEVICES_PER_NODE:
         raise errors.InvalidArgument(f"{path}.devices", f"at most {MAX_DEVICES_PER_NODE}")
-    check.unique((d.uuid for d in message.devices), f"{path}.devices", what="device")
-    check.unique(
-        ((a.namespace, a.pod_name) for a in message.allocations), f"{path}.allocations", what="pod"
-    )
-    if message.absent and (message.devices or message.allocations):
+    if len({d.uuid for d in devices}) != len(devices):
+        check.unique((d.uuid for d in devices), f"{path}.devices", what="device")
+    if allocations and len({(a.namespace, a.pod_name) for a in allocations}) != len(allocations):
+        check.unique(
+            ((a.namespace, a.pod_name) for a in allocations), f"{path}.allocations", what="pod"
+        )
+    if message.absent and (devices or allocations):
         raise errors.InvalidArgument(path, "an absent node carries no devices or allocations")
+    inventory_error = message.inventory_error
+    if inventory_error and not printable(inventory_error, 2048):
+        check.text(inventory_error, f"{path}.inventory_error", limit=2048)
     return NodeObservation(
-        node_id=message.node_id,
-        observe_ns=observe_ns,
+        node_id,
+        observe_ns,
         # Paths are built only for an item that fails (the hot path of ingest).
-        devices=tuple(_device(d, check, path, i) for i, d in enumerate(message.devices)),
-        allocations=tuple(
-            _allocation(a, check, path, i) for i, a in enumerate(message.allocations)
-        ),
-        absent=message.absent,
-        inventory_error=check.text(message.inventory_error, f"{path}.inventory_error", limit=2048),
+        tuple([DEVICES.device(d, check, path, i) for i, d in enumerate(devices)]),
+        tuple([_allocation(a, check, path, i) for i, a in enumerate(allocations)]),
+        message.absent,
+        inventory_error,
     )
+
+
+class DeviceCache:
+    """Validated devices by their message's serialized bytes, so that a device reported as it
+    was last time (almost every device of a node report: a node is reported for its pods) is
+    not converted and checked again. A device's validation is a pure function of its message
+    (no clock, no cluster, no path on success), and equal bytes are an equal message. Only a
+    device that passed every check is kept, at most `limit` of them: once full, a new one
+    takes the place of one drawn at random. Not the oldest: agents report their nodes in
+    turn, and a fleet with more devices than the cache holds would then miss every time (the
+    oldest is the next one reported); a random place keeps most of them. Shared by the
+    validation thread and a stream's reader validating on the loop (the hub stopping): a
+    lookup is one dict read, a change takes the lock."""
+
+    def __init__(self, limit: int, *, draw: Callable[[int], int] | None = None) -> None:
+        if limit < 1:
+            raise ValueError(f"a device cache holds at least one device, not {limit}")
+        self.limit = limit
+        self._entries: dict[bytes, Device] = {}
+        self._keys: list[bytes] = []  # the same keys, for a random place
+        self._draw = draw or random.Random().randrange
+        self._lock = threading.Lock()
+
+    def device(
+        self, message: resources_pb2.Device, check: Checker, node_path: str, index: int
+    ) -> Device:
+        """The device of `message`, validated (raises as `_device` does)."""
+        key = message.SerializeToString()
+        cached = self._entries.get(key)
+        if cached is not None:
+            return cached
+        device = _device(message, check, node_path, index)
+        with self._lock:
+            if key in self._entries:
+                return device
+            if len(self._keys) < self.limit:
+                self._keys.append(key)
+            else:
+                place = self._draw(self.limit)
+                del self._entries[self._keys[place]]
+                self._keys[place] = key
+            self._entries[key] = device
+        return device
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def _device(message: resources_pb2.Device, check: Checker, node_path: str, index: int) -> Device:
-    """The hot path of ingest (every device of every node report): the converter copies the
-    fields, one expression checks them all, and error paths are built only for a device that
-    fails (in _device_checked)."""
-    device: Device = wire.record_from(Device, message)
-    parent = device.parent_uuid
+    """The hot path of ingest (every device of every node report): the fields copied by hand,
+    one expression checks them all, and error paths are built only for a device that fails
+    (in _device_checked). By hand, not through `wire.record_from`: the converter's generic
+    loop cost 2.7 us a device, more than all the checks (docs/benchmark.md "Ingest and reads
+    at scale"); a test holds the two to the same result for every field of the message."""
+    device = Device(
+        message.uuid,
+        message.name,
+        message.memory_bytes,
+        message.pci_bus_id,
+        message.device_class,
+        message.healthy,
+        message.health_reason,
+        message.verified,
+        message.nvlink_domain,
+        message.parent_uuid,
+    )
+    name, pci, reason, domain, parent = (
+        device.name,
+        device.pci_bus_id,
+        device.health_reason,
+        device.nvlink_domain,
+        device.parent_uuid,
+    )
+    # The four free-text fields are printable ASCII (fields.printable) if their concatenation
+    # is: one pair of string scans instead of four calls.
+    text = name + pci + reason + domain
     if (
         DEVICE_UUID.match(device.uuid)
         and device.memory_bytes <= MAX_MEMORY_BYTES
-        and printable(device.name, 128)
-        and printable(device.pci_bus_id, 64)
+        and len(name) <= 128
+        and len(pci) <= 64
+        and len(reason) <= 512
+        and len(domain) <= 128
+        and text.isascii()
+        and text.isprintable()
         and len(device.device_class) <= 63
         and DEVICE_CLASS.match(device.device_class)
-        and printable(device.health_reason, 512)
-        and printable(device.nvlink_domain, 128)
         and (not parent or DEVICE_UUID.match(parent))
     ):
         return device
@@ -381,3 +488,10 @@ def _allocation_checked(
         device_ids=tuple(message.device_ids),
         resource_name=check.text(message.resource_name, f"{path}.resource_name", limit=253),
     )
+
+
+# About 0.7 KiB a device (its message's bytes and the validated record): 65,536 devices, a
+# fleet of 1,000 clusters of 64 GPUs, hold about 45 MiB (docs/benchmark.md "Ingest and reads
+# at scale" has what it saves and costs).
+DEVICE_CACHE_LIMIT = 65_536
+DEVICES = DeviceCache(DEVICE_CACHE_LIMIT)

@@ -1,0 +1,38 @@
+"""Smoke run of `python -m bench.ingest_cpu` (docs/benchmark.md "Ingest: the hub's CPU per
+record"): every batch of every round is validated and written (the benchmark asserts that no
+report was refused or left unwritten) and it prints the CPU per record. The figures
+themselves are not asserted (shared, noisy machines)."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_ingest_cpu_benchmark_completes_and_prints_its_figures() -> None:
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "bench.ingest_cpu"),
+            *("--clusters", "3", "--rounds", "2", "--repeat", "1", "--group", "2"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    # 3 clusters x 2 rounds x 53 records (a deployment, 8 pods, 4 nodes of 8 GPUs, 2 pods each).
+    assert "318 records:" in run.stdout, run.stdout
+    best = re.search(
+        r"best: validate ([\d.]+) us, write ([\d.]+) us, total ([\d.]+) us", run.stdout
+    )
+    assert best is not None, run.stdout
+    validate, write, total = (float(x) for x in best.groups())
+    assert validate > 0 and write > 0 and abs(validate + write - total) < 0.02

@@ -1,0 +1,135 @@
+"""What ingest's statements cost on SQLite: the ones keyed by (cluster, node) search an index
+(hub/store/sql.py `KEYS_IN`). SQLite 3.40 answers `(cluster_id, node_id) IN (VALUES ..)` by
+scanning the whole table, a cost that grows with the fleet (docs/benchmark.md "Ingest and
+reads at scale"); the plan is read from SQLite itself (EXPLAIN QUERY PLAN) for every statement
+a real ingest ran. And what validation does by hand for speed gives what the generic path
+gives."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hub import errors, wire
+from hub.model import AllocationObservation, Device, NodeObservation, ObservationBatch
+from hub.service import clusters, ingest
+from hub.service.context import ServiceContext
+from hub.store import db
+from hub.store.port import open_store
+from hub.sync import observed
+from hub.sync.fields import Checker
+from wingsmith.v1 import resources_pb2
+
+H100 = "H100-80GB"
+TABLE_SCANS = [["SCAN", t] for t in ("nodes", "devices", "allocations", "replicas")]
+
+
+def _node(cluster: str, n: int, pods: str, now: int, *, absent: bool = False) -> NodeObservation:
+    uuids = [f"GPU-{cluster}-{n}-{g}" for g in range(8)]
+    devices = tuple(
+        Device(u, "H100", 80 * 2**30, f"0:{g}", H100, healthy=True, health_reason="", verified=True)
+        for g, u in enumerate(uuids)
+    )
+    allocations = tuple(
+        AllocationObservation(f"{pods}-{a}", "default", tuple(uuids[a * 4 : a * 4 + 4]), "gpu")
+        for a in range(2)
+    )
+    if absent:
+        return NodeObservation(f"{cluster}-n{n}", now, (), (), absent=True)
+    return NodeObservation(f"{cluster}-n{n}", now, devices, allocations)
+
+
+def test_node_keyed_statements_search_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = ServiceContext(db=open_store(str(tmp_path / "hub.db")))
+    ids = [f"c{i:03d}" for i in range(40)]
+    for cluster_id in ids:
+        clusters.create(ctx, cluster_id=cluster_id, labels={})
+    now = time.time_ns()
+    ingest.ingest(
+        ctx,
+        [
+            (c, ObservationBatch(1, nodes=tuple(_node(c, n, "a", now) for n in range(4))))
+            for c in ids
+        ],
+    )
+    seen: list[tuple[str, Any]] = []
+    original = db.SqliteTransaction.execute
+
+    def recorded(self: db.SqliteTransaction, sql: str, params: Any = ()) -> Any:
+        seen.append((sql, params))
+        return original(self, sql, params)
+
+    monkeypatch.setattr(db.SqliteTransaction, "execute", recorded)
+    # Every node's pods replaced (allocations rewritten), one node of each cluster gone
+    # (its devices and replicas deleted), one new device set (devices rewritten).
+    later = [
+        (
+            c,
+            ObservationBatch(
+                2,
+                nodes=(
+                    _node(c, 0, "b", now + 1),
+                    _node(c, 1, "b", now + 1),
+                    _node(c, 2, "b", now + 1, absent=True),
+                    _node(f"{c}x", 3, "b", now + 1),
+                ),
+            ),
+        )
+        for c in ids
+    ]
+    result = ingest.ingest(ctx, later)
+    monkeypatch.undo()
+    assert result.nodes_written == 4 * len(ids)
+    keyed = [(sql, params) for sql, params in seen if "(cluster_id, node_id)" in sql]
+    kinds = {
+        (sql.split()[0], sql.split(" FROM ")[1].split()[0]) for sql, _ in keyed if " FROM " in sql
+    }
+    # The statements under test ran: versions read; replicas, devices, allocations deleted.
+    assert {
+        ("SELECT", "nodes"),
+        ("DELETE", "replicas"),
+        ("DELETE", "devices"),
+        ("DELETE", "allocations"),
+    } <= kinds, kinds
+    with ctx.db.read() as conn:
+        for sql, params in keyed:
+            if sql.startswith("INSERT"):
+                continue
+            plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+            # The VALUES list itself is scanned (the subquery `keys`); no table is.
+            scans = [step for step in plan if step.split(" ")[:2] in TABLE_SCANS]
+            assert not scans, (sql[:120], plan)
+
+
+def test_device_copied_by_hand_as_the_converter_copies_it() -> None:
+    """hub/sync/observed.py builds a reported device field by field (the converter's generic
+    loop cost more than every check of the device): for a message with every field set, the
+    result is the converter's. A field added to the message fails here until it is set below
+    (and copied there)."""
+    message = resources_pb2.Device(
+        uuid="GPU-0123abcd-0123-4567-89ab-0123456789ab",
+        name="NVIDIA H100 80GB HBM3",
+        memory_bytes=80 * 2**30,
+        pci_bus_id="00000000:17:00.0",
+        device_class="H100-80GB",
+        healthy=True,
+        health_reason="xid 79 cleared",
+        verified=True,
+        nvlink_domain="cluster-uuid.7",
+        parent_uuid="GPU-89abcdef-0123-4567-89ab-0123456789ab",
+    )
+    unset = [
+        f.name for f in message.DESCRIPTOR.fields if getattr(message, f.name) == f.default_value
+    ]
+    assert not unset, f"set every field of the message in this test: {unset}"
+    check = Checker(now_ns=time.time_ns(), max_skew_ns=0)
+    assert observed._device(message, check, "nodes[0]", 0) == wire.record_from(Device, message)
+    # A bad field still names its path (the checked version runs for a device that fails).
+    message.pci_bus_id = "bad\x00"
+    with pytest.raises(errors.InvalidArgument, match=r"nodes\[0\]\.devices\[3\]\.pci_bus_id"):
+        observed._device(message, check, "nodes[0]", 3)
