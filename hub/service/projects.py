@@ -9,7 +9,7 @@ from hub.model import Project
 from hub.service import admit, scoped, selectors, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import deployments, projects, workloads
-from hub.store.port import Transaction
+from hub.store.port import Transaction, project_lock
 
 
 def create(
@@ -134,7 +134,11 @@ def _need_clusters(tx: Tx, name: str) -> None:
     pass for the project may change is there (a waiting one of the project, and with
     preemption the other projects' waiting and admitted ones on those clusters), and a
     deployment of the project only appears on a new cluster by a write holding the lock of
-    one of its existing ones, or under the covering lock (a workload created)."""
+    one of its existing ones (a workload's update, failover, drain) or the project's lock (a
+    workload created holds only the clusters it may choose), taken here before the set is
+    read: a create that committed first is seen (WiderScope), one that has not waits for this
+    write and then admits under what it wrote."""
+    tx.conn.serialize(project_lock(name))
     scoped.need(tx, deployments.clusters_of_project(tx.conn, name))
 
 
