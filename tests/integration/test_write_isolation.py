@@ -146,3 +146,81 @@ def test_control_calls_for_one_project_do_not_wait_for_another_clusters_slow_wri
             assert slow.next("welcome").welcome is not None
         finally:
             slow.stream.close()
+
+
+def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters_slow_write(
+    tmp_path: Path,
+) -> None:
+    """While hub one's write for cluster alpha (project red) waits with its locks taken, hub
+    two creates a workload of project blue on cluster beta, and pauses, resumes and aborts the
+    rollout in waves of another workload of blue on beta: the create is scoped to the clusters
+    its placement may choose and blue's project lock, the rollout calls to the workload's
+    deployments' clusters (docs/architecture.md "Write locks", per-path table), so none waits
+    for alpha. Under the covering lock (the old code) each waited for alpha's write."""
+    with hubs_on_one_database(tmp_path, 2, PATIENT) as (loop, (one, two), url):
+        alpha = one.register_cluster("alpha")
+        beta = two.register_cluster("beta")
+        one.create_project("red", H100_80GB=16)
+        two.create_project("blue", H100_80GB=32)
+        one.post("/v1/workloads", workload("chat", project="red", clusters=("alpha",)))
+        # Beta's pods never get ready: the rollout below stays in flight (rolling).
+        agent = start_agent(
+            loop,
+            two,
+            cluster_id="beta",
+            token=beta,
+            spec="nodes=1,gpus=8,class=H100-80GB,ready_after=600s",
+        )
+        try:
+            body = workload("roll", project="blue", clusters=("beta",))
+            body["rollout"] = {"max_clusters_in_flight": 1, "wave_deadline_seconds": 600}
+            two.post("/v1/workloads", body)
+            wait_until(
+                lambda: two.get("/v1/deployments/roll.beta")["admitted_replicas"] == 1,
+                what="roll admitted on beta",
+            )
+            changed = two.patch("/v1/workloads/roll", {"serving": {"engine_version": "0.11.1"}})
+            assert changed["rollout_status"]["state"] == "rolling"
+
+            calls: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+                (
+                    "create fresh",
+                    lambda: two.post(
+                        "/v1/workloads", workload("fresh", project="blue", clusters=("beta",))
+                    ),
+                ),
+                ("pause roll", lambda: two.post("/v1/workloads/roll:pause", {})),
+                ("resume roll", lambda: two.post("/v1/workloads/roll:resume", {})),
+                ("abort roll", lambda: two.post("/v1/workloads/roll:abort", {})),
+            ]
+            answers: dict[str, dict[str, Any]] = {}
+            # The pool ends after the row is let go: a call still waiting for alpha (the
+            # covering lock) then completes, and the test fails rather than hangs.
+            with (
+                concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
+                cluster_row_held(url, "alpha"),
+            ):
+                slow = node_stream(one, alpha, "alpha", "a1")
+                try:
+                    wait_until(lambda: waiting_for_the_row(url) >= 1, what="alpha's write waiting")
+                    for what, call in calls:
+                        answer = pool.submit(call)
+                        wait_until(answer.done, timeout=30.0, what=f"{what} answered meanwhile")
+                        answers[what] = answer.result()
+                        assert waiting_for_the_row(url) >= 1, "alpha's write still waits"
+                    assert slow.kinds_so_far() == [], "alpha's connection still waits"
+                except BaseException:
+                    slow.stream.close()
+                    raise
+            try:
+                assert answers["create fresh"]["name"] == "fresh"
+                assert [d["cluster_id"] for d in answers["create fresh"]["deployments"]] == ["beta"]
+                assert answers["pause roll"]["rollout_status"]["state"] == "paused"
+                assert answers["resume roll"]["rollout_status"]["state"] == "rolling"
+                assert answers["abort roll"]["rollout_status"]["state"] == "aborted"
+                # Alpha's write completes once let go.
+                assert slow.next("welcome").welcome is not None
+            finally:
+                slow.stream.close()
+        finally:
+            agent.stop()
