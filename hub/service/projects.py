@@ -23,7 +23,11 @@ def create(
     validate.dns_label(name, "project.name")
     limits = validate.quotas(quotas, "project.quotas")
     valid_labels = validate.labels(labels or {}, "project.labels")
-    with transaction(ctx) as tx:
+    # A new project's row, which no write's decision reads until a workload of it exists (a
+    # workload create takes this project's lock): no cluster's lock. Its name is unique by
+    # the table's key, whatever hub inserts it.
+    with transaction(ctx, ()) as tx:
+        tx.conn.serialize(project_lock(name))
         projects.insert(
             tx.conn,
             name=name,

@@ -152,9 +152,10 @@ def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters
     tmp_path: Path,
 ) -> None:
     """While hub one's write for cluster alpha (project red) waits with its locks taken, hub
-    two creates a workload of project blue on cluster beta, and pauses, resumes and aborts the
-    rollout in waves of another workload of blue on beta: the create is scoped to the clusters
-    its placement may choose and blue's project lock, the rollout calls to the workload's
+    two creates a workload of project blue on cluster beta, creates project green, and
+    pauses, resumes and aborts the rollout in waves of another workload of blue on beta: the
+    workload create is scoped to the clusters its placement may choose and blue's project
+    lock, the project create to green's lock, the rollout calls to the workload's
     deployments' clusters (docs/architecture.md "Write locks", per-path table), so none waits
     for alpha. Under the covering lock (the old code) each waited for alpha's write."""
     with hubs_on_one_database(tmp_path, 2, PATIENT) as (loop, (one, two), url):
@@ -189,6 +190,7 @@ def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters
                         "/v1/workloads", workload("fresh", project="blue", clusters=("beta",))
                     ),
                 ),
+                ("create project green", lambda: two.create_project("green", H100_80GB=8)),
                 ("pause roll", lambda: two.post("/v1/workloads/roll:pause", {})),
                 ("resume roll", lambda: two.post("/v1/workloads/roll:resume", {})),
                 ("abort roll", lambda: two.post("/v1/workloads/roll:abort", {})),
@@ -215,6 +217,7 @@ def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters
             try:
                 assert answers["create fresh"]["name"] == "fresh"
                 assert [d["cluster_id"] for d in answers["create fresh"]["deployments"]] == ["beta"]
+                assert answers["create project green"]["name"] == "green"
                 assert answers["pause roll"]["rollout_status"]["state"] == "paused"
                 assert answers["resume roll"]["rollout_status"]["state"] == "rolling"
                 assert answers["abort roll"]["rollout_status"]["state"] == "aborted"
