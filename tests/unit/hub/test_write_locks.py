@@ -44,6 +44,24 @@ def test_the_lock_order_is_checked_per_transaction() -> None:
     assert locks.missing(["a", "c"]) == ["c"]
 
 
+def test_a_projects_lock_comes_after_the_clusters_and_before_devices_and_admission() -> None:
+    """The project lock (a workload create, a quota change: the project's set of clusters)
+    is level 3: after the cluster locks a write begins with, before device binding and the
+    admission locks its pass takes."""
+    locks = port.Locks(covering=False)
+    locks.begin(["a"])
+    assert locks.take(port.project_lock("blue"))
+    assert locks.take(port.project_lock("red"))
+    with pytest.raises(port.LockOrderError, match="out of order"):
+        locks.take(port.project_lock("amber"))  # projects in name order
+    assert locks.take(port.DEVICES)
+    with pytest.raises(port.LockOrderError, match="out of order"):
+        locks.take(port.project_lock("zinc"))  # after device binding: a cycle could close
+    assert locks.take(port.admission_lock("amber"))
+    with pytest.raises(port.LockOrderError, match="out of order"):
+        locks.take(port.project_lock("zinc"))
+
+
 def test_the_covering_lock_covers_every_other() -> None:
     locks = port.Locks(covering=True)
     assert locks.begin(["a"]) == []
