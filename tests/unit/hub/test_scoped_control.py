@@ -10,13 +10,32 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import psycopg
 import pytest
 
 from hub import errors
-from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
-from hub.service import admit, clusters, ingest, projects, scoped, workloads
+from hub.model import (
+    Device,
+    FailoverPolicy,
+    NodeObservation,
+    ObservationBatch,
+    Placement,
+    RolloutPolicy,
+    Serving,
+)
+from hub.service import (
+    admit,
+    clusters,
+    failover,
+    ingest,
+    projects,
+    rollouts,
+    scoped,
+    sync,
+    workloads,
+)
 from hub.service.context import ServiceContext, Tx, transaction
 from hub.store import deployments as deployment_rows
 from hub.store import port
@@ -349,3 +368,62 @@ def test_a_quota_change_waits_for_a_create_of_its_project_and_decides_with_it(
     assert _admitted(setup, "w-east1") == 1, "admitted by the quota change that came after"
     for ctx in (setup, creator, changer):
         ctx.db.close()
+
+
+def test_the_failover_tick_and_the_rollout_sweep_do_not_wait_for_another_clusters_write(
+    store_url: str,
+) -> None:
+    """While a write holding cluster east0's lock stays open (as a slow ingest would), the
+    failover tick (a workload on east1 and east2 whose east1 went silent) and the rollout sweep
+    (a wave on east3 past its deadline) do their work: each is scoped to the clusters its due
+    workloads' decisions read. Under the covering lock (the code before) each waited for the
+    open write."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=1000)
+    now = time.time()
+    sync.record_liveness(setup, last_seen={c: now for c in CLUSTERS}, applied={})
+    workloads.create(
+        setup,
+        workloads.WorkloadSpec(
+            name="moving",
+            project="search",
+            replicas=1,
+            device_class=H100,
+            serving=SERVING,
+            placement=Placement(
+                clusters=CLUSTERS[1:3],
+                failover=FailoverPolicy(toleration_s=1, stabilization_s=1),
+            ),
+        ),
+    )
+    (lost,) = [d.deployment.cluster_id for d in workloads.get(setup, "moving").deployments]
+    # On the clock of the chores below (100 s on): every cluster but `lost` heard from.
+    heard = {c: now + 100 for c in CLUSTERS if c != lost}
+    sync.record_liveness(setup, last_seen=heard, applied={})
+    rolling = _spec("rolling", "search", CLUSTERS[3])
+    workloads.create(
+        setup,
+        replace(
+            rolling, rollout_policy=RolloutPolicy(max_clusters_in_flight=1, wave_deadline_seconds=1)
+        ),
+    )
+    workloads.update(
+        setup,
+        "rolling",
+        workloads.WorkloadChange(serving=replace(SERVING, engine_version="0.11.1")),
+    )
+    assert workloads.spec(setup, "rolling").rollout.state == "rolling"
+    late = ServiceContext(db=setup.db, clock=lambda: time.time() + 100)
+    with setup.db.write([CLUSTERS[0]]):
+        for what, chore in (("failover tick", failover.tick), ("rollout sweep", rollouts.sweep)):
+            thread, failures = _in_thread(lambda c=chore: c(late))
+            wait_until(lambda t=thread: not t.is_alive(), timeout=30.0, what=f"{what} done")
+            assert failures == []
+        # Committed while east0's write is still open.
+        moving = workloads.get(setup, "moving")
+        assert [(r.cluster_id, r.state) for r in moving.failovers] == [(lost, "failed_over")]
+        paused = workloads.spec(setup, "rolling").rollout
+        assert (paused.state, paused.reason) == ("paused", "wave_deadline_exceeded"), paused
+    setup.db.close()
