@@ -20,6 +20,7 @@ from hub.service.context import ServiceContext, transaction
 from hub.store import clusters as cluster_rows
 from hub.store import port
 from hub.store.port import open_store
+from tests.harness import wait_until
 
 H100 = "H100-80GB"
 
@@ -242,4 +243,34 @@ def test_a_deadlock_is_store_busy(store_url: str) -> None:
     failed = [e for e in outcomes if e is not None]
     assert len(failed) == 1 and isinstance(failed[0], errors.StoreBusy), outcomes
     assert failed[0].grpc_code.name == "UNAVAILABLE"
+    ctx.db.close()
+
+
+def test_a_client_certificate_check_does_not_wait_for_another_clusters_write(
+    store_url: str,
+) -> None:
+    """A stream open's certificate check (mutual TLS) takes the fleet lock shared only: while
+    a write of east stays open it answers, and a revoked certificate is still refused (its
+    revocation is a covering write). Under the covering lock (the code before) it waited."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    ctx = _two_clusters(store_url)
+    clusters.check_certificate(ctx, cluster_id="west", fingerprint="f-old")
+    clusters.rotate_token(ctx, "west", revoke_certificates=True)
+    outcomes: list[BaseException | None] = []
+
+    def check(fingerprint: str) -> None:
+        try:
+            clusters.check_certificate(ctx, cluster_id="west", fingerprint=fingerprint)
+            outcomes.append(None)
+        except BaseException as e:  # looked at in the test's thread
+            outcomes.append(e)
+
+    with ctx.db.write(["east"]):
+        for fingerprint in ("f-new", "f-old"):
+            thread = threading.Thread(target=check, args=(fingerprint,))
+            thread.start()
+            wait_until(lambda t=thread: not t.is_alive(), timeout=30.0, what="checked meanwhile")
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], errors.Unauthenticated), outcomes
     ctx.db.close()
