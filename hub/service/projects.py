@@ -115,7 +115,12 @@ def set_labels(ctx: ServiceContext, *, name: str, labels: Mapping[str, str]) -> 
 
 
 def delete(ctx: ServiceContext, name: str) -> None:
-    with transaction(ctx) as tx:
+    # The fleet lock shared and the project's lock, no cluster's: it decides on "no workload
+    # left", and a workload of the project is only added by a create (holding this lock) or an
+    # adoption (covering); a project with no workload has no deployment, so no admission pass
+    # reads its quota.
+    with transaction(ctx, ()) as tx:
+        tx.conn.serialize(project_lock(name))
         _get(tx.conn, name)
         in_use = workloads.count_in_project(tx.conn, name)
         if in_use:

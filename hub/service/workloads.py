@@ -113,6 +113,11 @@ def _valid_spec(spec: WorkloadSpec) -> WorkloadSpec:
 
 def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
     normalized, wanted, policy = spec.serving, spec.placement, spec.rollout_policy
+    # The project's lock first: it orders this create with a change of the project's quota,
+    # which reads where the project has deployments (this write adds some where it may have
+    # none: hub/service/projects.py), and with the project's deletion, so the project read
+    # next is still there when the workload is inserted.
+    tx.conn.serialize(project_lock(spec.project))
     if projects.get(tx.conn, spec.project) is None:
         # NOT_FOUND, as for a token naming one: a well-formed name of nothing is no bad
         # argument (docs/rest.md "The contract": a request the document allows is never 400).
@@ -134,11 +139,8 @@ def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
     eligible = _eligible(tx.conn, wanted)
     placement.check_named_clusters(wanted.preferences, eligible, workload_checks.PREFERENCES_FIELD)
     # Before anything is written: placement reads the rooms of every eligible cluster, and
-    # admission decides there (else run again with them: WiderScope). The project lock
-    # orders it with a change of the project's quota, which reads where the project has
-    # deployments: this write adds some where it may have none (hub/service/projects.py).
+    # admission decides there (else run again with them: WiderScope).
     scoped.need(tx, eligible)
-    tx.conn.serialize(project_lock(spec.project))
     workloads.insert(tx.conn, workload)
     shares = placement.place(
         replicas=workload.replicas,

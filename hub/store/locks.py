@@ -12,9 +12,10 @@ always taken in this one order, so no two writers can wait for each other in a c
                    waits for it but later writers, as the old single write lock did;
   2. `cluster:ID`  one per cluster: its ingest, desired-state revisions, sessions and
                    leadership term (all taken as the write begins, in one statement);
-  3. `project:P`   one per project, in ascending name: the set of clusters the project has
-                   deployments on, where a write could add one without holding any of
-                   them (a workload created), read by a change of the project's quota;
+  3. `project:P`   one per project, in ascending name: the project's existence and the set
+                   of clusters it has deployments on, where a write could add one without
+                   holding any of them (a workload created), read by a change of the
+                   project's quota and by its deletion;
   4. `devices`     binding GPU UUIDs to the node that verified them first: an ingest that
                    writes nodes reads every cluster's devices to decide;
   5. `admission:P` one per project, in ascending name: its quota admission (a quota is

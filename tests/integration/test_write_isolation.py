@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
-from tests.harness import FAST, start_agent, wait_until, workload
+from tests.harness import FAST, ApiError, start_agent, wait_until, workload
 from tests.integration.test_no_write_on_the_loop import node_stream
 from tests.integration.test_several_hubs import hubs_on_one_database, ready
 
@@ -152,12 +153,12 @@ def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters
     tmp_path: Path,
 ) -> None:
     """While hub one's write for cluster alpha (project red) waits with its locks taken, hub
-    two creates a workload of project blue on cluster beta, creates project green, and
-    pauses, resumes and aborts the rollout in waves of another workload of blue on beta: the
-    workload create is scoped to the clusters its placement may choose and blue's project
-    lock, the project create to green's lock, the rollout calls to the workload's
-    deployments' clusters (docs/architecture.md "Write locks", per-path table), so none waits
-    for alpha. Under the covering lock (the old code) each waited for alpha's write."""
+    two creates a workload of project blue on cluster beta, creates and deletes project
+    green, and pauses, resumes and aborts the rollout in waves of another workload of blue on
+    beta: the workload create is scoped to the clusters its placement may choose and blue's
+    project lock, the project create and delete to green's lock, the rollout calls to the
+    workload's deployments' clusters (docs/architecture.md "Write locks", per-path table), so
+    none waits for alpha. Under the covering lock (the old code) each waited for alpha."""
     with hubs_on_one_database(tmp_path, 2, PATIENT) as (loop, (one, two), url):
         alpha = one.register_cluster("alpha")
         beta = two.register_cluster("beta")
@@ -191,6 +192,7 @@ def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters
                     ),
                 ),
                 ("create project green", lambda: two.create_project("green", H100_80GB=8)),
+                ("delete project green", lambda: two.rest("DELETE", "/v1/projects/green")[1]),
                 ("pause roll", lambda: two.post("/v1/workloads/roll:pause", {})),
                 ("resume roll", lambda: two.post("/v1/workloads/roll:resume", {})),
                 ("abort roll", lambda: two.post("/v1/workloads/roll:abort", {})),
@@ -218,6 +220,9 @@ def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters
                 assert answers["create fresh"]["name"] == "fresh"
                 assert [d["cluster_id"] for d in answers["create fresh"]["deployments"]] == ["beta"]
                 assert answers["create project green"]["name"] == "green"
+                with pytest.raises(ApiError) as gone:
+                    two.get("/v1/projects/green")
+                assert gone.value.status == 404
                 assert answers["pause roll"]["rollout_status"]["state"] == "paused"
                 assert answers["resume roll"]["rollout_status"]["state"] == "rolling"
                 assert answers["abort roll"]["rollout_status"]["state"] == "aborted"

@@ -427,3 +427,28 @@ def test_the_failover_tick_and_the_rollout_sweep_do_not_wait_for_another_cluster
         paused = workloads.spec(setup, "rolling").rollout
         assert (paused.state, paused.reason) == ("paused", "wave_deadline_exceeded"), paused
     setup.db.close()
+
+
+def test_a_create_in_a_project_being_deleted_waits_and_finds_it_gone(store_url: str) -> None:
+    """A project's deletion and a workload create in it hold the project's lock (neither
+    holds the other's clusters): the create waits, then finds no project (404), never a
+    workload of a deleted project, nor a bare constraint failure."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=16)
+    projects.create(setup, name="doomed", quotas={H100: 16})
+    creator, deleter = _store(store_url), _store(store_url)
+    with transaction(deleter, ()) as tx:
+        tx.conn.serialize(port.project_lock("doomed"))
+        project_rows.delete(tx.conn, "doomed")
+        thread, failures = _in_thread(
+            lambda: workloads.create(creator, _spec("orphan", "doomed", CLUSTERS[1]))
+        )
+        wait_until(lambda: _waiting_locks(store_url) >= 1, what="the create waiting")
+    thread.join()
+    assert len(failures) == 1 and isinstance(failures[0], errors.NotFound), failures
+    with setup.db.read() as conn:
+        assert deployment_rows.on_clusters(conn, list(CLUSTERS)) == []
+    for ctx in (setup, creator, deleter):
+        ctx.db.close()
