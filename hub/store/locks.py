@@ -14,7 +14,7 @@ always taken in this one order, so no two writers can wait for each other in a c
                    leadership term (all taken as the write begins, in one statement);
   3. `project:P`   one per project, in ascending name: the project's existence and the set
                    of clusters it has deployments on, where a write could add one without
-                   holding any of them (a workload created), read by a change of the
+                   holding any of them (a workload created or promoted), read by a change of the
                    project's quota and by its deletion;
   4. `devices`     binding GPU UUIDs to the node that verified them first: an ingest that
                    writes nodes reads every cluster's devices to decide;

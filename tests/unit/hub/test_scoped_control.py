@@ -18,6 +18,7 @@ import pytest
 from hub import errors
 from hub.model import (
     Device,
+    DiscoveredObservation,
     FailoverPolicy,
     NodeObservation,
     ObservationBatch,
@@ -27,6 +28,7 @@ from hub.model import (
 )
 from hub.service import (
     admit,
+    adoption,
     clusters,
     failover,
     ingest,
@@ -452,3 +454,28 @@ def test_a_create_in_a_project_being_deleted_waits_and_finds_it_gone(store_url: 
         assert deployment_rows.on_clusters(conn, list(CLUSTERS)) == []
     for ctx in (setup, creator, deleter):
         ctx.db.close()
+
+
+def test_promoting_a_discovered_dgd_does_not_wait_for_another_clusters_write(
+    store_url: str,
+) -> None:
+    """A promote (adoption) is scoped to the cluster the DGD was found on and its project's
+    lock: while a write holding east0's lock stays open, a DGD found on east1 is promoted;
+    promoting it again is refused (the second finds it promoted). Under the covering lock
+    (the code before) it waited for the open write."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=64)
+    sighting = DiscoveredObservation("ml", "legacy", time.time_ns(), replicas=1, device_class=H100)
+    ingest.ingest(setup, [(CLUSTERS[1], ObservationBatch(seq=2, discovered=(sighting,)))])
+    ref = f"{CLUSTERS[1]}.ml.legacy"
+    with setup.db.write([CLUSTERS[0]]):
+        thread, failures = _in_thread(lambda: adoption.promote(setup, ref, project="search"))
+        wait_until(lambda: not thread.is_alive(), timeout=30.0, what="promoted meanwhile")
+        assert failures == []
+    (adopted,) = workloads.get(setup, "legacy").deployments
+    assert adopted.deployment.cluster_id == CLUSTERS[1]
+    with pytest.raises(errors.FailedPrecondition, match="already promoted"):
+        adoption.promote(setup, ref, project="search", workload_name="again")
+    setup.db.close()
