@@ -17,13 +17,13 @@ import secrets
 
 from hub import adoption, errors, serving
 from hub.model import Deployment, Discovered, Placement, Workload
-from hub.service import admit, dryrun, selectors, validate, views
+from hub.service import admit, dryrun, scoped, selectors, validate, views
 from hub.service import workloads as workloads_service
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.service.workloads import MAX_WORKLOAD_NAME
 from hub.store import accounting, deployments, discovered, projects, workloads
 from hub.store import replicas as replica_store
-from hub.store.port import Transaction
+from hub.store.port import Transaction, project_lock
 
 
 def list_page(
@@ -67,8 +67,15 @@ def ignore(ctx: ServiceContext, ref: str) -> Discovered:
 def promote(
     ctx: ServiceContext, ref: str, *, project: str, workload_name: str = "", device_class: str = ""
 ) -> views.WorkloadView:
-    with transaction(ctx) as tx:
-        workload_id = _promote(ctx, tx, ref, project, workload_name, device_class)
+    # Scoped to the cluster it was found on (`_promote` checks it again) and the project's
+    # lock, as a workload create: everything it reads and writes is that cluster's (the
+    # discovered row, its pods, held devices, admission there) or the new workload's.
+    with snapshot(ctx) as conn:
+        found = discovered.get(conn, ref)
+    scope = {found.cluster_id} if found is not None else set()
+    workload_id = scoped.write(
+        ctx, scope, lambda tx: _promote(ctx, tx, ref, project, workload_name, device_class)
+    )
     return workloads_service.get(ctx, workload_id)
 
 
@@ -87,10 +94,15 @@ def _promote(
     ctx: ServiceContext, tx: Tx, ref: str, project: str, workload_name: str, device_class: str
 ) -> str:
     found = _get(tx.conn, ref)
+    # Its cluster's lock before anything is read of it (two promotes of one DGD run one after
+    # the other: the second finds it promoted); the project's lock before the project is
+    # read, as a workload create (hub/service/workloads.py).
+    scoped.need(tx, [found.cluster_id])
     _check_promotable(found)
     name = workload_name or found.name
     validate.dns_label(name, "workload_name", max_length=MAX_WORKLOAD_NAME)
     validate.dns_label(project, "project")
+    tx.conn.serialize(project_lock(project))
     if projects.get(tx.conn, project) is None:
         raise errors.NotFound("project", project)
     device = device_class or found.observation.device_class

@@ -263,7 +263,13 @@ def _scope(node: str, device_class: str) -> None:
 def check_certificate(ctx: ServiceContext, *, cluster_id: str, fingerprint: str) -> None:
     """Unauthenticated if this client certificate was revoked (its cluster was deleted, or
     re-keyed with its certificates revoked); else remember it as one of the cluster's."""
-    with transaction(ctx) as tx:
+    # The fleet lock shared, no cluster's: a certificate is revoked only by covering writes (a
+    # cluster deleted, a token rotated), which cannot run while this holds the fleet lock, so
+    # what it read stays true until it commits. Two streams binding one certificate at once:
+    # the second insert waits for the first and then does nothing. Every mutual-TLS stream
+    # open runs this in the hub's writer thread: under the covering lock it held up that
+    # thread, and every writer of the fleet, for as long as any scoped write was in flight.
+    with transaction(ctx, ()) as tx:
         if clusters.certificate_revoked(tx.conn, fingerprint):
             raise errors.Unauthenticated(
                 "this client certificate was revoked (its cluster was deleted, or its token"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from hub import errors, failover, placement
 from hub.model import Cluster, Deployment, FailoverRecord, StatusReport, Workload, evolve
-from hub.service import admit, shares
-from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.service import admit, scoped, shares
+from hub.service.context import ServiceContext, Tx, snapshot
 from hub.store import accounting, clusters, deployments, failovers, observations, workloads
 from hub.store.port import Transaction
 
@@ -38,10 +38,21 @@ def tick(ctx: ServiceContext) -> int:
         pending = [p for p in _plans(ctx, conn, now=ctx.clock()) if not p.plan.empty]
     if not pending:
         return 0
-    with transaction(ctx) as tx:
-        # Decided again inside the transaction: another hub (or a control call) may have
-        # acted since the read.
-        return reconcile(ctx, tx, [p.workload.workload_id for p in pending])
+    due = [p.workload.workload_id for p in pending]
+    with snapshot(ctx) as conn:
+        scope = _reads(conn, due)
+
+    def body(tx: Tx) -> int:
+        # Decided again inside the transaction, once the clusters its decisions read are
+        # locked: another hub (or a control call) may have acted since the read.
+        clusters_now = _reads(tx.conn, due)
+        if clusters_now is None:
+            scoped.need_covering(tx)
+        else:
+            scoped.need(tx, clusters_now)
+        return reconcile(ctx, tx, due)
+
+    return scoped.write(ctx, scope, body)
 
 
 def reconcile(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str] | None = None) -> int:
@@ -57,6 +68,18 @@ def reconcile(ctx: ServiceContext, tx: Tx, workload_ids: Iterable[str] | None = 
     if touched:
         admit.run(ctx, tx, cluster_ids=touched)
     return changed
+
+
+def _reads(conn: Transaction, workload_ids: Sequence[str]) -> set[str] | None:
+    """The clusters the failover decisions of these workloads read and may write: each one's
+    deployments (lost, draining, moving; admission there) and every cluster its placement may
+    choose (the sites and rooms of stand-ins). None (the covering lock) when one of them has no
+    deployment: no cluster lock guards what is written of it then."""
+    wanted = sorted(set(workload_ids))
+    having = {d.workload_id for d in deployments.of_workloads(conn, wanted)}
+    if any(i not in having and workloads.get(conn, i) is not None for i in wanted):
+        return None
+    return shares.clusters_read_by(conn, wanted)
 
 
 def settle(tx: Tx, workload: Workload, current: list[Deployment]) -> list[Deployment]:

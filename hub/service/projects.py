@@ -9,7 +9,7 @@ from hub.model import Project
 from hub.service import admit, scoped, selectors, validate, views
 from hub.service.context import ServiceContext, Tx, snapshot, transaction
 from hub.store import deployments, projects, workloads
-from hub.store.port import Transaction
+from hub.store.port import Transaction, project_lock
 
 
 def create(
@@ -23,7 +23,11 @@ def create(
     validate.dns_label(name, "project.name")
     limits = validate.quotas(quotas, "project.quotas")
     valid_labels = validate.labels(labels or {}, "project.labels")
-    with transaction(ctx) as tx:
+    # A new project's row, which no write's decision reads until a workload of it exists (a
+    # workload create takes this project's lock): no cluster's lock. Its name is unique by
+    # the table's key, whatever hub inserts it.
+    with transaction(ctx, ()) as tx:
+        tx.conn.serialize(project_lock(name))
         projects.insert(
             tx.conn,
             name=name,
@@ -111,7 +115,12 @@ def set_labels(ctx: ServiceContext, *, name: str, labels: Mapping[str, str]) -> 
 
 
 def delete(ctx: ServiceContext, name: str) -> None:
-    with transaction(ctx) as tx:
+    # The fleet lock shared and the project's lock, no cluster's: it decides on "no workload
+    # left", and a workload of the project is only added by a create (holding this lock) or an
+    # adoption (covering); a project with no workload has no deployment, so no admission pass
+    # reads its quota.
+    with transaction(ctx, ()) as tx:
+        tx.conn.serialize(project_lock(name))
         _get(tx.conn, name)
         in_use = workloads.count_in_project(tx.conn, name)
         if in_use:
@@ -134,7 +143,11 @@ def _need_clusters(tx: Tx, name: str) -> None:
     pass for the project may change is there (a waiting one of the project, and with
     preemption the other projects' waiting and admitted ones on those clusters), and a
     deployment of the project only appears on a new cluster by a write holding the lock of
-    one of its existing ones, or under the covering lock (a workload created)."""
+    one of its existing ones (a workload's update, failover, drain) or the project's lock (a
+    workload created holds only the clusters it may choose), taken here before the set is
+    read: a create that committed first is seen (WiderScope), one that has not waits for this
+    write and then admits under what it wrote."""
+    tx.conn.serialize(project_lock(name))
     scoped.need(tx, deployments.clusters_of_project(tx.conn, name))
 
 

@@ -29,8 +29,8 @@ from hub.model import (
     WorkloadRollout,
     evolve,
 )
-from hub.service import admit, dryrun, views
-from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.service import admit, dryrun, scoped, views
+from hub.service.context import ServiceContext, Tx, snapshot
 from hub.store import accounting, deployments, observations, workloads
 from hub.store.deployments import RolloutRow
 from hub.store.port import Transaction
@@ -96,17 +96,21 @@ def sweep(ctx: ServiceContext) -> int:
         ]
     if not due:
         return 0
-    with transaction(ctx) as tx:
+
+    def body(tx: Tx) -> None:
+        # Decided again inside: the clusters of the due workloads, read again once locked.
+        _need(tx, due)
         advanced = evaluate(ctx, tx, due)
         if advanced:
             admit.run(ctx, tx, cluster_ids=advanced)
+
+    scoped.write(ctx, _scope(ctx, due), body)
     return len(due)
 
 
 def resume(ctx: ServiceContext, ref: str) -> views.WorkloadView:
     """Go on with a paused rollout. The clusters still in flight get a new deadline."""
-    with transaction(ctx) as tx:
-        workload_id = _resume(ctx, tx, ref)
+    workload_id = scoped.write(ctx, _scope(ctx, [ref]), lambda tx: _resume(ctx, tx, ref))
     return _view(ctx, workload_id)
 
 
@@ -117,6 +121,7 @@ def preview_resume(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
 
 def _resume(ctx: ServiceContext, tx: Tx, ref: str) -> str:
     workload = _get(tx.conn, ref)
+    _need(tx, [workload.workload_id])
     record = workload.rollout
     if record.state != ROLLOUT_PAUSED:
         raise errors.FailedPrecondition(
@@ -145,8 +150,7 @@ def _resume(ctx: ServiceContext, tx: Tx, ref: str) -> str:
 def pause(ctx: ServiceContext, ref: str) -> views.WorkloadView:
     """Pause a rolling rollout by hand: no further wave starts until `resume` (which gives
     the clusters still in flight a new deadline, so the pause does not count against them)."""
-    with transaction(ctx) as tx:
-        workload_id = _pause(tx, ref)
+    workload_id = scoped.write(ctx, _scope(ctx, [ref]), lambda tx: _pause(tx, ref))
     return _view(ctx, workload_id)
 
 
@@ -157,6 +161,7 @@ def preview_pause(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
 
 def _pause(tx: Tx, ref: str) -> str:
     workload = _get(tx.conn, ref)
+    _need(tx, [workload.workload_id])
     record = workload.rollout
     if record.state != ROLLOUT_ROLLING:
         already = f" ({record.reason})" if record.state == ROLLOUT_PAUSED and record.reason else ""
@@ -186,8 +191,7 @@ def _pause(tx: Tx, ref: str) -> str:
 def abort(ctx: ServiceContext, ref: str) -> views.WorkloadView:
     """Stop a rollout and put the previous serving config back on the clusters that got the
     change (they roll back: a new generation, the old digest); the others never left it."""
-    with transaction(ctx) as tx:
-        workload_id = _abort(ctx, tx, ref)
+    workload_id = scoped.write(ctx, _scope(ctx, [ref]), lambda tx: _abort(ctx, tx, ref))
     return _view(ctx, workload_id)
 
 
@@ -198,6 +202,7 @@ def preview_abort(ctx: ServiceContext, ref: str) -> dryrun.DryRun:
 
 def _abort(ctx: ServiceContext, tx: Tx, ref: str) -> str:
     workload = _get(tx.conn, ref)
+    _need(tx, [workload.workload_id])
     record = workload.rollout
     if not record.active or record.previous is None:
         raise errors.FailedPrecondition(
@@ -250,6 +255,49 @@ def apply_serving(tx: Tx, target: Serving, current: Sequence[Deployment]) -> Non
         saved = evolve(changed, rolling=rolling and views.rolls_out(tx.conn, changed))
         tx.touched.add(saved.cluster_id)
         deployments.save(tx.conn, saved)
+
+
+# -- scope ------------------------------------------------------------------------------------
+
+
+def _scope(ctx: ServiceContext, refs: Iterable[str]) -> set[str] | None:
+    """The clusters a rollout decision for these workloads is expected to lock, read from a
+    snapshot (None: the covering lock); checked again inside the write (`_need`)."""
+    with snapshot(ctx) as conn:
+        found = [w for w in (workloads.get(conn, ref) for ref in refs) if w is not None]
+        if not found:
+            return set()  # NotFound inside, before anything is written
+        return _reads(conn, found)
+
+
+def _reads(conn: Transaction, found: Sequence[Workload]) -> set[str] | None:
+    """The clusters a rollout decision of these workloads reads and may write: their
+    deployments' (the waves, the serving handed out or taken back, admission there) and the
+    clusters their rollouts record as changed (admission runs there on resume). None when one
+    has no deployment: nothing but the covering lock guards its own row then."""
+    by_workload: dict[str, set[str]] = {w.workload_id: set() for w in found}
+    for d in deployments.of_workloads(conn, sorted(by_workload)):
+        by_workload[d.workload_id].add(d.cluster_id)
+    if not all(by_workload.values()):
+        return None
+    result: set[str] = set()
+    for w in found:
+        result |= by_workload[w.workload_id] | set(w.rollout.changed_at)
+    return result
+
+
+def _need(tx: Tx, workload_ids: Iterable[str]) -> None:
+    """Before anything is written: the transaction holds the locks of every cluster the
+    rollout decisions of these workloads read (else it runs again with them: WiderScope), or
+    the covering lock when one of them has no deployment (NeedsCovering)."""
+    found = [w for w in (workloads.get(tx.conn, i) for i in workload_ids) if w is not None]
+    if not found:
+        return
+    clusters = _reads(tx.conn, found)
+    if clusters is None:
+        scoped.need_covering(tx)
+        return
+    scoped.need(tx, clusters)
 
 
 # -- steps ------------------------------------------------------------------------------------

@@ -11,9 +11,12 @@ no deployment, whose own row no cluster lock guards) runs again under the coveri
 Why a cluster lock covers what the decisions read: every write of a deployment's row (and its
 cluster's revision) holds that cluster's lock (checked at commit, `port.check_held`); a
 project's quota by its admission lock, taken by the admission pass itself; what only covering
-writes change (clusters' labels, registrations, cordon and drain marks, projects' rows other
-than quotas, workload creation) cannot change while any scoped write holds the fleet lock
-shared.
+writes change (clusters' labels and registrations) cannot change while any scoped write
+holds the fleet lock shared. A workload create (or a promote) adds a deployment of its
+project where it may have none, holding only the clusters it may choose: the project's lock
+(`port.project_lock`) orders it with the writes that read where a project has deployments (a
+change of the project's quota or preemption policy) or whether it has workloads (its
+deletion).
 """
 
 from __future__ import annotations

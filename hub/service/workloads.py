@@ -10,7 +10,6 @@ workload has a rollout policy (hub/service/rollouts.py).
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,7 +35,7 @@ from hub.service import (
     views,
     workload_checks,
 )
-from hub.service.context import ServiceContext, Tx, snapshot, transaction
+from hub.service.context import ServiceContext, Tx, snapshot
 from hub.store import (
     clusters,
     deployments,
@@ -45,7 +44,7 @@ from hub.store import (
     projects,
     workloads,
 )
-from hub.store.port import Transaction
+from hub.store.port import Transaction, project_lock
 
 MAX_WORKLOAD_NAME = 40
 
@@ -80,8 +79,12 @@ class WorkloadChange:
 
 def create(ctx: ServiceContext, spec: WorkloadSpec) -> views.WorkloadView:
     spec = _valid_spec(spec)
-    with transaction(ctx) as tx:
-        workload_id = _create(ctx, tx, spec)
+    # Scoped to the clusters its placement may choose (`_create` checks them again) and its
+    # project's lock: no other write of the fleet waits for it (docs/architecture.md "Write
+    # locks"). Its name is unique by the table's unique index, whatever hub inserts it.
+    workload_id = scoped.write(
+        ctx, _create_scope(ctx, spec.placement), lambda tx: _create(ctx, tx, spec)
+    )
     # Commit and publish first: a view of every deployment can take long for a fleet-wide
     # workload, and the agents should not wait for it.
     return get(ctx, workload_id)
@@ -110,6 +113,11 @@ def _valid_spec(spec: WorkloadSpec) -> WorkloadSpec:
 
 def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
     normalized, wanted, policy = spec.serving, spec.placement, spec.rollout_policy
+    # The project's lock first: it orders this create with a change of the project's quota,
+    # which reads where the project has deployments (this write adds some where it may have
+    # none: hub/service/projects.py), and with the project's deletion, so the project read
+    # next is still there when the workload is inserted.
+    tx.conn.serialize(project_lock(spec.project))
     if projects.get(tx.conn, spec.project) is None:
         # NOT_FOUND, as for a token naming one: a well-formed name of nothing is no bad
         # argument (docs/rest.md "The contract": a request the document allows is never 400).
@@ -130,6 +138,9 @@ def _create(ctx: ServiceContext, tx: Tx, spec: WorkloadSpec) -> str:
     )
     eligible = _eligible(tx.conn, wanted)
     placement.check_named_clusters(wanted.preferences, eligible, workload_checks.PREFERENCES_FIELD)
+    # Before anything is written: placement reads the rooms of every eligible cluster, and
+    # admission decides there (else run again with them: WiderScope).
+    scoped.need(tx, eligible)
     workloads.insert(tx.conn, workload)
     shares = placement.place(
         replicas=workload.replicas,
@@ -332,6 +343,19 @@ def _delete(ctx: ServiceContext, tx: Tx, ref: str) -> str:
 # -- scope ------------------------------------------------------------------------------------
 
 
+def _create_scope(ctx: ServiceContext, wanted: Placement) -> set[str]:
+    """The clusters a create with this placement is expected to lock (every cluster it may
+    choose), read from a snapshot; checked again inside the write (`_create`). Clusters'
+    labels and registrations change only under the covering lock, so the set read there holds
+    for the whole write once its scoped locks are taken."""
+    with snapshot(ctx) as conn:
+        labels = clusters.labels_by_cluster(conn, wanted.clusters or None)
+    try:
+        return set(placement.eligible_clusters(wanted, labels))
+    except errors.InvalidArgument:
+        return set()  # none eligible: the create says so inside, before anything is written
+
+
 def _scope(ctx: ServiceContext, ref: str, new_placement: Placement | None) -> set[str] | None:
     """The clusters an update or delete of the workload is expected to lock, read from a
     snapshot (None: the covering lock); checked again inside the write by `_need`."""
@@ -351,35 +375,14 @@ def _reads(
     current: Sequence[Deployment],
     new_placement: Placement | None,
 ) -> set[str]:
-    """The clusters a change of the workload reads and may write: those of its deployments
-    (shares, rollouts, failovers, admission there), and every cluster its placement, old or
-    new, may choose (placement reads their rooms; failover places stand-ins there)."""
-    found = {d.cluster_id for d in current}
-    for wanted in (workload.placement, new_placement):
-        if wanted is None:
-            continue
-        labels = clusters.labels_by_cluster(conn, wanted.clusters or None)
-        with contextlib.suppress(errors.InvalidArgument):
-            # None eligible: the change itself says so, before anything is written.
-            found |= set(placement.eligible_clusters(wanted, labels))
-    return found
+    return shares.reads(conn, workload, current, new_placement)
 
 
 def clusters_read_by(conn: Transaction, workload_ids: Iterable[str]) -> set[str]:
-    """The clusters a change of these workloads reads and may write (each workload's
-    deployments and every cluster its placement may choose: `_reads`), for a call that
-    reconciles them (cordon, drain, uncordon of a cluster they run on: hub/service/clusters.py).
-    """
-    found: set[str] = set()
-    wanted = sorted(set(workload_ids))
-    by_workload: dict[str, list[Deployment]] = {}
-    for d in deployments.of_workloads(conn, wanted):
-        by_workload.setdefault(d.workload_id, []).append(d)
-    for workload_id in wanted:
-        workload = workloads.get(conn, workload_id)
-        if workload is not None:
-            found |= _reads(conn, workload, by_workload.get(workload_id, []), None)
-    return found
+    """The clusters a change of these workloads reads and may write (`shares.clusters_read_by`),
+    for a call that reconciles them (cordon, drain, uncordon of a cluster they run on:
+    hub/service/clusters.py)."""
+    return shares.clusters_read_by(conn, workload_ids)
 
 
 def _need(

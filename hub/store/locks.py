@@ -12,12 +12,16 @@ always taken in this one order, so no two writers can wait for each other in a c
                    waits for it but later writers, as the old single write lock did;
   2. `cluster:ID`  one per cluster: its ingest, desired-state revisions, sessions and
                    leadership term (all taken as the write begins, in one statement);
-  3. `devices`     binding GPU UUIDs to the node that verified them first: an ingest that
+  3. `project:P`   one per project, in ascending name: the project's existence and the set
+                   of clusters it has deployments on, where a write could add one without
+                   holding any of them (a workload created or promoted), read by a change of the
+                   project's quota and by its deletion;
+  4. `devices`     binding GPU UUIDs to the node that verified them first: an ingest that
                    writes nodes reads every cluster's devices to decide;
-  4. `admission:P` one per project, in ascending name: its quota admission (a quota is
+  5. `admission:P` one per project, in ascending name: its quota admission (a quota is
                    shared by the project's clusters; a cluster's free devices are guarded by
                    the cluster's lock, which every pass writing there holds);
-  5. `watch`       the watch feed's recorder.
+  6. `watch`       the watch feed's recorder.
 
 Singleton try-locks (`try_serialize`: pruning tombstones, sweeping dead hubs) never wait, so
 they stand outside the order. `Store.write(clusters)` takes levels 1 and 2 when it begins;
@@ -56,17 +60,24 @@ FLEET = "fleet"
 DEVICES = "devices"
 WATCH = "watch"
 _CLUSTER = "cluster:"
+_PROJECT = "project:"
 _ADMISSION = "admission:"
 # The order of the waiting locks (the module docstring); clusters sort by id within theirs,
 # projects by name within theirs.
-_LEVELS = {FLEET: 1, DEVICES: 3, WATCH: 5}
+_LEVELS = {FLEET: 1, DEVICES: 4, WATCH: 6}
 _CLUSTER_LEVEL = 2
-_ADMISSION_LEVEL = 4
+_PROJECT_LEVEL = 3
+_ADMISSION_LEVEL = 5
 
 
 def cluster_lock(cluster_id: str) -> str:
     """The name of a cluster's lock."""
     return _CLUSTER + cluster_id
+
+
+def project_lock(project: str) -> str:
+    """The name of the lock of a project's set of clusters (where it has deployments)."""
+    return _PROJECT + project
 
 
 def admission_lock(project: str) -> str:
@@ -77,6 +88,8 @@ def admission_lock(project: str) -> str:
 def _rank(key: str) -> tuple[int, str]:
     if key.startswith(_CLUSTER):
         return (_CLUSTER_LEVEL, key[len(_CLUSTER) :])
+    if key.startswith(_PROJECT):
+        return (_PROJECT_LEVEL, key[len(_PROJECT) :])
     if key.startswith(_ADMISSION):
         return (_ADMISSION_LEVEL, key[len(_ADMISSION) :])
     level = _LEVELS.get(key)

@@ -42,6 +42,7 @@ from hub.store.locks import (
     check_held,
     cluster_lock,
     lock_clusters,
+    project_lock,
     retry_wider,
     scope_of,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "lock_clusters",
     "marks",
     "open_store",
+    "project_lock",
     "retry_wider",
     "row_chunks",
     "scope_of",

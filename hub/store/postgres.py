@@ -11,11 +11,12 @@ Writes: READ COMMITTED, holding transaction-scoped advisory locks scoped to what
 read-decide-write reads and writes, in the order of hub/store/locks.py (docs/architecture.md
 "Write locks"): the fleet lock (`FLEET_LOCK`) shared, then the cluster locks in the order of
 their keys, in one statement as the transaction begins; or the fleet lock exclusive (the
-covering lock) for a write that names no scope. Later, `serialize` takes the admission and
-watch locks. So writes of different clusters run at once on every hub, and a read-decide-write
-sequence (admission against a quota, a revision bump, a leadership term) never interleaves
-with another that reads or writes the same things. A deadlock PostgreSQL breaks (40P01) or a
-lock wait that timed out (55P03) leaves as errors.StoreBusy, never a bare psycopg error.
+covering lock) for a write that names no scope. Later, `serialize` takes the project,
+admission and watch locks. So writes of different clusters run at once on every hub, and a
+read-decide-write sequence (admission against a quota, a revision bump, a leadership term)
+never interleaves with another that reads or writes the same things. A deadlock PostgreSQL
+breaks (40P01) or a lock wait that timed out (55P03) leaves as errors.StoreBusy, never a bare
+psycopg error.
 The fleet lock is the key the single write lock had: a hub of the previous version (taking it
 exclusively for every write) and one of this version exclude each other correctly while a
 fleet is upgraded one hub at a time.

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
-from tests.harness import FAST, start_agent, wait_until, workload
+from tests.harness import FAST, ApiError, start_agent, wait_until, workload
 from tests.integration.test_no_write_on_the_loop import node_stream
 from tests.integration.test_several_hubs import hubs_on_one_database, ready
 
@@ -146,3 +147,88 @@ def test_control_calls_for_one_project_do_not_wait_for_another_clusters_slow_wri
             assert slow.next("welcome").welcome is not None
         finally:
             slow.stream.close()
+
+
+def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters_slow_write(
+    tmp_path: Path,
+) -> None:
+    """While hub one's write for cluster alpha (project red) waits with its locks taken, hub
+    two creates a workload of project blue on cluster beta, creates and deletes project
+    green, and pauses, resumes and aborts the rollout in waves of another workload of blue on
+    beta: the workload create is scoped to the clusters its placement may choose and blue's
+    project lock, the project create and delete to green's lock, the rollout calls to the
+    workload's deployments' clusters (docs/architecture.md "Write locks", per-path table), so
+    none waits for alpha. Under the covering lock (the old code) each waited for alpha."""
+    with hubs_on_one_database(tmp_path, 2, PATIENT) as (loop, (one, two), url):
+        alpha = one.register_cluster("alpha")
+        beta = two.register_cluster("beta")
+        one.create_project("red", H100_80GB=16)
+        two.create_project("blue", H100_80GB=32)
+        one.post("/v1/workloads", workload("chat", project="red", clusters=("alpha",)))
+        # Beta's pods never get ready: the rollout below stays in flight (rolling).
+        agent = start_agent(
+            loop,
+            two,
+            cluster_id="beta",
+            token=beta,
+            spec="nodes=1,gpus=8,class=H100-80GB,ready_after=600s",
+        )
+        try:
+            body = workload("roll", project="blue", clusters=("beta",))
+            body["rollout"] = {"max_clusters_in_flight": 1, "wave_deadline_seconds": 600}
+            two.post("/v1/workloads", body)
+            wait_until(
+                lambda: two.get("/v1/deployments/roll.beta")["admitted_replicas"] == 1,
+                what="roll admitted on beta",
+            )
+            changed = two.patch("/v1/workloads/roll", {"serving": {"engine_version": "0.11.1"}})
+            assert changed["rollout_status"]["state"] == "rolling"
+
+            calls: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+                (
+                    "create fresh",
+                    lambda: two.post(
+                        "/v1/workloads", workload("fresh", project="blue", clusters=("beta",))
+                    ),
+                ),
+                ("create project green", lambda: two.create_project("green", H100_80GB=8)),
+                ("delete project green", lambda: two.rest("DELETE", "/v1/projects/green")[1]),
+                ("pause roll", lambda: two.post("/v1/workloads/roll:pause", {})),
+                ("resume roll", lambda: two.post("/v1/workloads/roll:resume", {})),
+                ("abort roll", lambda: two.post("/v1/workloads/roll:abort", {})),
+            ]
+            answers: dict[str, dict[str, Any]] = {}
+            # The pool ends after the row is let go: a call still waiting for alpha (the
+            # covering lock) then completes, and the test fails rather than hangs.
+            with (
+                concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
+                cluster_row_held(url, "alpha"),
+            ):
+                slow = node_stream(one, alpha, "alpha", "a1")
+                try:
+                    wait_until(lambda: waiting_for_the_row(url) >= 1, what="alpha's write waiting")
+                    for what, call in calls:
+                        answer = pool.submit(call)
+                        wait_until(answer.done, timeout=30.0, what=f"{what} answered meanwhile")
+                        answers[what] = answer.result()
+                        assert waiting_for_the_row(url) >= 1, "alpha's write still waits"
+                    assert slow.kinds_so_far() == [], "alpha's connection still waits"
+                except BaseException:
+                    slow.stream.close()
+                    raise
+            try:
+                assert answers["create fresh"]["name"] == "fresh"
+                assert [d["cluster_id"] for d in answers["create fresh"]["deployments"]] == ["beta"]
+                assert answers["create project green"]["name"] == "green"
+                with pytest.raises(ApiError) as gone:
+                    two.get("/v1/projects/green")
+                assert gone.value.status == 404
+                assert answers["pause roll"]["rollout_status"]["state"] == "paused"
+                assert answers["resume roll"]["rollout_status"]["state"] == "rolling"
+                assert answers["abort roll"]["rollout_status"]["state"] == "aborted"
+                # Alpha's write completes once let go.
+                assert slow.next("welcome").welcome is not None
+            finally:
+                slow.stream.close()
+        finally:
+            agent.stop()

@@ -10,13 +10,40 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
-from hub.model import Device, NodeObservation, ObservationBatch, Placement, Serving
-from hub.service import clusters, ingest, projects, scoped, workloads
-from hub.service.context import ServiceContext, Tx
+import psycopg
+import pytest
+
+from hub import errors
+from hub.model import (
+    Device,
+    DiscoveredObservation,
+    FailoverPolicy,
+    NodeObservation,
+    ObservationBatch,
+    Placement,
+    RolloutPolicy,
+    Serving,
+)
+from hub.service import (
+    admit,
+    adoption,
+    clusters,
+    failover,
+    ingest,
+    projects,
+    rollouts,
+    scoped,
+    sync,
+    workloads,
+)
+from hub.service.context import ServiceContext, Tx, transaction
 from hub.store import deployments as deployment_rows
 from hub.store import port
+from hub.store import projects as project_rows
 from hub.store.port import open_store
+from tests.harness import wait_until
 
 H100 = "H100-80GB"
 CLUSTERS = tuple(f"east{i}" for i in range(4))
@@ -184,4 +211,271 @@ def test_a_workload_with_no_deployment_is_changed_under_the_covering_lock(
     scoped.write(setup, (), body)
     assert seen == [False, True]
     assert workloads.spec(setup, "idle").labels == {"a": "b"}
+    setup.db.close()
+
+
+def _spec(name: str, project: str, cluster_id: str) -> workloads.WorkloadSpec:
+    return workloads.WorkloadSpec(
+        name=name,
+        project=project,
+        replicas=1,
+        device_class=H100,
+        serving=SERVING,
+        placement=Placement(clusters=(cluster_id,)),
+    )
+
+
+def test_creates_of_one_name_from_several_stores_make_one_workload(store_url: str) -> None:
+    """Creates of one name in different projects on different clusters share no write lock
+    (each is scoped to its own cluster and project): the workloads table's unique index on
+    the name decides, so exactly one is created and every other is AlreadyExists (409), never
+    two workloads of one name."""
+    setup = _store(store_url)
+    _fleet(setup, quota=16)
+    for i in range(len(CLUSTERS)):
+        projects.create(setup, name=f"team{i}", quotas={H100: 16})
+    created: list[str] = []
+    refused: list[str] = []
+
+    def create(i: int) -> Callable[[ServiceContext], None]:
+        def call(ctx: ServiceContext) -> None:
+            try:
+                workloads.create(ctx, _spec("chat", f"team{i}", CLUSTERS[i]))
+                created.append(CLUSTERS[i])
+            except errors.AlreadyExists:
+                refused.append(CLUSTERS[i])
+
+        return call
+
+    _at_once([create(i) for i in range(len(CLUSTERS))], store_url)
+    assert len(created) == 1 and len(refused) == len(CLUSTERS) - 1, (created, refused)
+    chat = workloads.get(setup, "chat")
+    assert [d.deployment.cluster_id for d in chat.deployments] == created
+    with setup.db.read() as conn:
+        found = deployment_rows.on_clusters(conn, list(CLUSTERS))
+    assert [d.cluster_id for d in found] == created, "no deployment of a refused create"
+    setup.db.close()
+
+
+def test_creates_racing_with_quota_changes_admit_up_to_the_quota_and_never_past_it(
+    store_url: str,
+) -> None:
+    """Creates of one project's workloads on clusters where it has none yet (each scoped to
+    its own cluster) race with changes of its quota (scoped to the clusters where it has
+    deployments): the project's lock orders them. A quota change that committed first is what
+    a create's admission reads; a create that committed first is seen by the quota change,
+    which runs again with its cluster. Without the project lock, a quota change could find a
+    deployment on a cluster it holds no lock of (refused at commit), or decide before a create
+    committed while that create admitted under the old quota: it would wait for nothing."""
+    setup = _store(store_url)
+    _fleet(setup, quota=4)
+    workloads.create(setup, _spec("w-east0", "search", CLUSTERS[0]))
+
+    def create(cluster_id: str) -> Callable[[ServiceContext], None]:
+        return lambda ctx: (
+            workloads.create(ctx, _spec(f"w-{cluster_id}", "search", cluster_id)),
+            None,
+        )[1]
+
+    def quota(limit: int) -> Callable[[ServiceContext], None]:
+        return lambda ctx: (projects.set_quotas(ctx, name="search", quotas={H100: limit}), None)[1]
+
+    _at_once([create(c) for c in CLUSTERS[1:]] + [quota(24), quota(24)], store_url)
+    usage = projects.get(setup, "search").usage[H100]
+    # Four workloads of one replica of 4 devices: 16 wanted, the quota (24) fits them all.
+    assert usage.reserved + usage.used == 16, usage
+    setup.db.close()
+
+
+def _waiting_locks(url: str) -> int:
+    """Lock requests of this database not granted (a write waiting for another's lock)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE NOT granted AND database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+
+def _in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as e:  # re-raised in the test's thread
+            failures.append(e)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, failures
+
+
+def _admitted(ctx: ServiceContext, name: str) -> int:
+    return sum(d.deployment.admitted_replicas for d in workloads.get(ctx, name).deployments)
+
+
+def test_a_create_waits_for_its_projects_quota_change_and_admits_under_it(
+    store_url: str,
+) -> None:
+    """A quota change holds its project's lock from before it reads where the project has
+    deployments: a create of the project on a cluster where it has none (scoped to that
+    cluster only) waits for it, then admits under the new quota. Without the project lock
+    the create admitted under the old quota meanwhile (nothing), and the quota change's
+    pass, finding its deployment committed on a cluster it holds no lock of, was refused."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=4)
+    workloads.create(setup, _spec("w-east0", "search", CLUSTERS[0]))  # the quota is full
+    creator, changer = _store(store_url), _store(store_url)
+    with transaction(changer, [CLUSTERS[0]]) as tx:
+        projects._need_clusters(tx, "search")
+        project_rows.set_quotas(tx.conn, name="search", quotas={H100: 8}, now=tx.now)
+        thread, failures = _in_thread(
+            lambda: workloads.create(creator, _spec("w-east1", "search", CLUSTERS[1]))
+        )
+        wait_until(lambda: _waiting_locks(store_url) >= 1, what="the create waiting")
+        admit.run(changer, tx, project_names=["search"])
+    thread.join()
+    assert failures == []
+    assert _admitted(setup, "w-east1") == 1, "admitted under the quota committed first"
+    for ctx in (setup, creator, changer):
+        ctx.db.close()
+
+
+def test_a_quota_change_waits_for_a_create_of_its_project_and_decides_with_it(
+    store_url: str,
+) -> None:
+    """The other order: a create holding its project's lock (its deployment waits: the quota
+    is full) makes a quota change of the project wait; the change then finds the new
+    deployment on a cluster it had not locked, runs again with it (WiderScope) and admits it.
+    Without the project lock the change decided before the create committed, and the new
+    deployment waited for a quota change already made."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=4)
+    workloads.create(setup, _spec("w-east0", "search", CLUSTERS[0]))  # the quota is full
+    creator, changer = _store(store_url), _store(store_url)
+    spec = workloads._valid_spec(_spec("w-east1", "search", CLUSTERS[1]))
+    with transaction(creator, [CLUSTERS[1]]) as tx:
+        workloads._create(creator, tx, spec)
+        thread, failures = _in_thread(
+            lambda: projects.set_quotas(changer, name="search", quotas={H100: 8})
+        )
+        wait_until(lambda: _waiting_locks(store_url) >= 1, what="the quota change waiting")
+    thread.join()
+    assert failures == []
+    assert _admitted(setup, "w-east1") == 1, "admitted by the quota change that came after"
+    for ctx in (setup, creator, changer):
+        ctx.db.close()
+
+
+def test_the_failover_tick_and_the_rollout_sweep_do_not_wait_for_another_clusters_write(
+    store_url: str,
+) -> None:
+    """While a write holding cluster east0's lock stays open (as a slow ingest would), the
+    failover tick (a workload on east1 and east2 whose east1 went silent) and the rollout sweep
+    (a wave on east3 past its deadline) do their work: each is scoped to the clusters its due
+    workloads' decisions read. Under the covering lock (the code before) each waited for the
+    open write."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=1000)
+    now = time.time()
+    sync.record_liveness(setup, last_seen={c: now for c in CLUSTERS}, applied={})
+    workloads.create(
+        setup,
+        workloads.WorkloadSpec(
+            name="moving",
+            project="search",
+            replicas=1,
+            device_class=H100,
+            serving=SERVING,
+            placement=Placement(
+                clusters=CLUSTERS[1:3],
+                failover=FailoverPolicy(toleration_s=1, stabilization_s=1),
+            ),
+        ),
+    )
+    (lost,) = [d.deployment.cluster_id for d in workloads.get(setup, "moving").deployments]
+    # On the clock of the chores below (100 s on): every cluster but `lost` heard from.
+    heard = {c: now + 100 for c in CLUSTERS if c != lost}
+    sync.record_liveness(setup, last_seen=heard, applied={})
+    rolling = _spec("rolling", "search", CLUSTERS[3])
+    workloads.create(
+        setup,
+        replace(
+            rolling, rollout_policy=RolloutPolicy(max_clusters_in_flight=1, wave_deadline_seconds=1)
+        ),
+    )
+    workloads.update(
+        setup,
+        "rolling",
+        workloads.WorkloadChange(serving=replace(SERVING, engine_version="0.11.1")),
+    )
+    assert workloads.spec(setup, "rolling").rollout.state == "rolling"
+    late = ServiceContext(db=setup.db, clock=lambda: time.time() + 100)
+    with setup.db.write([CLUSTERS[0]]):
+        for what, chore in (("failover tick", failover.tick), ("rollout sweep", rollouts.sweep)):
+            thread, failures = _in_thread(lambda c=chore: c(late))
+            wait_until(lambda t=thread: not t.is_alive(), timeout=30.0, what=f"{what} done")
+            assert failures == []
+        # Committed while east0's write is still open.
+        moving = workloads.get(setup, "moving")
+        assert [(r.cluster_id, r.state) for r in moving.failovers] == [(lost, "failed_over")]
+        paused = workloads.spec(setup, "rolling").rollout
+        assert (paused.state, paused.reason) == ("paused", "wave_deadline_exceeded"), paused
+    setup.db.close()
+
+
+def test_a_create_in_a_project_being_deleted_waits_and_finds_it_gone(store_url: str) -> None:
+    """A project's deletion and a workload create in it hold the project's lock (neither
+    holds the other's clusters): the create waits, then finds no project (404), never a
+    workload of a deleted project, nor a bare constraint failure."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=16)
+    projects.create(setup, name="doomed", quotas={H100: 16})
+    creator, deleter = _store(store_url), _store(store_url)
+    with transaction(deleter, ()) as tx:
+        tx.conn.serialize(port.project_lock("doomed"))
+        project_rows.delete(tx.conn, "doomed")
+        thread, failures = _in_thread(
+            lambda: workloads.create(creator, _spec("orphan", "doomed", CLUSTERS[1]))
+        )
+        wait_until(lambda: _waiting_locks(store_url) >= 1, what="the create waiting")
+    thread.join()
+    assert len(failures) == 1 and isinstance(failures[0], errors.NotFound), failures
+    with setup.db.read() as conn:
+        assert deployment_rows.on_clusters(conn, list(CLUSTERS)) == []
+    for ctx in (setup, creator, deleter):
+        ctx.db.close()
+
+
+def test_promoting_a_discovered_dgd_does_not_wait_for_another_clusters_write(
+    store_url: str,
+) -> None:
+    """A promote (adoption) is scoped to the cluster the DGD was found on and its project's
+    lock: while a write holding east0's lock stays open, a DGD found on east1 is promoted;
+    promoting it again is refused (the second finds it promoted). Under the covering lock
+    (the code before) it waited for the open write."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=64)
+    sighting = DiscoveredObservation("ml", "legacy", time.time_ns(), replicas=1, device_class=H100)
+    ingest.ingest(setup, [(CLUSTERS[1], ObservationBatch(seq=2, discovered=(sighting,)))])
+    ref = f"{CLUSTERS[1]}.ml.legacy"
+    with setup.db.write([CLUSTERS[0]]):
+        thread, failures = _in_thread(lambda: adoption.promote(setup, ref, project="search"))
+        wait_until(lambda: not thread.is_alive(), timeout=30.0, what="promoted meanwhile")
+        assert failures == []
+    (adopted,) = workloads.get(setup, "legacy").deployments
+    assert adopted.deployment.cluster_id == CLUSTERS[1]
+    with pytest.raises(errors.FailedPrecondition, match="already promoted"):
+        adoption.promote(setup, ref, project="search", workload_name="again")
     setup.db.close()

@@ -20,6 +20,7 @@ from hub.service.context import ServiceContext, transaction
 from hub.store import clusters as cluster_rows
 from hub.store import port
 from hub.store.port import open_store
+from tests.harness import wait_until
 
 H100 = "H100-80GB"
 
@@ -42,6 +43,24 @@ def test_the_lock_order_is_checked_per_transaction() -> None:
     with pytest.raises(port.LockOrderError, match="no lock named"):
         locks.take("everything")
     assert locks.missing(["a", "c"]) == ["c"]
+
+
+def test_a_projects_lock_comes_after_the_clusters_and_before_devices_and_admission() -> None:
+    """The project lock (a workload create, a quota change: the project's set of clusters)
+    is level 3: after the cluster locks a write begins with, before device binding and the
+    admission locks its pass takes."""
+    locks = port.Locks(covering=False)
+    locks.begin(["a"])
+    assert locks.take(port.project_lock("blue"))
+    assert locks.take(port.project_lock("red"))
+    with pytest.raises(port.LockOrderError, match="out of order"):
+        locks.take(port.project_lock("amber"))  # projects in name order
+    assert locks.take(port.DEVICES)
+    with pytest.raises(port.LockOrderError, match="out of order"):
+        locks.take(port.project_lock("zinc"))  # after device binding: a cycle could close
+    assert locks.take(port.admission_lock("amber"))
+    with pytest.raises(port.LockOrderError, match="out of order"):
+        locks.take(port.project_lock("zinc"))
 
 
 def test_the_covering_lock_covers_every_other() -> None:
@@ -224,4 +243,34 @@ def test_a_deadlock_is_store_busy(store_url: str) -> None:
     failed = [e for e in outcomes if e is not None]
     assert len(failed) == 1 and isinstance(failed[0], errors.StoreBusy), outcomes
     assert failed[0].grpc_code.name == "UNAVAILABLE"
+    ctx.db.close()
+
+
+def test_a_client_certificate_check_does_not_wait_for_another_clusters_write(
+    store_url: str,
+) -> None:
+    """A stream open's certificate check (mutual TLS) takes the fleet lock shared only: while
+    a write of east stays open it answers, and a revoked certificate is still refused (its
+    revocation is a covering write). Under the covering lock (the code before) it waited."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    ctx = _two_clusters(store_url)
+    clusters.check_certificate(ctx, cluster_id="west", fingerprint="f-old")
+    clusters.rotate_token(ctx, "west", revoke_certificates=True)
+    outcomes: list[BaseException | None] = []
+
+    def check(fingerprint: str) -> None:
+        try:
+            clusters.check_certificate(ctx, cluster_id="west", fingerprint=fingerprint)
+            outcomes.append(None)
+        except BaseException as e:  # looked at in the test's thread
+            outcomes.append(e)
+
+    with ctx.db.write(["east"]):
+        for fingerprint in ("f-new", "f-old"):
+            thread = threading.Thread(target=check, args=(fingerprint,))
+            thread.start()
+            wait_until(lambda t=thread: not t.is_alive(), timeout=30.0, what="checked meanwhile")
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], errors.Unauthenticated), outcomes
     ctx.db.close()
