@@ -18,6 +18,7 @@ from hub.sync.fields import Checker
 from hub.sync.observed import DeviceCache
 from wingsmith.v1 import resources_pb2, sync_pb2
 
+# For the device checks, which read no clock (a report's time is checked against a fresh one).
 CHECK = Checker(now_ns=time.time_ns(), max_skew_ns=5 * 10**9)
 
 
@@ -150,9 +151,12 @@ def test_a_node_report_uses_it_and_sees_a_change() -> None:
         )
         return sync_pb2.ObservationBatch(seq=1, nodes=[node])
 
-    first = convert.observations(batch(True), CHECK).nodes[0].devices[0]
-    assert convert.observations(batch(True), CHECK).nodes[0].devices[0] is first
-    flipped = convert.observations(batch(False), CHECK).nodes[0].devices[0]
+    # A checker of this moment: the module's CHECK was made at collection, and a report stamped
+    # now is "in the future" for it once the run is older than its skew.
+    check = Checker(now_ns=time.time_ns(), max_skew_ns=5 * 10**9)
+    first = convert.observations(batch(True), check).nodes[0].devices[0]
+    assert convert.observations(batch(True), check).nodes[0].devices[0] is first
+    flipped = convert.observations(batch(False), check).nodes[0].devices[0]
     assert (flipped.healthy, flipped.health_reason) == (False, "xid 79")
     assert len(observed.DEVICES) <= observed.DEVICE_CACHE_LIMIT
 
