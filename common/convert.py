@@ -345,6 +345,62 @@ def _default_of(record_type: Any) -> Any:
         return None
 
 
+# -- The rule's parts, for an encoder that composes it with another (hub/api/jsonview.py: the
+# REST JSON straight from records, which must answer what to_message then to_json would).
+
+
+@functools.cache
+def field_hints(record_type: Any, descriptor: Descriptor) -> dict[str, Any]:
+    """Message field name -> the record field's type hint, for the fields both name alike."""
+    return {f.name: hint for f, hint in _pairs(record_type, descriptor)}
+
+
+def message_builder(
+    record_type: Any, descriptor: Descriptor, given: tuple[str, ...]
+) -> Callable[[Any, Any, dict[str, Any]], Any]:
+    """to_message's generated function, `(message_type, record, given) -> message`: for a
+    caller that has the given fields as a dict already (no second unpacking)."""
+    return _to_builder(record_type, descriptor, given)
+
+
+def is_optional(hint: Any) -> bool:
+    """Whether the hint is `X | None` (an unset nested message reads None, not the default)."""
+    return _required(hint) is not hint
+
+
+def default_of(record_type: Any) -> Any:
+    """The record with every field at its default, or None when some field has none."""
+    return _default_of(record_type)
+
+
+def message_class(descriptor: Descriptor) -> Callable[..., Any]:
+    return _message_class(descriptor)
+
+
+def custom_to_wire(record_type: Any) -> Callable[[Any], Any] | None:
+    """The record -> message function `register`ed for the type, or None."""
+    custom = _CUSTOM.get(record_type)
+    return None if custom is None else custom[0]
+
+
+def check_nested(field: Any, record_type: Any) -> None:
+    """Raise the TypeError to_message raises for a nested value it cannot convert."""
+    if not _is_record(record_type):
+        raise TypeError(f"{field.full_name}: give it, {record_type.__name__} is no record")
+    if not _pairs(record_type, field.message_type):
+        raise TypeError(_unrelated(field, record_type))
+
+
+def word_to_number(enum: EnumDescriptor) -> Callable[[str], int]:
+    """A word -> its number, as to_message converts an enum field (ValueError if none)."""
+    return _word_to_number(enum)
+
+
+def enum_words(enum: EnumDescriptor) -> dict[str, int]:
+    """The enum's own words (and "") -> numbers."""
+    return dict(_numbers_by_word(enum))
+
+
 # -- Serving: its worker counts travel in a nested message; registered here, with the rule, so
 # a Serving nested anywhere (Deployment, DeploymentSpec, Workload) converts the same way.
 

@@ -13,6 +13,8 @@ fields"), whose rule is the contract's (hub/api/contract.py `STRINGS`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +24,12 @@ from google.protobuf.message import Message
 from opentelemetry import trace
 
 from hub import access, errors, tracing
-from hub.api import contract, permissions, watch
+from hub.api import coalesce, contract, convert, jsonview, permissions, watch
 from hub.api.auth import Authenticator
 
 # The handlers the dispatchers run; named here too, as the hub's wiring (hub/app/) builds
 # them beside their dispatcher.
+from hub.api.handlers import Answer
 from hub.api.handlers import ControlHandlers as ControlHandlers
 from hub.model import AuditRecord
 from hub.service import access as access_service
@@ -34,6 +37,10 @@ from hub.service.context import ServiceContext
 from wingsmith.v1 import control_pb2 as cpb
 
 Dispatch = Callable[[descriptor.MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
+# The REST gateway's: a message, or a list's REST JSON (hub/api/jsonview.py).
+AnswerDispatch = Callable[
+    [descriptor.MethodDescriptor, Message, Mapping[str, str]], Awaitable[Answer]
+]
 
 
 # The dashboard's entry: the caller is a principal its session already proved.
@@ -47,17 +54,71 @@ def dispatcher(
 ) -> Dispatch:
     """The one entry both edges call: authenticate, then `run` (authorize, handle, audit).
     `edge` ("grpc", "rest") is recorded in the audit log; each edge has its own dispatcher."""
-
-    def call(
-        method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
-    ) -> Message:
-        # Unaudited when refused: there is no one to name.
-        principal = auth.check_for_dispatch(metadata)
-        return run(handlers, ctx, method, request, principal, edge=edge)
+    answer = _dispatcher(handlers, auth, ctx, edge=edge, output=convert.MESSAGES)
 
     async def dispatch(
         method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
     ) -> Message:
+        result = await answer(method, request, metadata)
+        assert isinstance(result, Message)  # messages: asked for
+        return result
+
+    return dispatch
+
+
+def rest_dispatcher(
+    handlers: ControlHandlers, auth: Authenticator, ctx: ServiceContext
+) -> AnswerDispatch:
+    """`dispatcher` for the REST gateway: the list methods answer their REST JSON straight
+    from the views, already dumped (a jsonview.Document; docs/rest.md "List answers, straight
+    from the views"), every other method a message as on gRPC. Identical list calls share one
+    read that began after each of them arrived (hub/api/coalesce.py; docs/rest.md)."""
+    answer = _dispatcher(handlers, auth, ctx, edge="rest", output=convert.JSON)
+    reads: coalesce.Coalescer[Answer] = coalesce.Coalescer()
+
+    async def dispatch(
+        method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
+    ) -> Answer:
+        if not _coalesced(method):
+            return await answer(method, request, metadata)
+        # The same call by the same credentials: the same principal, so the same scope.
+        key = (
+            method.full_name,
+            request.SerializeToString(deterministic=True),
+            metadata.get("authorization", ""),
+        )
+        return await reads.read(key, lambda: answer(method, request, metadata))
+
+    return dispatch
+
+
+def _coalesced(method: descriptor.MethodDescriptor) -> bool:
+    return method.name.startswith("List") and not permissions.rule_for(method.name).mutating
+
+
+def _dispatcher(
+    handlers: ControlHandlers,
+    auth: Authenticator,
+    ctx: ServiceContext,
+    *,
+    edge: str,
+    output: convert.Output,
+) -> AnswerDispatch:
+    def call(
+        method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
+    ) -> Answer:
+        # Unaudited when refused: there is no one to name.
+        principal = auth.check_for_dispatch(metadata)
+        result = answer(handlers, ctx, method, request, principal, edge=edge, output=output)
+        if isinstance(result, jsonview.Document):
+            # Dumped here, in the call's worker thread (not a second thread, nor the loop), as
+            # web.json_response would: the same bytes.
+            return dataclasses.replace(result, text=json.dumps(result.body))
+        return result
+
+    async def dispatch(
+        method: descriptor.MethodDescriptor, request: Message, metadata: Mapping[str, str]
+    ) -> Answer:
         # One span per call, continuing the caller's trace (W3C traceparent in its metadata or
         # headers); the worker thread runs in a copy of this context, so what the call does
         # (its admission pass, the change it publishes) belongs to it (hub/tracing.py).
@@ -74,7 +135,7 @@ def dispatcher(
             # In a worker thread: the event loop keeps serving the agents' streams while the
             # call looks its token up, reads, decides and commits (the store serializes
             # writers; reads never wait).
-            result: Message = await asyncio.to_thread(call, method, request, metadata)
+            result: Answer = await asyncio.to_thread(call, method, request, metadata)
             return result
 
     return dispatch
@@ -169,8 +230,24 @@ def run(
 ) -> Message:
     """Authorize (hub/access.py), run the method's handler, and audit the call when it
     changes something, allowed or refused."""
+    result = answer(handlers, ctx, method, request, principal, edge=edge, output=convert.MESSAGES)
+    assert isinstance(result, Message)  # messages: asked for
+    return result
+
+
+def answer(
+    handlers: ControlHandlers,
+    ctx: ServiceContext,
+    method: descriptor.MethodDescriptor,
+    request: Message,
+    principal: access.Principal,
+    *,
+    edge: str,
+    output: convert.Output,
+) -> Answer:
+    """`run`, the list methods answering in `output` (convert.JSON: a jsonview.Document)."""
     rule = permissions.rule_for(method.name)
-    handler: Callable[[Any], Message] | None = getattr(handlers, method.name, None)
+    handler: Callable[[Any], Answer] | None = getattr(handlers, method.name, None)
     outcome, message = "OK", ""
     try:
         _refuse_nul(request)
@@ -181,7 +258,7 @@ def run(
         access.authorize(principal, action=method.name, needs=rule.needs, projects=projects)
         if handler is None:
             raise errors.WingsmithError(f"{method.full_name} is not implemented")
-        return handlers.run_as(principal, handler, request)
+        return handlers.run_as(principal, handler, request, output=output)
     except errors.WingsmithError as e:
         outcome, message = e.grpc_code.name, e.message
         raise

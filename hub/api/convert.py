@@ -1,12 +1,21 @@
 """Control API conversions: service views -> resource messages, request messages -> specs.
 
-The REST JSON and the gRPC responses are the same messages, so this is the one place that
-decides what a resource shows.
+The REST JSON and the gRPC responses show the same messages, so this is the one place that
+decides what a resource shows. A list item's conversion is written once against an `Output`:
+`MESSAGES` builds protobuf messages (gRPC, and every REST answer but the lists), `JSON` the
+REST JSON straight from the views (hub/api/jsonview.py), the same document to_json of the
+message would be, without the message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from common import convert as rule
 from hub import adoption, wire
+from hub.api import jsonview
 from hub.model import (
     Allocation,
     ApiToken,
@@ -25,37 +34,71 @@ from wingsmith.v1 import control_pb2 as cpb
 from wingsmith.v1 import resources_pb2 as pb
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where a conversion goes: `message(message_type, record or None, **given)` (the record's
+    fields by the converter's rule, `given` as given, None unset), and a timestamp from float
+    seconds (None: unset) or from nanoseconds (0: unset), in that output's form."""
+
+    message: Callable[..., Any]
+    timestamp: Callable[[float | None], Any]
+    timestamp_ns: Callable[[int], Any]
+
+
+def _message(message_type: Any, record: Any, **given: Any) -> Any:
+    """wire.message_from, or the message of the given fields alone for no record."""
+    if record is None:
+        # A field given None is left unset: the constructor reads None so.
+        return message_type(**given)
+    record_type: Any = type(record)
+    build = rule.message_builder(record_type, message_type.DESCRIPTOR, tuple(given))
+    return build(message_type, record, given)
+
+
+MESSAGES = Output(_message, wire.timestamp, wire.timestamp_ns)
+JSON = Output(jsonview.build, jsonview.stamp_text, jsonview.stamp_ns_text)
+
+
 def project(view: views.ProjectView) -> pb.Project:
-    """The project's fields by the one converter's rule (wire.message_from); the usage per
-    device class, which the view computes, given."""
-    message: pb.Project = wire.message_from(
-        pb.Project,
-        view.project,
-        usage={c: wire.message_from(pb.QuotaUsage, u) for c, u in view.usage.items()},
-    )
+    message: pb.Project = project_as(view, MESSAGES)
     return message
 
 
+def project_as(view: views.ProjectView, out: Output) -> Any:
+    """The project's fields by the one converter's rule (wire.message_from); the usage per
+    device class, which the view computes, given."""
+    return out.message(
+        pb.Project,
+        view.project,
+        usage={c: out.message(pb.QuotaUsage, u) for c, u in view.usage.items()},
+    )
+
+
 def cluster(view: views.ClusterView) -> pb.Cluster:
+    message: pb.Cluster = cluster_as(view, MESSAGES)
+    return message
+
+
+def cluster_as(view: views.ClusterView, out: Output) -> Any:
     """The cluster's fields (labels, agents, times) by the converter's rule; what the view and
     the maintenance marks say given."""
     c = view.cluster
-    message: pb.Cluster = wire.message_from(
+    return out.message(
         pb.Cluster,
         c,
         connected=c.connected,
         stale=view.stale,
         nodes=[
-            wire.message_from(
+            out.message(
                 pb.Node,
                 n,
-                observe_time=wire.timestamp_ns(n.observe_ns),
+                observe_time=out.timestamp_ns(n.observe_ns),
                 cordoned=n.node_id in c.maintenance.nodes,
             )
             for n in view.nodes
         ],
         devices={
-            device_class: wire.message_from(pb.DeviceCapacity, cap, free=cap.free)
+            device_class: out.message(pb.DeviceCapacity, cap, free=cap.free)
             for device_class, cap in view.capacity.items()
         },
         never_connected=view.never_connected,
@@ -66,14 +109,18 @@ def cluster(view: views.ClusterView) -> pb.Cluster:
         cordoned_nodes=list(c.maintenance.nodes),
         draining=c.maintenance.draining,
     )
-    return message
 
 
 def deployment(view: views.DeploymentView) -> pb.Deployment:
+    message: pb.Deployment = deployment_as(view, MESSAGES)
+    return message
+
+
+def deployment_as(view: views.DeploymentView, out: Output) -> Any:
     d = view.deployment
-    # The deployment's fields of the same name are copied (wire.message_from); what the view
-    # says (phase, reason and message as of now, live state) and the messages are given here.
-    message: pb.Deployment = wire.message_from(
+    # The deployment's fields of the same name are copied (the converter's rule); what the
+    # view says (phase, reason and message as of now, live state) and the messages are given.
+    return out.message(
         pb.Deployment,
         d,
         name=d.name,
@@ -82,41 +129,51 @@ def deployment(view: views.DeploymentView) -> pb.Deployment:
         admission_message=view.admission_message,
         live_digests=view.live_digests,
         degraded=view.degraded,
-        sync=pb.SyncState(
+        sync=out.message(
+            pb.SyncState,
+            None,
             revision=d.revision,
             applied=view.applied,
             rejected_error=view.rejection.error if view.rejection else "",
             rejected_generation=view.rejection.generation if view.rejection else 0,
         ),
-        drift=[difference(x) for x in view.drift],
+        drift=[difference_as(x, out) for x in view.drift],
         topology_violations=[
-            pb.TopologyViolation(replica_id=v.replica_id, name=v.name, reason=v.reason)
+            out.message(
+                pb.TopologyViolation, None, replica_id=v.replica_id, name=v.name, reason=v.reason
+            )
             for v in view.topology_violations
         ],
         failover_replicas=view.failover_replicas,
         failover_for=list(view.failover_for),
-        # A word on the record, a message here: set below.
-        adopted_from=None,
+        rollout=None if view.rollout is None else rollout_as(view.rollout, out),
+        applied=(
+            None if view.applied_object is None else applied_object_as(view.applied_object, out)
+        ),
+        # A word on the record, a message here.
+        adopted_from=(
+            out.message(
+                pb.AdoptedFrom,
+                None,
+                discovered_id=d.adopted_from,
+                namespace=d.dgd_namespace,
+                name=d.dgd_name,
+            )
+            if d.adopted
+            else None
+        ),
+        status=None if view.status is None else status_as(view.status, deployment=d, out=out),
     )
-    if view.rollout is not None:
-        message.rollout.CopyFrom(rollout(view.rollout))
-    if view.applied_object is not None:
-        message.applied.CopyFrom(applied_object(view.applied_object))
-    if d.adopted:
-        message.adopted_from.CopyFrom(
-            pb.AdoptedFrom(discovered_id=d.adopted_from, namespace=d.dgd_namespace, name=d.dgd_name)
-        )
-    if view.status is not None:
-        message.status.CopyFrom(status(view.status, deployment=d))
-    return message
 
 
 def applied_object(a: AppliedObject) -> pb.AppliedObject:
     """With its body when it was read with one (GetAppliedObject), else coordinates only."""
-    message: pb.AppliedObject = wire.message_from(
-        pb.AppliedObject, a, observe_time=wire.timestamp_ns(a.observe_ns)
-    )
+    message: pb.AppliedObject = applied_object_as(a, MESSAGES)
     return message
+
+
+def applied_object_as(a: AppliedObject, out: Output) -> Any:
+    return out.message(pb.AppliedObject, a, observe_time=out.timestamp_ns(a.observe_ns))
 
 
 # A stale cluster's last report is kept but never shown as its present state (docs/phases.md).
@@ -125,6 +182,11 @@ STALE_REASON = "cluster_stale"
 
 
 def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentStatus:
+    message: pb.DeploymentStatus = status_as(view, deployment=deployment, out=MESSAGES)
+    return message
+
+
+def status_as(view: views.StatusView, *, deployment: Deployment, out: Output) -> Any:
     """The cluster's answer. While the cluster is stale its last report may be long false
     ("successful, all_resources_are_ready" of pods that are gone), so phase and reason say
     stale and the message carries what the last report said, as of `observe_time`.
@@ -142,7 +204,9 @@ def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentSt
             f"cluster {cluster_id} has not reported within the grace period; its last report"
             f" (observe_time) said: {said or 'nothing'}" + (f": {report.message}" if text else "")
         )
-    return pb.DeploymentStatus(
+    return out.message(
+        pb.DeploymentStatus,
+        None,
         phase=phase,
         reason=reason,
         message=text,
@@ -151,26 +215,39 @@ def status(view: views.StatusView, *, deployment: Deployment) -> pb.DeploymentSt
         applied_replicas=report.applied_replicas,
         replicas_owner=report.replicas_owner,
         stale=view.stale,
-        observe_time=wire.timestamp_ns(report.observe_ns),
+        observe_time=out.timestamp_ns(report.observe_ns),
     )
 
 
 def rollout(r: views.RolloutView) -> pb.RolloutStatus:
-    # `state` is a property of the view (derived from `rolling`), so given.
-    message: pb.RolloutStatus = wire.message_from(
-        pb.RolloutStatus, r, state=wire.enum_value(pb.RolloutState, r.state)
-    )
+    message: pb.RolloutStatus = rollout_as(r, MESSAGES)
     return message
+
+
+def rollout_as(r: views.RolloutView, out: Output) -> Any:
+    # `state` is a property of the view (derived from `rolling`), so given.
+    return out.message(pb.RolloutStatus, r, state=wire.enum_value(pb.RolloutState, r.state))
 
 
 def difference(x: views.Difference) -> pb.Difference:
-    message: pb.Difference = wire.message_from(pb.Difference, x)
+    message: pb.Difference = difference_as(x, MESSAGES)
     return message
 
 
+def difference_as(x: views.Difference, out: Output) -> Any:
+    return out.message(pb.Difference, x)
+
+
 def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
+    message: pb.DeploymentSummary = deployment_summary_as(view, MESSAGES)
+    return message
+
+
+def deployment_summary_as(view: views.DeploymentView, out: Output) -> Any:
     d = view.deployment
-    return pb.DeploymentSummary(
+    return out.message(
+        pb.DeploymentSummary,
+        None,
         deployment_id=d.deployment_id,
         name=d.name,
         cluster_id=d.cluster_id,
@@ -192,43 +269,56 @@ def deployment_summary(view: views.DeploymentView) -> pb.DeploymentSummary:
 
 
 def workload(view: views.WorkloadView) -> pb.Workload:
+    message: pb.Workload = workload_as(view, MESSAGES)
+    return message
+
+
+def workload_as(view: views.WorkloadView, out: Output) -> Any:
     """The workload's fields by the converter's rule (serving, placement and times among
     them); what the view says given, and `rollout`, which is the rollout's state on the record
     and its policy on the wire."""
     w = view.workload
-    message: pb.Workload = wire.message_from(
+    return out.message(
         pb.Workload,
         w,
         phase=wire.enum_value(pb.AdmissionPhase, view.phase),
         degraded=view.degraded,
         ready_replicas=view.ready_replicas,
-        deployments=[deployment_summary(d) for d in view.deployments],
+        deployments=[deployment_summary_as(d, out) for d in view.deployments],
         devices_per_replica=w.serving.devices_per_replica,
-        rollout=wire.message_from(pb.RolloutPolicy, w.rollout_policy),
-        rollout_status=workload_rollout(view) if w.rollout.state else None,
-        failovers=[failover_status(r, w.placement) for r in view.failovers],
+        rollout=out.message(pb.RolloutPolicy, w.rollout_policy),
+        rollout_status=workload_rollout_as(view, out) if w.rollout.state else None,
+        failovers=[failover_status_as(r, w.placement, out) for r in view.failovers],
     )
-    return message
 
 
 def workload_rollout(view: views.WorkloadView) -> pb.WorkloadRollout:
+    message: pb.WorkloadRollout = workload_rollout_as(view, MESSAGES)
+    return message
+
+
+def workload_rollout_as(view: views.WorkloadView, out: Output) -> Any:
     r = view.workload.rollout
-    return pb.WorkloadRollout(
+    return out.message(
+        pb.WorkloadRollout,
+        None,
         state=wire.enum_value(pb.RolloutState, r.state),
         target_serving_digest=r.target_digest,
         previous_serving_digest=r.previous_digest,
         reason=r.reason,
         message=r.message,
         clusters=[
-            pb.WaveStatus(
+            out.message(
+                pb.WaveStatus,
+                None,
                 cluster_id=c.cluster_id,
                 state=wire.enum_value(pb.RolloutState, c.state),
-                change_time=wire.timestamp(c.changed_at),
+                change_time=out.timestamp(c.changed_at),
             )
             for c in view.waves
         ],
-        start_time=wire.timestamp(r.start_time),
-        update_time=wire.timestamp(r.update_time),
+        start_time=out.timestamp(r.start_time),
+        update_time=out.timestamp(r.update_time),
     )
 
 
@@ -238,16 +328,20 @@ def rollout_policy(message: pb.RolloutPolicy) -> RolloutPolicy:
 
 
 def failover_status(r: FailoverRecord, placement: Placement) -> pb.FailoverStatus:
+    message: pb.FailoverStatus = failover_status_as(r, placement, MESSAGES)
+    return message
+
+
+def failover_status_as(r: FailoverRecord, placement: Placement, out: Output) -> Any:
     """The record's fields by the converter's rule; the failback time derived."""
     stabilization = placement.failover.stabilization_s if placement.failover else 0
-    message: pb.FailoverStatus = wire.message_from(
+    return out.message(
         pb.FailoverStatus,
         r,
-        failback_time=wire.timestamp(
+        failback_time=out.timestamp(
             None if r.recovered_since is None else r.recovered_since + stabilization
         ),
     )
-    return message
 
 
 def dry_run_workload(preview: dryrun.DryRun) -> pb.Workload:
@@ -295,8 +389,15 @@ def deployment_change(change: dryrun.Change) -> pb.DeploymentChange:
 
 
 def replica(view: views.ReplicaView) -> pb.Replica:
+    message: pb.Replica = replica_as(view, MESSAGES)
+    return message
+
+
+def replica_as(view: views.ReplicaView, out: Output) -> Any:
     r = view.replica
-    return pb.Replica(
+    return out.message(
+        pb.Replica,
+        None,
         replica_id=r.replica_id,
         deployment_id=r.deployment_id,
         cluster_id=r.cluster_id,
@@ -309,13 +410,17 @@ def replica(view: views.ReplicaView) -> pb.Replica:
         engine_version=r.engine_version,
         role=r.role,
         stale=view.stale,
-        observe_time=wire.timestamp_ns(r.observe_ns),
+        observe_time=out.timestamp_ns(r.observe_ns),
     )
 
 
 def allocation(a: Allocation) -> pb.Allocation:
-    message: pb.Allocation = wire.message_from(pb.Allocation, a)
+    message: pb.Allocation = allocation_as(a, MESSAGES)
     return message
+
+
+def allocation_as(a: Allocation, out: Output) -> Any:
+    return out.message(pb.Allocation, a)
 
 
 def placement_to_proto(p: Placement) -> pb.Placement:
@@ -341,11 +446,18 @@ def workload_spec(message: pb.Workload) -> WorkloadSpec:
 
 
 def discovered(d: Discovered) -> pb.Discovered:
+    message: pb.Discovered = discovered_as(d, MESSAGES)
+    return message
+
+
+def discovered_as(d: Discovered, out: Output) -> Any:
     """Replicas and devices per replica as hub/adoption.py reads them off the services (the
     way a rendered DGD is counted, whatever an older agent computed)."""
     o = d.observation
     shape = adoption.shape(o)
-    return pb.Discovered(
+    return out.message(
+        pb.Discovered,
+        None,
         discovered_id=d.discovered_id,
         name=d.ref,
         cluster_id=d.cluster_id,
@@ -354,7 +466,7 @@ def discovered(d: Discovered) -> pb.Discovered:
         state=wire.enum_value(pb.DiscoveredState, d.state),
         gone=d.gone,
         backend_framework=o.backend_framework,
-        services=[wire.message_from(pb.DiscoveredService, s) for s in o.services],
+        services=[out.message(pb.DiscoveredService, s) for s in o.services],
         replicas=shape.replicas,
         ready_replicas=shape.ready_replicas,
         imported_args=list(o.imported_args),
@@ -362,9 +474,9 @@ def discovered(d: Discovered) -> pb.Discovered:
         device_class=o.device_class,
         devices_per_replica=shape.devices_per_replica,
         workload_id=d.workload_id,
-        first_seen=wire.timestamp(d.first_seen),
-        last_seen=wire.timestamp(d.last_seen),
-        gone_time=wire.timestamp(d.gone_time),
+        first_seen=out.timestamp(d.first_seen),
+        last_seen=out.timestamp(d.last_seen),
+        gone_time=out.timestamp(d.gone_time),
     )
 
 
@@ -396,10 +508,18 @@ def review(r: Review) -> cpb.DeploymentReview:
 
 
 def api_token(token: ApiToken) -> pb.ApiToken:
-    message: pb.ApiToken = wire.message_from(pb.ApiToken, token)
+    message: pb.ApiToken = api_token_as(token, MESSAGES)
     return message
+
+
+def api_token_as(token: ApiToken, out: Output) -> Any:
+    return out.message(pb.ApiToken, token)
 
 
 def audit_record(record: AuditRecord) -> pb.AuditRecord:
-    message: pb.AuditRecord = wire.message_from(pb.AuditRecord, record)
+    message: pb.AuditRecord = audit_record_as(record, MESSAGES)
     return message
+
+
+def audit_record_as(record: AuditRecord, out: Output) -> Any:
+    return out.message(pb.AuditRecord, record)

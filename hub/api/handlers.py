@@ -17,7 +17,7 @@ from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from hub import access, errors, wire
-from hub.api import contract, convert, listings, rehearsal, scopes, updates
+from hub.api import contract, convert, jsonview, listings, rehearsal, scopes, updates
 from hub.service import access as access_service
 from hub.service import (
     adoption,
@@ -39,6 +39,10 @@ MessageT = TypeVar("MessageT", bound=Message)
 RequestT = TypeVar("RequestT", bound=Message)
 ResponseT = TypeVar("ResponseT", bound=Message)
 
+# A handler's answer: a message, or for a list asked for as JSON (the REST edge) the
+# response's REST JSON made straight from the views (hub/api/jsonview.py).
+Answer = Message | jsonview.Document
+
 WORKLOAD_MUTABLE = contract.MUTABLE["UpdateWorkload"]
 PROJECT_MUTABLE = contract.MUTABLE["UpdateProject"]
 DEPLOYMENT_MUTABLE = contract.MUTABLE["UpdateDeployment"]
@@ -59,14 +63,29 @@ class ControlHandlers:
         principal: access.Principal = getattr(self._caller, "principal", access.ADMIN)
         return principal
 
+    @property
+    def output(self) -> convert.Output:
+        """What the list handlers answer in for this call: messages, or REST JSON."""
+        output: convert.Output = getattr(self._caller, "output", convert.MESSAGES)
+        return output
+
     def run_as(
-        self, principal: access.Principal, handler: Callable[[Any], Message], request: Message
-    ) -> Message:
+        self,
+        principal: access.Principal,
+        handler: Callable[[Any], Answer],
+        request: Message,
+        *,
+        output: convert.Output = convert.MESSAGES,
+    ) -> Answer:
+        """Run `handler` as `principal`; the list handlers answer in `output` (convert.JSON:
+        a jsonview.Document; every other handler answers a message whatever is asked)."""
         self._caller.principal = principal
+        self._caller.output = output
         try:
             return handler(request)
         finally:
             self._caller.principal = access.ADMIN
+            self._caller.output = convert.MESSAGES
 
     def _shown(self, preview: dryrun.DryRun) -> dryrun.DryRun:
         """A dry run's answer as the caller may read it: a project-scoped token sees the
@@ -74,9 +93,10 @@ class ControlHandlers:
         (preempted, admitted into freed room), not which."""
         return dryrun.visible(preview, self.principal.reads)
 
-    def _list(self, listing: listings.Listing[RequestT, ResponseT], request: RequestT) -> ResponseT:
-        """A List call: one description per list (hub/api/listings.py), run alike."""
-        return listings.answer(listing, self._ctx, request, self.principal)
+    def _list(self, listing: listings.Listing[RequestT, ResponseT], request: RequestT) -> Answer:
+        """A List call: one description per list (hub/api/listings.py), run alike, answered
+        in this call's output."""
+        return listings.answer(listing, self._ctx, request, self.principal, self.output)
 
     def _rehearsed(self, method: str, request: Message, kind: type[MessageT]) -> MessageT:
         """A validate_only call with no preview of its own: the very handler, run as the
@@ -84,7 +104,9 @@ class ControlHandlers:
 
         def call(ctx: ServiceContext, real: Message) -> Message:
             twin = ControlHandlers(ctx)
-            return twin.run_as(self.principal, getattr(twin, method), real)
+            answer = twin.run_as(self.principal, getattr(twin, method), real)
+            assert isinstance(answer, Message)  # messages: the default output
+            return answer
 
         return rehearsal.rehearse(self._ctx, call, request, kind, shown=self._shown)
 
@@ -105,7 +127,7 @@ class ControlHandlers:
     def GetProject(self, request: cpb.GetProjectRequest) -> pb.Project:
         return convert.project(projects.get(self._ctx, request.name))
 
-    def ListProjects(self, request: cpb.ListProjectsRequest) -> cpb.ListProjectsResponse:
+    def ListProjects(self, request: cpb.ListProjectsRequest) -> Answer:
         return self._list(listings.PROJECTS, request)
 
     def UpdateProject(self, request: cpb.UpdateProjectRequest) -> pb.Project:
@@ -149,7 +171,7 @@ class ControlHandlers:
     def GetCluster(self, request: cpb.GetClusterRequest) -> pb.Cluster:
         return convert.cluster(clusters.get(self._ctx, request.cluster_id))
 
-    def ListClusters(self, request: cpb.ListClustersRequest) -> cpb.ListClustersResponse:
+    def ListClusters(self, request: cpb.ListClustersRequest) -> Answer:
         return self._list(listings.CLUSTERS, request)
 
     def UpdateCluster(self, request: cpb.UpdateClusterRequest) -> pb.Cluster:
@@ -214,7 +236,7 @@ class ControlHandlers:
         scopes.reads(self.principal, "workload", request.ref, view.workload.project)
         return convert.workload(view)
 
-    def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> cpb.ListWorkloadsResponse:
+    def ListWorkloads(self, request: cpb.ListWorkloadsRequest) -> Answer:
         return self._list(listings.WORKLOADS, request)
 
     def UpdateWorkload(self, request: cpb.UpdateWorkloadRequest) -> pb.Workload:
@@ -258,7 +280,7 @@ class ControlHandlers:
 
     # -- deployments --------------------------------------------------------------------------
 
-    def ListDeployments(self, request: cpb.ListDeploymentsRequest) -> cpb.ListDeploymentsResponse:
+    def ListDeployments(self, request: cpb.ListDeploymentsRequest) -> Answer:
         return self._list(listings.DEPLOYMENTS, request)
 
     def GetDeployment(self, request: cpb.GetDeploymentRequest) -> pb.Deployment:
@@ -311,7 +333,7 @@ class ControlHandlers:
 
     # -- discovered ---------------------------------------------------------------------------
 
-    def ListDiscovered(self, request: cpb.ListDiscoveredRequest) -> cpb.ListDiscoveredResponse:
+    def ListDiscovered(self, request: cpb.ListDiscoveredRequest) -> Answer:
         return self._list(listings.DISCOVERED, request)
 
     def GetDiscovered(self, request: cpb.GetDiscoveredRequest) -> pb.Discovered:
@@ -340,7 +362,7 @@ class ControlHandlers:
 
     # -- observations -------------------------------------------------------------------------
 
-    def ListReplicas(self, request: cpb.ListReplicasRequest) -> cpb.ListReplicasResponse:
+    def ListReplicas(self, request: cpb.ListReplicasRequest) -> Answer:
         return self._list(listings.REPLICAS, request)
 
     def GetReplica(self, request: cpb.GetReplicaRequest) -> pb.Replica:
@@ -350,7 +372,7 @@ class ControlHandlers:
             scopes.reads(self.principal, "replica", request.ref, project)
         return convert.replica(replica)
 
-    def ListAllocations(self, request: cpb.ListAllocationsRequest) -> cpb.ListAllocationsResponse:
+    def ListAllocations(self, request: cpb.ListAllocationsRequest) -> Answer:
         return self._list(listings.ALLOCATIONS, request)
 
     # -- tokens and audit ---------------------------------------------------------------------
@@ -367,7 +389,7 @@ class ControlHandlers:
         )
         return cpb.CreateApiTokenResponse(token=convert.api_token(token), secret=secret)
 
-    def ListApiTokens(self, request: cpb.ListApiTokensRequest) -> cpb.ListApiTokensResponse:
+    def ListApiTokens(self, request: cpb.ListApiTokensRequest) -> Answer:
         return self._list(listings.API_TOKENS, request)
 
     def RevokeApiToken(self, request: cpb.RevokeApiTokenRequest) -> pb.ApiToken:
@@ -382,9 +404,7 @@ class ControlHandlers:
             "", "Watch is a server-streaming call: use gRPC streaming or GET /v1/watch (SSE)"
         )
 
-    def ListAuditRecords(
-        self, request: cpb.ListAuditRecordsRequest
-    ) -> cpb.ListAuditRecordsResponse:
+    def ListAuditRecords(self, request: cpb.ListAuditRecordsRequest) -> Answer:
         return self._list(listings.AUDIT_RECORDS, request)
 
 

@@ -283,10 +283,15 @@ def _same(value: Any) -> Any:
     return value  # str, bool, and every integer type (int64 as a number: see the docstring)
 
 
+def value_encoder(field: FieldDescriptor) -> Encoder:
+    """One value of `field` (an element, for a repeated one) -> its JSON."""
+    return _value_encoder(field)
+
+
 def _value_encoder(field: FieldDescriptor) -> Encoder:
     kind = field.type
     if kind == _FD.TYPE_ENUM:
-        words = _enum_words(enum_type(field))
+        words = enum_json_words(enum_type(field))
 
         def encode_enum(value: int) -> Any:
             # An unknown number (an open enum's newer value) stays a number.
@@ -300,7 +305,7 @@ def _value_encoder(field: FieldDescriptor) -> Encoder:
             inner = _value_encoder(desc.fields_by_name["value"])
             return lambda value: inner(value.value)
         if desc.full_name == "google.protobuf.Timestamp":
-            return lambda value: _timestamp_text(value.seconds, value.nanos)
+            return lambda value: timestamp_text(value.seconds, value.nanos)
         if desc.full_name == "google.protobuf.Duration":
             return lambda value: value.ToJsonString()
         if desc.full_name in SPECIAL_JSON_TYPES:
@@ -309,7 +314,7 @@ def _value_encoder(field: FieldDescriptor) -> Encoder:
     if kind == _FD.TYPE_BYTES:
         return lambda value: base64.b64encode(value).decode("ascii")
     if field.cpp_type in (_FD.CPPTYPE_DOUBLE, _FD.CPPTYPE_FLOAT):
-        return lambda value: _encode_float(field, value)
+        return lambda value: encode_float(field, value)
     return _same
 
 
@@ -317,11 +322,11 @@ def _value_encoder(field: FieldDescriptor) -> Encoder:
 # ToJsonString builds a datetime each time: its text is remembered (an invalid one raises,
 # and is not remembered).
 @functools.lru_cache(maxsize=16384)
-def _timestamp_text(seconds: int, nanos: int) -> str:
+def timestamp_text(seconds: int, nanos: int) -> str:
     return timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos).ToJsonString()
 
 
-def _encode_float(field: FieldDescriptor, value: float) -> float | str:
+def encode_float(field: FieldDescriptor, value: float) -> float | str:
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -332,6 +337,7 @@ def _encode_float(field: FieldDescriptor, value: float) -> float | str:
 
 
 @functools.cache
-def _enum_words(enum: EnumDescriptor) -> Mapping[int, str | None]:
+def enum_json_words(enum: EnumDescriptor) -> Mapping[int, str | None]:
+    """An enum's numbers -> the words REST writes (None for *_UNSPECIFIED)."""
     table = enum_table(enum)
     return {value.number: table.word_by_name[value.name] for value in enum.values}

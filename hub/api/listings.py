@@ -16,7 +16,7 @@ from typing import Any, Generic, TypedDict, TypeVar
 from google.protobuf.message import Message
 
 from hub import access
-from hub.api import convert, scopes
+from hub.api import convert, jsonview, scopes
 from hub.filters import AllocationFilter, AuditFilter, DeploymentFilter, ReplicaFilter
 from hub.service import access as access_service
 from hub.service import adoption, clusters, deployments, inventory, projects, selectors, workloads
@@ -42,9 +42,10 @@ PageCall = Callable[[ServiceContext, RequestT, access.Principal, Page], tuple[Se
 class Listing(Generic[RequestT, ResponseT]):
     method: str
     response: type[ResponseT]
-    # The response's repeated field, and the converter of one item into it.
+    # The response's repeated field, and the converter of one item into it, in an output
+    # (hub/api/convert.py: a message, or its REST JSON straight from the view).
     items: str
-    item: Callable[[Any], Message]
+    item: Callable[[Any, convert.Output], Any]
     page: PageCall[RequestT]
     # scopes.require's keywords -> the request fields naming a parent that must exist
     # (NOT_FOUND, not an empty page, for a typo).
@@ -58,9 +59,11 @@ def answer(
     ctx: ServiceContext,
     request: RequestT,
     principal: access.Principal,
-) -> ResponseT:
+    output: convert.Output = convert.MESSAGES,
+) -> ResponseT | jsonview.Document:
     """One page of `listing` for `principal`: its parents must exist, then its project filter
-    must be readable, then the service reads the page."""
+    must be readable, then the service reads the page; answered in `output` (convert.JSON: a
+    jsonview.Document, the REST JSON straight from the views)."""
     # Every List request has page_size and page_token (and `project` where project_filter
     # says so); the message types share no base that says it.
     fields: Any = request
@@ -70,11 +73,20 @@ def answer(
         scopes.reads_filter(principal, listing.method, fields.project)
     page = Page(page_size=fields.page_size, page_token=fields.page_token)
     found, token = listing.page(ctx, request, principal, page)
-    response = listing.response()
-    getattr(response, listing.items).extend(listing.item(x) for x in found)
-    response_fields: Any = response
-    response_fields.next_page_token = token
-    return response
+    return respond(listing, found, token, output)
+
+
+def respond(
+    listing: Listing[RequestT, ResponseT],
+    found: Sequence[Any],
+    token: str,
+    output: convert.Output = convert.MESSAGES,
+) -> ResponseT | jsonview.Document:
+    """The response of a page read: its items converted in `output`, and the next token."""
+    fields = {listing.items: [listing.item(x, output) for x in found], "next_page_token": token}
+    if output is convert.JSON:
+        return jsonview.document(listing.response, **fields)
+    return listing.response(**fields)
 
 
 def _projects(
@@ -171,13 +183,17 @@ def _audit_records(
     return access_service.list_audit(ctx, where=where, **page)
 
 
-PROJECTS = Listing("ListProjects", cpb.ListProjectsResponse, "projects", convert.project, _projects)
-CLUSTERS = Listing("ListClusters", cpb.ListClustersResponse, "clusters", convert.cluster, _clusters)
+PROJECTS = Listing(
+    "ListProjects", cpb.ListProjectsResponse, "projects", convert.project_as, _projects
+)
+CLUSTERS = Listing(
+    "ListClusters", cpb.ListClustersResponse, "clusters", convert.cluster_as, _clusters
+)
 WORKLOADS = Listing(
     "ListWorkloads",
     cpb.ListWorkloadsResponse,
     "workloads",
-    convert.workload,
+    convert.workload_as,
     _workloads,
     parents=(("project", "project"),),
     project_filter=True,
@@ -186,7 +202,7 @@ DEPLOYMENTS = Listing(
     "ListDeployments",
     cpb.ListDeploymentsResponse,
     "deployments",
-    convert.deployment,
+    convert.deployment_as,
     _deployments,
     parents=(("cluster_id", "cluster_id"),),
 )
@@ -194,7 +210,7 @@ DISCOVERED = Listing(
     "ListDiscovered",
     cpb.ListDiscoveredResponse,
     "discovered",
-    convert.discovered,
+    convert.discovered_as,
     _discovered,
     parents=(("cluster_id", "cluster_id"),),
 )
@@ -202,7 +218,7 @@ REPLICAS = Listing(
     "ListReplicas",
     cpb.ListReplicasResponse,
     "replicas",
-    convert.replica,
+    convert.replica_as,
     _replicas,
     parents=(("cluster_id", "cluster_id"),),
 )
@@ -210,19 +226,19 @@ ALLOCATIONS = Listing(
     "ListAllocations",
     cpb.ListAllocationsResponse,
     "allocations",
-    convert.allocation,
+    convert.allocation_as,
     _allocations,
     parents=(("project", "project"), ("cluster_id", "cluster_id"), ("replica", "replica_id")),
     project_filter=True,
 )
 API_TOKENS = Listing(
-    "ListApiTokens", cpb.ListApiTokensResponse, "tokens", convert.api_token, _api_tokens
+    "ListApiTokens", cpb.ListApiTokensResponse, "tokens", convert.api_token_as, _api_tokens
 )
 AUDIT_RECORDS = Listing(
     "ListAuditRecords",
     cpb.ListAuditRecordsResponse,
     "records",
-    convert.audit_record,
+    convert.audit_record_as,
     _audit_records,
 )
 

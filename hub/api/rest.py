@@ -48,10 +48,13 @@ from google.protobuf.message import Message
 from multidict import MultiMapping
 
 from hub import errors
-from hub.api import jsonmap, jsonread, routes, sse
+from hub.api import jsonmap, jsonread, jsonview, routes, sse
 from hub.errors import InvalidArgument, WingsmithError
 
-Dispatch = Callable[[MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message]]
+# A handler's answer is a message, or (a list) its REST JSON already (hub/api/jsonview.py).
+Dispatch = Callable[
+    [MethodDescriptor, Message, Mapping[str, str]], Awaitable[Message | jsonview.Document]
+]
 # A server-streaming method: (method, request, metadata, write each response) -> until done;
 # served as Server-Sent Events (hub/api/sse.py).
 StreamDispatch = sse.StreamDispatch
@@ -294,10 +297,12 @@ class _Gateway:
             _resume_from_last_event_id(request, proto_request)
             return await sse.serve(request, route.method, proto_request, metadata, self._stream)
         response = await self._dispatch(route.method, proto_request, metadata)
-        # Encoded in a worker thread, as the call was handled: a page of 100 deployments is
-        # ~2 ms of encoding, which on the loop would hold up every agent stream and every
-        # other request the hub serves meanwhile.
-        text = await asyncio.to_thread(_response_text, route, response)
+        text = _dumped(route, response)
+        if text is None:
+            # Encoded in a worker thread, as the call was handled: a page of 100 deployments
+            # is ~2 ms of encoding, which on the loop would hold up every agent stream and
+            # every other request the hub serves meanwhile.
+            text = await asyncio.to_thread(_response_text, route, response)
         return web.json_response(text=text)
 
     async def _tell_refused(
@@ -383,16 +388,28 @@ def _metadata(request: web.Request) -> dict[str, str]:
     return metadata
 
 
-def _response_text(route: routes.Route, response: Message) -> str:
+def _dumped(route: routes.Route, response: Message | jsonview.Document) -> str | None:
+    """The answer's text when the call dumped it already (a list's jsonview.Document)."""
+    if not isinstance(response, jsonview.Document) or not response.text or route.response_body:
+        return None
+    if response.type_name != route.method.output_type.full_name:
+        raise TypeError(f"{route.method.full_name} returned a {response.type_name}")
+    return response.text
+
+
+def _response_text(route: routes.Route, response: Message | jsonview.Document) -> str:
     # json.dumps, as web.json_response writes a document: the same bytes as before.
     return json.dumps(_response_json(route, response))
 
 
-def _response_json(route: routes.Route, response: Message) -> Any:
-    actual = jsonmap.descriptor_of(response)
-    if actual.full_name != route.method.output_type.full_name:
-        raise TypeError(f"{route.method.full_name} returned a {actual.full_name}")
-    document = jsonmap.to_json(response)
+def _response_json(route: routes.Route, response: Message | jsonview.Document) -> Any:
+    if isinstance(response, jsonview.Document):
+        actual, document = response.type_name, response.body
+    else:
+        actual = jsonmap.descriptor_of(response).full_name
+        document = jsonmap.to_json(response)
+    if actual != route.method.output_type.full_name:
+        raise TypeError(f"{route.method.full_name} returned a {actual}")
     if route.response_body:
         return document[route.response_body]
     return document

@@ -129,7 +129,7 @@ async def start_http(
     ctx: ServiceContext,
     handlers: control.ControlHandlers,
     authenticator: Authenticator,
-    dispatch: control.Dispatch,
+    dispatch: control.AnswerDispatch,
     streams: control.StreamDispatch,
     feed: watch.WatchFeed | None = None,
 ) -> tuple[web.AppRunner, int]:

@@ -285,7 +285,7 @@ class HubServer:
             ctx=ctx,
             handlers=handlers,
             authenticator=authenticator,
-            dispatch=control.dispatcher(handlers, authenticator, ctx, edge="rest"),
+            dispatch=control.rest_dispatcher(handlers, authenticator, ctx),
             streams=streams,
             feed=self.watch_feed,
         )
