@@ -170,18 +170,14 @@ def write_nodes(
         " absent = excluded.absent",
         node_rows,
     )
-    port.write_rows(
-        conn, "DELETE FROM devices WHERE (cluster_id, node_id) " + port.KEYS_IN, device_keys
-    )
+    _delete_of_nodes(conn, "devices", device_keys)
     port.write_rows(
         conn,
         conn.dialect.replace_rows("devices", _DEVICE_COLUMNS, ("cluster_id", "uuid")),
         device_rows,
         unique=(0, 2),
     )
-    port.write_rows(
-        conn, "DELETE FROM allocations WHERE (cluster_id, node_id) " + port.KEYS_IN, allocation_keys
-    )
+    _delete_of_nodes(conn, "allocations", allocation_keys)
     port.write_rows(conn, _ALLOCATION_INSERT, allocation_rows)
     return NodesWritten(changed, held, nodes_changed, records)
 
@@ -257,14 +253,19 @@ def _stored_node_versions(
     """(cluster id, node id) -> observe_ns of those of `keys` the hub holds: a statement per
     chunk of keys, not one per cluster."""
     stored: dict[tuple[str, str], int] = {}
-    for values, params in port.row_chunks(sorted(set(keys))):
+    for condition, params in conn.dialect.node_keys("nodes", keys):
         for r in conn.execute(
-            "SELECT cluster_id, node_id, observe_ns FROM nodes"
-            " WHERE (cluster_id, node_id) " + port.KEYS_IN.format(rows=values),
-            params,
+            f"SELECT cluster_id, node_id, observe_ns FROM nodes WHERE {condition}", params
         ):
             stored[(r["cluster_id"], r["node_id"])] = r["observe_ns"]
     return stored
+
+
+def _delete_of_nodes(conn: Transaction, table: str, keys: Sequence[tuple[str, str]]) -> None:
+    """Delete the rows of `table` (devices, allocations) on the nodes `keys`: a search of the
+    table's (cluster_id, node_id) index per key on both engines (`Dialect.node_keys`)."""
+    for condition, params in conn.dialect.node_keys(table, keys):
+        conn.execute(f"DELETE FROM {table} WHERE {condition}", params)
 
 
 def _claims_to_check(
