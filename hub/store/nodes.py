@@ -54,6 +54,8 @@ _DEVICE_COLUMNS = (
 )
 
 
+_NODE_KEY = ("cluster_id", "node_id")
+
 _ALLOCATION_INSERT = (
     "INSERT INTO allocations (cluster_id, node_id, namespace, pod_name,"
     " device_id, resource_name) {rows} ON CONFLICT DO NOTHING"
@@ -253,7 +255,7 @@ def _stored_node_versions(
     """(cluster id, node id) -> observe_ns of those of `keys` the hub holds: a statement per
     chunk of keys, not one per cluster."""
     stored: dict[tuple[str, str], int] = {}
-    for condition, params in conn.dialect.node_keys("nodes", keys):
+    for condition, params in conn.dialect.keys_in("nodes", _NODE_KEY, keys):
         for r in conn.execute(
             f"SELECT cluster_id, node_id, observe_ns FROM nodes WHERE {condition}", params
         ):
@@ -263,8 +265,8 @@ def _stored_node_versions(
 
 def _delete_of_nodes(conn: Transaction, table: str, keys: Sequence[tuple[str, str]]) -> None:
     """Delete the rows of `table` (devices, allocations) on the nodes `keys`: a search of the
-    table's (cluster_id, node_id) index per key on both engines (`Dialect.node_keys`)."""
-    for condition, params in conn.dialect.node_keys(table, keys):
+    table's (cluster_id, node_id) index per key on both engines (`Dialect.keys_in`)."""
+    for condition, params in conn.dialect.keys_in(table, _NODE_KEY, keys):
         conn.execute(f"DELETE FROM {table} WHERE {condition}", params)
 
 
