@@ -151,14 +151,20 @@ class Dialect:
         return f"json_each(COALESCE({labels}, '{{}}')) AS l"
 
     def keys_in(
-        self, table: str, columns: Sequence[str], keys: Iterable[tuple[str, ...]]
+        self,
+        table: str,
+        columns: Sequence[str],
+        keys: Iterable[tuple[str, ...]],
+        *,
+        alias: str = "",
     ) -> Iterator[tuple[str, list[Any]]]:
-        """A WHERE condition keeping the rows of `table` whose `columns` (text) are one of
-        `keys`, in chunks: (condition, parameters) per statement, each answered by searches
-        of an index of `table` led by `columns`, never by a scan of the whole table (ingest's
-        deletes and reads keyed by node or by deployment: docs/benchmark.md "Ingest and reads
-        at scale"). SQLite: the keys as rows behind a SELECT (`KEYS_IN`)."""
-        names = ", ".join(columns)
+        """A WHERE condition keeping the rows of `table` (named `alias` in the statement, if
+        given) whose `columns` (text) are one of `keys`, in chunks: (condition, parameters) per
+        statement, each answered by searches of an index of `table` led by `columns`, never
+        by a scan of the whole table (ingest's deletes and reads keyed by node, deployment or
+        cluster: docs/benchmark.md "Ingest and reads at scale"). SQLite: the keys as rows
+        behind a SELECT (`KEYS_IN`)."""
+        names = ", ".join(f"{alias}.{c}" if alias else c for c in columns)
         for values, params in row_chunks(sorted(set(keys))):
             yield f"({names}) " + KEYS_IN.format(rows=values), params
 
@@ -200,7 +206,12 @@ class PostgresDialect(Dialect):
         return f"jsonb_each_text(CAST(COALESCE({labels}, '{{}}') AS jsonb)) AS l"
 
     def keys_in(
-        self, table: str, columns: Sequence[str], keys: Iterable[tuple[str, ...]]
+        self,
+        table: str,
+        columns: Sequence[str],
+        keys: Iterable[tuple[str, ...]],
+        *,
+        alias: str = "",
     ) -> Iterator[tuple[str, list[Any]]]:
         # PostgreSQL (15) answers every plain form of a many-key match, `(a, b) IN (VALUES ..)`,
         # the same behind a SELECT, `IN (SELECT * FROM unnest(..))`, `USING unnest(..)`,
@@ -211,7 +222,7 @@ class PostgresDialect(Dialect):
         # nested loop of index searches. The keys go as one array per column, so a chunk's
         # statement text is the same whatever its count.
         items = sorted(set(keys))
-        condition = _lateral_keys(table, tuple(columns))
+        condition = _lateral_keys(table, tuple(columns), alias)
         for start in range(0, len(items), ROWS_PER_STATEMENT):
             part = items[start : start + ROWS_PER_STATEMENT]
             yield condition, [list(column) for column in zip(*part, strict=True)]
@@ -228,13 +239,14 @@ class PostgresDialect(Dialect):
 
 
 @functools.lru_cache(maxsize=32)
-def _lateral_keys(table: str, columns: tuple[str, ...]) -> str:
+def _lateral_keys(table: str, columns: tuple[str, ...], alias: str) -> str:
     names = ", ".join(columns)
+    outer = ", ".join(f"{alias}.{c}" if alias else c for c in columns)
     arrays = ", ".join("CAST(? AS text[])" for _ in columns)
     aliases = ", ".join(f"k{i}" for i in range(len(columns)))
     match = " AND ".join(f"{c} = k.k{i}" for i, c in enumerate(columns))
     return (
-        f"({names}) IN (SELECT {', '.join(f'x.{c}' for c in columns)}"
+        f"({outer}) IN (SELECT {', '.join(f'x.{c}' for c in columns)}"
         f" FROM unnest({arrays}) AS k({aliases})"
         f" CROSS JOIN LATERAL (SELECT {names} FROM {table} WHERE {match} LIMIT 1) AS x)"
     )

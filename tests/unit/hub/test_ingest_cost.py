@@ -183,6 +183,10 @@ def test_node_keyed_statements_search_an_index_on_postgres(
     ]
     kinds = {(sql.split()[0], sql.split(" FROM ")[1].split()[0]) for sql, _ in keyed}
     assert {("SELECT", "nodes"), ("DELETE", "devices"), ("DELETE", "allocations")} <= kinds
+    # The held-device recount of the group's clusters reads their allocations by index too.
+    recounts = [(q, p) for q, p in seen if q.startswith("INSERT INTO deployment_held")]
+    assert recounts
+    recounts = [("SELECT " + q.split(" SELECT ", 1)[1], p) for q, p in recounts]
     with psycopg.connect(url, autocommit=True) as raw:
         for analyzed in (False, True):
             if analyzed:
@@ -198,6 +202,15 @@ def test_node_keyed_statements_search_an_index_on_postgres(
                     )
                 ]
                 scans = [step for step in plan if f"Seq Scan on {table}" in step]
+                assert not scans, (analyzed, sql[:160], "\n".join(plan))
+            for sql, params in recounts:
+                plan = [
+                    r[0]
+                    for r in psycopg.RawCursor(raw).execute(
+                        "EXPLAIN " + postgres.translate_raw(sql), params
+                    )
+                ]
+                scans = [step for step in plan if "Seq Scan on allocations" in step]
                 assert not scans, (analyzed, sql[:160], "\n".join(plan))
 
 
