@@ -1,6 +1,7 @@
 """The hub's CPU per ingested observation record, in-process, on the fleet benchmark's shape.
 
     python -m bench.ingest_cpu [--clusters 200] [--rounds 6] [--group 128] [--repeat 3]
+                               [--store sqlite|postgres]
 
 What is measured: what the hub does with an agent's observation batch after gRPC handed it
 the bytes, in one process and one thread: the message parsed, validated and converted
@@ -16,15 +17,22 @@ load moves least), minimum of `--repeat` runs of `--rounds` rounds over every cl
 microseconds a record, validation and writes apart, and the bare SQLite upsert's CPU per
 record (bench/store_ingest.py's, same machine, same run) for the ratio the fleet reports.
 The cyclic collector is tuned as the hub tunes it (hub/app/command.py `tune_gc`).
+
+With `--store postgres` the store is a throwaway PostgreSQL server (tools/pgserver.py): the
+writes' CPU is then the hub process's and the server's together (every process of the server,
+psutil), each printed, and the baseline is the bare PostgreSQL upsert's (client and server).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+
+import psutil
 
 from bench import store_ingest
 from hub.app.command import tune_gc
@@ -36,6 +44,7 @@ from hub.service.context import ServiceContext
 from hub.store import deployments
 from hub.store.port import open_store
 from hub.sync import convert
+from tools.pgserver import PgServer
 from wingsmith.v1 import resources_pb2, sync_pb2
 
 H100 = "H100-80GB"
@@ -138,10 +147,11 @@ def _full_nodes(cluster: int) -> sync_pb2.ObservationBatch:
 
 
 class Fleet:
-    """N clusters with one workload each, in a SQLite file; their two report templates."""
+    """N clusters with one workload each, in a store (a SQLite file or a PostgreSQL URL); their
+    two report templates."""
 
-    def __init__(self, path: pathlib.Path, clusters: int) -> None:
-        self.ctx = ServiceContext(db=open_store(str(path)))
+    def __init__(self, url: str, clusters: int) -> None:
+        self.ctx = ServiceContext(db=open_store(url))
         projects.create(self.ctx, name="fleet", quotas={H100: clusters * NODES * GPUS})
         self.tokens: list[str] = []
         self.templates: list[tuple[sync_pb2.ObservationBatch, sync_pb2.ObservationBatch]] = []
@@ -202,10 +212,17 @@ class Fleet:
         assert not outcome.refused and not outcome.unwritten, outcome
 
 
-def run(fleet: Fleet, *, rounds: int, group: int) -> tuple[int, float, float]:
-    """(records, validation CPU s, write CPU s) of `rounds` rounds."""
+def _no_server() -> float:
+    return 0.0
+
+
+def run(
+    fleet: Fleet, *, rounds: int, group: int, server_cpu: Callable[[], float] = _no_server
+) -> tuple[int, float, float, float]:
+    """(records, validation CPU s, write CPU s, the database server's CPU s) of `rounds`
+    rounds; `server_cpu` reads the server's CPU seconds so far (none for SQLite)."""
     records = 0
-    validate_s = write_s = 0.0
+    validate_s = write_s = server_s = 0.0
     for r in range(rounds):
         wave = fleet.round_bytes(r % 2, time.time_ns())
         for offset in range(0, len(wave), group):
@@ -218,12 +235,14 @@ def run(fleet: Fleet, *, rounds: int, group: int) -> tuple[int, float, float]:
                 reports.append(ingest.Report(f"c{c:05d}", fleet.tokens[c], batch))
                 records += count
             validated = time.process_time()
+            server_before = server_cpu()
             outcome = ingest.ingest_reports(fleet.ctx, reports)
             written = time.process_time()
+            server_s += server_cpu() - server_before
             assert not outcome.refused and not outcome.unwritten, outcome
             validate_s += validated - began
             write_s += written - validated
-    return records, validate_s, write_s
+    return records, validate_s, write_s, server_s
 
 
 def bare_cpu_us(path: pathlib.Path, clusters: int) -> float:
@@ -235,37 +254,95 @@ def bare_cpu_us(path: pathlib.Path, clusters: int) -> float:
     return (time.process_time() - began) / records * 1e6
 
 
+def bare_postgres_cpu_us(url: str, clusters: int, server_cpu: Callable[[], float]) -> float:
+    """The bare PostgreSQL upsert's CPU per record, client and server."""
+    # The backend that created the database (just before) exits and is reaped meanwhile:
+    # its CPU (copying the template, about 0.1 s) is not the upsert's.
+    time.sleep(1.0)
+    began, server_began = time.process_time(), server_cpu()
+    store_ingest.bare_postgres_rate(url, clusters=clusters, rounds=3, batch=50)
+    spent = time.process_time() - began + server_cpu() - server_began
+    return spent / (clusters * 3 * store_ingest.NODES * store_ingest.GPUS) * 1e6
+
+
+def server_cpu_of(server: PgServer) -> Callable[[], float]:
+    """Reads the CPU seconds of every process of `server` so far, its exited backends (closed
+    connections) included."""
+    root = psutil.Process(server.process.pid)
+
+    def read() -> float:
+        total = 0.0
+        for process in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                # A backend that exited (a closed connection) is counted in its parent's
+                # children_* times once reaped.
+                times = process.cpu_times()
+                total += times.user + times.system + times.children_user + times.children_system
+        return total
+
+    return read
+
+
+@contextlib.contextmanager
+def _store(kind: str, tmp: pathlib.Path) -> Iterator[tuple[str, PgServer | None]]:
+    if kind == "sqlite":
+        yield str(tmp / "hub.db"), None
+        return
+    with PgServer.start() as server:
+        yield server.create_database("hub"), server
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest_cpu", description=__doc__)
     parser.add_argument("--clusters", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--group", type=int, default=128, help="reports per write transaction")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="wingsmith-bench-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix="wingsmith-bench-") as tmp,
+        _store(args.store, pathlib.Path(tmp)) as (url, server),
+    ):
+        server_cpu = server_cpu_of(server) if server is not None else _no_server
+        # The bare upsert first: the server then runs nothing else (the fleet's backends
+        # exiting at its end would be counted in the server's CPU).
+        if server is None:
+            bare = min(
+                bare_cpu_us(pathlib.Path(tmp) / f"bare{i}.db", args.clusters) for i in range(2)
+            )
+        else:
+            bare = min(
+                bare_postgres_cpu_us(server.create_database(f"bare{i}"), args.clusters, server_cpu)
+                for i in range(2)
+            )
         began = time.monotonic()
-        fleet = Fleet(pathlib.Path(tmp) / "hub.db", args.clusters)
+        fleet = Fleet(url, args.clusters)
         print(f"{args.clusters} clusters set up in {time.monotonic() - began:.1f} s")
         tune_gc()  # as the hub does once started
         run(fleet, rounds=2, group=args.group)  # warm: every node's hashes known
-        best: tuple[float, float, float] | None = None
+        best: tuple[float, float, float, float] | None = None
         for _ in range(args.repeat):
-            records, validate_s, write_s = run(fleet, rounds=args.rounds, group=args.group)
+            records, validate_s, write_s, server_s = run(
+                fleet, rounds=args.rounds, group=args.group, server_cpu=server_cpu
+            )
             figures = (
                 validate_s / records * 1e6,
                 write_s / records * 1e6,
-                (validate_s + write_s) / records * 1e6,
+                server_s / records * 1e6,
+                (validate_s + write_s + server_s) / records * 1e6,
             )
             print(
                 f"  {records:,} records: validate {figures[0]:.2f} us, write {figures[1]:.2f}"
-                f" us, total {figures[2]:.2f} us a record"
+                f" us, server {figures[2]:.2f} us, total {figures[3]:.2f} us a record"
             )
-            best = figures if best is None or figures[2] < best[2] else best
-        bare = min(bare_cpu_us(pathlib.Path(tmp) / f"bare{i}.db", args.clusters) for i in range(2))
+            best = figures if best is None or figures[3] < best[3] else best
+        fleet.ctx.db.close()
         assert best is not None
         print(
-            f"best: validate {best[0]:.2f} us, write {best[1]:.2f} us, total {best[2]:.2f} us a"
-            f" record; bare SQLite upsert {bare:.2f} us a record ({bare / best[2]:.2f}x)"
+            f"best: validate {best[0]:.2f} us, write {best[1]:.2f} us, server {best[2]:.2f} us,"
+            f" total {best[3]:.2f} us a record; bare {args.store} upsert {bare:.2f} us a record"
+            f" ({bare / best[3]:.2f}x)"
         )
 
 

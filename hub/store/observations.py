@@ -71,11 +71,10 @@ def write_deployments(
         ],
     )
     _write_applied(conn, fresh)
-    port.write_rows(
-        conn,
-        "DELETE FROM replicas WHERE deployment_id IN ({rows})",
-        [(obs.deployment_id,) for _, obs in fresh],
-    )
+    for condition, params in conn.dialect.keys_in(
+        "replicas", ("deployment_id",), ((obs.deployment_id,) for _, obs in fresh)
+    ):
+        conn.execute(f"DELETE FROM replicas WHERE {condition}", params)
     replicas.write(
         conn,
         [
@@ -90,11 +89,12 @@ def write_deployments(
 def _write_applied(conn: Transaction, fresh: Sequence[tuple[str, DeploymentObservation]]) -> None:
     """Each observation replaces the applied object the hub held (none: the row goes); an
     unchanged digest rewrites nothing, so the body is stored once per change, not per report."""
-    port.write_rows(
-        conn,
-        "DELETE FROM deployment_applied WHERE deployment_id IN ({rows})",
-        [(obs.deployment_id,) for _, obs in fresh if obs.applied is None],
-    )
+    for condition, params in conn.dialect.keys_in(
+        "deployment_applied",
+        ("deployment_id",),
+        ((obs.deployment_id,) for _, obs in fresh if obs.applied is None),
+    ):
+        conn.execute(f"DELETE FROM deployment_applied WHERE {condition}", params)
     port.write_rows(
         conn,
         "INSERT INTO deployment_applied (deployment_id, cluster_id, api_version, kind,"

@@ -137,3 +137,31 @@ def test_one_ingest_group_keeps_the_newest_of_each_node_across_clusters(store_ur
         fresh_ctx, [("west", node(now + 1, (gpu("GPU-west-b"), gpu("GPU-west-a"))))]
     )
     assert again.nodes_written == 0 and again.capacity_changed == set()
+
+
+def test_an_allocation_given_twice_is_stored_once(store_url: str) -> None:
+    """Allocations are inserted without ON CONFLICT (hub/store/nodes.py): a node observation
+    that names one pod's device twice, however it was built, stores one row, on both engines,
+    and a report after it replaces the rows."""
+    ctx = ServiceContext(db=open_store(store_url))
+    clusters.create(ctx, cluster_id="c1", labels={})
+    now = time.time_ns()
+    twice = (
+        AllocationObservation("p", "default", ("GPU-a",), "nvidia.com/gpu"),
+        AllocationObservation("p", "default", ("GPU-a", "GPU-b"), "gpu"),
+    )
+    node = NodeObservation("n1", now, (gpu("GPU-a"), gpu("GPU-b")), twice)
+    ingest.ingest(ctx, [("c1", ObservationBatch(1, nodes=(node,)))])
+    with ctx.db.read() as conn:
+        rows = conn.execute(
+            "SELECT pod_name, device_id FROM allocations WHERE cluster_id = 'c1'"
+        ).fetchall()
+    assert sorted((r[0], r[1]) for r in rows) == [("p", "GPU-a"), ("p", "GPU-b")]
+    later = NodeObservation(
+        "n1", now + 1, node.devices, (AllocationObservation("q", "default", ("GPU-b",), "gpu"),)
+    )
+    ingest.ingest(ctx, [("c1", ObservationBatch(2, nodes=(later,)))])
+    with ctx.db.read() as conn:
+        rows = conn.execute("SELECT pod_name, device_id FROM allocations").fetchall()
+    assert [(r[0], r[1]) for r in rows] == [("q", "GPU-b")]
+    ctx.db.close()
