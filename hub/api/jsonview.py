@@ -186,19 +186,7 @@ def _record_field(field: FieldDescriptor, hint: Any) -> Encode:
     """A record's value of `field` -> its JSON, as to_json writes what to_message set."""
     default = _default(field)
     if jsonmap.is_map(field):
-        entry = jsonmap.message_type(field)
-        boolean = entry.fields_by_name["key"].cpp_type == _FD.CPPTYPE_BOOL
-        item = _record_item(entry.fields_by_name["value"])
-
-        def encode_map(value: Any) -> Any:
-            if value is None:
-                return {}
-            return {
-                (("true" if key else "false") if boolean else str(key)): item(value[key])
-                for key in sorted(value)
-            }
-
-        return encode_map
+        return _map_encoder(field, _record_item)
     if field.is_repeated:
         item = _record_item(field)
         if item is _same:
@@ -269,6 +257,25 @@ def _enum_from_word(field: FieldDescriptor) -> Encode:
     return encode
 
 
+def _map_encoder(field: FieldDescriptor, item_of: Callable[[FieldDescriptor], Encode]) -> Encode:
+    """A map field's value (a mapping, or None) -> its JSON object: keys as JSON writes them
+    (text; a bool key "true"/"false"), sorted as to_json sorts them, each value by `item_of`'s
+    encoder for the entry's value field."""
+    entry = jsonmap.message_type(field)
+    boolean = entry.fields_by_name["key"].cpp_type == _FD.CPPTYPE_BOOL
+    item = item_of(entry.fields_by_name["value"])
+
+    def encode_map(value: Any) -> Any:
+        if value is None:
+            return {}
+        return {
+            (("true" if key else "false") if boolean else str(key)): item(value[key])
+            for key in sorted(value)
+        }
+
+    return encode_map
+
+
 _MISSING = object()
 
 
@@ -276,19 +283,7 @@ def _given_encoder(field: FieldDescriptor) -> Encode:
     """A given value (as the message's constructor takes it, or already JSON) -> JSON."""
     default = _default(field)
     if jsonmap.is_map(field):
-        entry = jsonmap.message_type(field)
-        boolean = entry.fields_by_name["key"].cpp_type == _FD.CPPTYPE_BOOL
-        item = _given_item(entry.fields_by_name["value"])
-
-        def encode_map(value: Any) -> Any:
-            if value is None:
-                return {}
-            return {
-                (("true" if key else "false") if boolean else str(key)): item(value[key])
-                for key in sorted(value)
-            }
-
-        return encode_map
+        return _map_encoder(field, _given_item)
     item = _given_item(field)
     if field.is_repeated:
         return lambda value: [] if value is None else [item(v) for v in value]
