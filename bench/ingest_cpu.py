@@ -80,19 +80,7 @@ def _template(cluster: int, deployment_id: str, which: int) -> sync_pb2.Observat
     )
     nodes = []
     for n in sorted(set(node_of)):
-        devices = [
-            resources_pb2.Device(
-                uuid=_uuid(cluster, n, g),
-                name="NVIDIA H100 80GB HBM3",
-                memory_bytes=80 * 2**30,
-                pci_bus_id=f"00000000:{g + 16:02x}:00.0",
-                device_class=H100,
-                healthy=True,
-                verified=True,
-                nvlink_domain=f"c{cluster:05d}-n{n}",
-            )
-            for g in range(GPUS)
-        ]
+        devices = _devices(cluster, n)
         allocations = [
             sync_pb2.AllocationReport(
                 pod_name=pods[r],
@@ -114,6 +102,23 @@ def _template(cluster: int, deployment_id: str, which: int) -> sync_pb2.Observat
     return sync_pb2.ObservationBatch(deployments=[deployment], nodes=nodes)
 
 
+def _devices(cluster: int, n: int) -> list[resources_pb2.Device]:
+    """Node n's GPUs, the same bytes in every report (as a real node's are)."""
+    return [
+        resources_pb2.Device(
+            uuid=_uuid(cluster, n, g),
+            name="NVIDIA H100 80GB HBM3",
+            memory_bytes=80 * 2**30,
+            pci_bus_id=f"00000000:{g + 16:02x}:00.0",
+            device_class=H100,
+            healthy=True,
+            verified=True,
+            nvlink_domain=f"c{cluster:05d}-n{n}",
+        )
+        for g in range(GPUS)
+    ]
+
+
 def _records(batch: sync_pb2.ObservationBatch) -> int:
     """As the fleet benchmark counts them (bench/workers.py)."""
     return sum(1 + len(d.replicas) for d in batch.deployments) + sum(
@@ -127,19 +132,7 @@ def _full_nodes(cluster: int) -> sync_pb2.ObservationBatch:
         nodes=[
             sync_pb2.NodeObservation(
                 node_id=f"c{cluster:05d}-n{n}",
-                devices=[
-                    resources_pb2.Device(
-                        uuid=_uuid(cluster, n, g),
-                        name="NVIDIA H100 80GB HBM3",
-                        memory_bytes=80 * 2**30,
-                        pci_bus_id=f"00000000:{g + 16:02x}:00.0",
-                        device_class=H100,
-                        healthy=True,
-                        verified=True,
-                        nvlink_domain=f"c{cluster:05d}-n{n}",
-                    )
-                    for g in range(GPUS)
-                ],
+                devices=_devices(cluster, n),
             )
             for n in range(NODES)
         ]
