@@ -11,6 +11,7 @@ views read `nodes_of`.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -153,7 +154,7 @@ def write_nodes(
         )
         if devices_changed:
             device_keys.append((cluster_id, node_id))
-            device_rows.extend((cluster_id, node_id, *d) for d in sorted(devices))
+            device_rows.extend((cluster_id, node_id, *_stored_row(d)) for d in sorted(devices))
         if allocations_changed:
             held.add(cluster_id)
             allocation_keys.append((cluster_id, node_id))
@@ -354,7 +355,12 @@ def _own_allocations(
     allocation left with none is dropped. What is dropped goes to `refused`."""
     if not allocations:
         return ()
-    uuids = {d.uuid for d in devices} | {d.parent_uuid for d in devices if d.parent_uuid}
+    uuids = {d.uuid for d in devices}
+    uuids.update(d.parent_uuid for d in devices if d.parent_uuid)
+    # Hot path (every node report): almost every allocation names whole GPUs of the node by
+    # their UUID, checked by set inclusion in C; only the others are parsed id by id.
+    if all(uuids.issuperset(a.device_ids) for a in allocations):
+        return tuple(allocations)
     owned: list[AllocationObservation] = []
     for allocation in allocations:
         ids = tuple(i for i in allocation.device_ids if _device_of(i) in uuids)
@@ -385,22 +391,22 @@ def _device_of(device_id: str) -> str:
     return base
 
 
+# A device's columns after (cluster_id, node_id), read in C. `healthy` and `verified` stay
+# bools here: equal (and hashing equal) to the 0/1 the store reads back, so the change check
+# compares them as they are; `_stored_row` makes them integers for the write.
+_DEVICE_ROW = operator.attrgetter(*_DEVICE_COLUMNS[2:])
+
+
 def _device_rows(devices: Iterable[Device]) -> set[tuple[object, ...]]:
-    return {
-        (
-            d.uuid,
-            d.name,
-            d.memory_bytes,
-            d.pci_bus_id,
-            d.device_class,
-            int(d.healthy),
-            d.health_reason,
-            int(d.verified),
-            d.nvlink_domain,
-            d.parent_uuid,
-        )
-        for d in devices
-    }
+    """A node's device rows as the change check compares them (`_DEVICE_ROW`)."""
+    return set(map(_DEVICE_ROW, devices))
+
+
+def _stored_row(row: tuple[object, ...]) -> tuple[object, ...]:
+    """A device row as written: `healthy` and `verified` as the integer columns they are
+    (PostgreSQL refuses a boolean for an integer column)."""
+    (uuid, name, memory, pci, cls, healthy, reason, verified, domain, parent) = row
+    return (uuid, name, memory, pci, cls, int(healthy), reason, int(verified), domain, parent)  # type: ignore[call-overload]
 
 
 def _allocation_rows(allocations: Iterable[AllocationObservation]) -> set[tuple[str, ...]]:
