@@ -209,7 +209,9 @@ def cordoned_idle(
                 "SELECT dv.device_class AS device_class, COUNT(*) AS idle FROM devices dv"
                 f" WHERE dv.cluster_id = ? AND dv.node_id IN ({marks(chunk)})"
                 " AND dv.verified = 1 AND dv.healthy = 1 AND NOT EXISTS (SELECT 1 FROM"
-                " allocations a WHERE a.cluster_id = dv.cluster_id AND a.device_id = dv.uuid)"
+                # On the device's own node (where its allocations are stored): by the key.
+                " allocations a WHERE a.cluster_id = dv.cluster_id AND a.node_id = dv.node_id"
+                " AND a.device_id = dv.uuid)"
                 " GROUP BY dv.device_class",
                 [cluster_id, *chunk],
             ):

@@ -20,7 +20,7 @@ from hub.model import (
     Node,
     NodeObservation,
 )
-from hub.store import port
+from hub.store import node_devices, port
 from hub.store.port import Transaction
 
 
@@ -108,9 +108,12 @@ def write_nodes(
             newest[key] = obs
     stored = _stored_node_versions(conn, list(newest))
     fresh = {key: obs for key, obs in newest.items() if stored.get(key, -1) < obs.observe_ns}
-    # Each node's device rows and their hash, built once (the claims check, the change check
-    # and the write all read them).
-    reported = {key: _hashed(() if obs.absent else obs.devices) for key, obs in fresh.items()}
+    # Each node's device hash and ids, built once (the claims check, the change check and the
+    # allocations' check read them), and not again while its devices stay the same records.
+    reported = {
+        key: node_devices.derived(key, () if obs.absent else obs.devices)
+        for key, obs in fresh.items()
+    }
     check = _claims_to_check(reported, known)
     holders = _verified_holders(conn, (d.uuid for key in check for d in fresh[key].devices))
     node_rows: list[tuple[object, ...]] = []
@@ -126,16 +129,14 @@ def write_nodes(
     for key, obs in fresh.items():
         cluster_id, node_id = key
         applied.add(key)
-        kept = () if obs.absent else obs.devices
-        devices, device_hash = reported[key]
+        devices = reported[key]
         refused: list[DeviceRefusal] = []
         if key in check:
             # The device set changed since it was last written clean: check every claim.
-            bound = _bound_devices(key, kept, holders, claims, refused)
-            if len(bound) != len(kept):
-                kept = bound
-                devices, device_hash = _hashed(kept)
-        owned = _own_allocations(key, () if obs.absent else obs.allocations, kept, refused)
+            bound = _bound_devices(key, devices.devices, holders, claims, refused)
+            if len(bound) != len(devices.devices):
+                devices = node_devices.build(bound)
+        owned = _own_allocations(key, () if obs.absent else obs.allocations, devices, refused)
         allocations = _allocation_rows(owned)
         if refusals is not None:
             refusals.extend(refused)
@@ -143,8 +144,8 @@ def write_nodes(
             conn,
             key=(cluster_id, node_id),
             is_new=(cluster_id, node_id) not in stored,
-            rows=(devices, allocations),
-            device_hash=device_hash,
+            devices=devices,
+            allocations=allocations,
             known=known,
             written=written,
         )
@@ -153,7 +154,10 @@ def write_nodes(
         )
         if devices_changed:
             device_keys.append((cluster_id, node_id))
-            device_rows.extend((cluster_id, node_id, *d) for d in sorted(devices))
+            device_rows.extend(
+                (cluster_id, node_id, *node_devices.stored_row(d))
+                for d in sorted(node_devices.rows(devices.devices))
+            )
         if allocations_changed:
             held.add(cluster_id)
             allocation_keys.append((cluster_id, node_id))
@@ -161,7 +165,7 @@ def write_nodes(
         if devices_changed or allocations_changed:
             changed.add(cluster_id)
             nodes_changed += 1
-            records += 1 + len(devices) + len(allocations)
+            records += 1 + len(devices.devices) + len(allocations)
     # A node gone takes its pods with it (Kubernetes garbage-collects the pods of a deleted
     # node): no replica may name a node the cluster no longer has.
     gone = [key for key, obs in newest.items() if obs.absent and key in applied]
@@ -231,14 +235,13 @@ def _node_changes(
     *,
     key: tuple[str, str],
     is_new: bool,
-    rows: tuple[set[tuple[object, ...]], set[tuple[str, ...]]],
-    device_hash: int,
+    devices: node_devices.NodeDevices,
+    allocations: set[tuple[str, ...]],
     known: NodeHashes | None,
     written: NodeHashes | None,
 ) -> tuple[bool, bool]:
-    """(devices changed, allocations changed) for one node; `device_hash`: its device rows'."""
-    devices, allocations = rows
-    hashes = (device_hash, hash(frozenset(allocations)))
+    """(devices changed, allocations changed) for one node."""
+    hashes = (devices.digest, hash(frozenset(allocations)))
     if written is not None:
         written[key] = hashes
     if is_new:
@@ -248,7 +251,7 @@ def _node_changes(
         return last[0] != hashes[0], last[1] != hashes[1]
     cluster_id, node_id = key
     return (
-        _stored_devices(conn, cluster_id, node_id) != devices,
+        _stored_devices(conn, cluster_id, node_id) != node_devices.rows(devices.devices),
         _stored_allocations(conn, cluster_id, node_id) != allocations,
     )
 
@@ -275,24 +278,18 @@ def _delete_of_nodes(conn: Transaction, table: str, keys: Sequence[tuple[str, st
 
 
 def _claims_to_check(
-    reported: Mapping[tuple[str, str], tuple[set[tuple[object, ...]], int]],
+    reported: Mapping[tuple[str, str], node_devices.NodeDevices],
     known: NodeHashes | None,
 ) -> set[tuple[str, str]]:
     """The nodes of the group whose device set changed since it was last written clean:
     write_nodes checks their claims, their UUIDs looked up together (one statement per chunk
     for the whole group rather than one per node: a round trip each on PostgreSQL)."""
     check: set[tuple[str, str]] = set()
-    for key, (rows, device_hash) in reported.items():
+    for key, devices in reported.items():
         last = known.get(key) if known is not None else None
-        if rows and (last is None or device_hash != last[0]):
+        if devices.devices and (last is None or devices.digest != last[0]):
             check.add(key)
     return check
-
-
-def _hashed(devices: Iterable[Device]) -> tuple[set[tuple[object, ...]], int]:
-    """A node's device rows and the hash `NodeHashes` keeps of them."""
-    rows = _device_rows(devices)
-    return rows, hash(frozenset(rows))
 
 
 def _verified_holders(conn: Transaction, uuids: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
@@ -346,7 +343,7 @@ def _bound_devices(
 def _own_allocations(
     key: tuple[str, str],
     allocations: Sequence[AllocationObservation],
-    devices: Sequence[Device],
+    devices: node_devices.NodeDevices,
     refused: list[DeviceRefusal],
 ) -> tuple[AllocationObservation, ...]:
     """The allocations with only device ids of the node's own devices (a time-slicing
@@ -354,7 +351,11 @@ def _own_allocations(
     allocation left with none is dropped. What is dropped goes to `refused`."""
     if not allocations:
         return ()
-    uuids = {d.uuid for d in devices} | {d.parent_uuid for d in devices if d.parent_uuid}
+    uuids = devices.ids
+    # Hot path (every node report): almost every allocation names whole GPUs of the node by
+    # their UUID, checked by set inclusion in C; only the others are parsed id by id.
+    if all(uuids.issuperset(a.device_ids) for a in allocations):
+        return tuple(allocations)
     owned: list[AllocationObservation] = []
     for allocation in allocations:
         ids = tuple(i for i in allocation.device_ids if _device_of(i) in uuids)
@@ -383,24 +384,6 @@ def _device_of(device_id: str) -> str:
     if base.startswith("MIG-GPU-"):
         return base[len("MIG-") :].split("/", 1)[0]
     return base
-
-
-def _device_rows(devices: Iterable[Device]) -> set[tuple[object, ...]]:
-    return {
-        (
-            d.uuid,
-            d.name,
-            d.memory_bytes,
-            d.pci_bus_id,
-            d.device_class,
-            int(d.healthy),
-            d.health_reason,
-            int(d.verified),
-            d.nvlink_domain,
-            d.parent_uuid,
-        )
-        for d in devices
-    }
 
 
 def _allocation_rows(allocations: Iterable[AllocationObservation]) -> set[tuple[str, ...]]:

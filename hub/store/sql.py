@@ -7,6 +7,8 @@ these for its callers.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -62,7 +64,8 @@ def write_rows(
     if not rows:
         return
     if unique:
-        rows = list({tuple(row[i] for i in unique): row for row in rows}.values())
+        key = operator.itemgetter(*unique)
+        rows = list({key(row): row for row in rows}.values())
     for values, params in row_chunks(rows):
         conn.execute(sql.format(rows=values), params)
 
@@ -79,7 +82,7 @@ def row_chunks(rows: Sequence[Sequence[object]]) -> Iterator[tuple[str, list[obj
     while start < len(rows):
         count = _shape(min(per, len(rows) - start))
         part = rows[start : start + count]
-        yield _values(width, count), [v for row in part for v in row]
+        yield _values(width, count), list(itertools.chain.from_iterable(part))
         start += count
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-import threading
 from collections.abc import Callable, Iterable
 
 from hub import errors, wire
@@ -46,6 +44,7 @@ from hub.sync.fields import (
     Checker,
     printable,
 )
+from hub.sync.memo import Memo
 from wingsmith.v1 import resources_pb2, sync_pb2
 
 
@@ -142,6 +141,26 @@ def _applied(
     check.pattern(a.namespace, DNS_LABEL, f"{path}.namespace", what="namespace", limit=63)
     check.pattern(a.name, DNS_SUBDOMAIN, f"{path}.name", what="name")
     check.pattern(a.digest, APPLIED_DIGEST, f"{path}.digest", what="digest", limit=71)
+    body = a.body
+    # A body checked before under this digest is not parsed and hashed again (`BODIES`).
+    if a.truncated or BODIES.get(a.digest) != body:
+        _check_body(a, path)
+    return AppliedObject(
+        deployment_id=message.deployment_id,
+        api_version=a.api_version,
+        kind=a.kind,
+        namespace=a.namespace,
+        name=a.name,
+        digest=a.digest,
+        body=body,
+        truncated=a.truncated,
+        observe_ns=observe_ns,
+    )
+
+
+def _check_body(a: sync_pb2.AppliedObjectReport, path: str) -> None:
+    """The body within its bound, a JSON object, its digest its sha256; then kept in
+    `BODIES`. Empty when truncated."""
     encoded = a.body.encode()
     if len(encoded) > MAX_APPLIED_BYTES:
         raise errors.InvalidArgument(
@@ -159,17 +178,7 @@ def _applied(
             raise errors.InvalidArgument(f"{path}.body", "must be a JSON object")
         if "sha256:" + hashlib.sha256(encoded).hexdigest() != a.digest:
             raise errors.InvalidArgument(f"{path}.digest", "is not the sha256 of the body")
-    return AppliedObject(
-        deployment_id=message.deployment_id,
-        api_version=a.api_version,
-        kind=a.kind,
-        namespace=a.namespace,
-        name=a.name,
-        digest=a.digest,
-        body=a.body,
-        truncated=a.truncated,
-        observe_ns=observe_ns,
-    )
+        BODIES.put(a.digest, a.body, weight=len(encoded))
 
 
 def _args(values: Iterable[str], check: Checker, path: str) -> tuple[str, ...]:
@@ -332,49 +341,30 @@ def node(message: sync_pb2.NodeObservation, check: Checker, path: str) -> NodeOb
 
 
 class DeviceCache:
-    """Validated devices by their message's serialized bytes, so that a device reported as it
-    was last time (almost every device of a node report: a node is reported for its pods) is
-    not converted and checked again. A device's validation is a pure function of its message
-    (no clock, no cluster, no path on success), and equal bytes are an equal message. Only a
-    device that passed every check is kept, at most `limit` of them: once full, a new one
-    takes the place of one drawn at random. Not the oldest: agents report their nodes in
-    turn, and a fleet with more devices than the cache holds would then miss every time (the
-    oldest is the next one reported); a random place keeps most of them. Shared by the
-    validation thread and a stream's reader validating on the loop (the hub stopping): a
-    lookup is one dict read, a change takes the lock."""
+    """Validated devices by their message's serialized bytes (a `Memo` of at most `limit`
+    devices), so that a device reported as it was last time (almost every device of a node
+    report: a node is reported for its pods) is not converted and checked again. A device's
+    validation is a pure function of its message (no clock, no cluster, no path on success),
+    and equal bytes are an equal message. Only a device that passed every check is kept."""
 
     def __init__(self, limit: int, *, draw: Callable[[int], int] | None = None) -> None:
-        if limit < 1:
-            raise ValueError(f"a device cache holds at least one device, not {limit}")
+        self._memo: Memo[bytes, Device] = Memo(limit, draw=draw)
         self.limit = limit
-        self._entries: dict[bytes, Device] = {}
-        self._keys: list[bytes] = []  # the same keys, for a random place
-        self._draw = draw or random.Random().randrange
-        self._lock = threading.Lock()
 
     def device(
         self, message: resources_pb2.Device, check: Checker, node_path: str, index: int
     ) -> Device:
         """The device of `message`, validated (raises as `_device` does)."""
         key = message.SerializeToString()
-        cached = self._entries.get(key)
+        cached = self._memo.get(key)
         if cached is not None:
             return cached
         device = _device(message, check, node_path, index)
-        with self._lock:
-            if key in self._entries:
-                return device
-            if len(self._keys) < self.limit:
-                self._keys.append(key)
-            else:
-                place = self._draw(self.limit)
-                del self._entries[self._keys[place]]
-                self._keys[place] = key
-            self._entries[key] = device
+        self._memo.put(key, device)
         return device
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._memo)
 
 
 def _device(message: resources_pb2.Device, check: Checker, node_path: str, index: int) -> Device:
@@ -490,8 +480,16 @@ def _allocation_checked(
     )
 
 
-# About 0.7 KiB a device (its message's bytes and the validated record): 65,536 devices, a
-# fleet of 1,000 clusters of 64 GPUs, hold about 45 MiB (docs/benchmark.md "Ingest and reads
-# at scale" has what it saves and costs).
-DEVICE_CACHE_LIMIT = 65_536
+# Every device of a fleet of 4,096 clusters of 64 GPUs. About 0.7 KiB a device (its message's
+# bytes and the validated record), so at most about 180 MiB, held only as the fleet reports
+# that many devices: 2,000 such clusters hold 90 MiB. At half that limit a fleet of 2,000
+# clusters found a fifth of its devices here, and each miss cost its ingest far more than the
+# check itself: 16.1 -> 13.2 us of hub CPU a record (docs/benchmark.md "Ingest at 2,000
+# agents: what every record cost").
+DEVICE_CACHE_LIMIT = 262_144
 DEVICES = DeviceCache(DEVICE_CACHE_LIMIT)
+# Applied objects' bodies checked (hub/sync/memo.py), by digest: a body reported again as it
+# was (every report of a deployment carries what its agent applied) is compared, not parsed
+# and hashed again. Bounded by bytes: 64 MiB, the bodies of 10,000 deployments of 6 KiB.
+APPLIED_BODY_BYTES = 64 * 2**20
+BODIES: Memo[str, str] = Memo(APPLIED_BODY_BYTES)

@@ -11,7 +11,7 @@ import pytest
 
 from hub import errors
 from hub.model import ObservationBatch
-from hub.sync import convert, fields
+from hub.sync import convert, fields, observed
 from wingsmith.v1 import sync_pb2
 
 BODY = json.dumps({"apiVersion": "nvidia.com/v1alpha1", "kind": "DynamoGraphDeployment"})
@@ -85,3 +85,34 @@ def test_a_truncated_object_keeps_its_coordinates_and_digest() -> None:
         and observation.applied.body == ""
     )
     assert observation.applied.digest == digest(BODY)
+
+
+def test_a_body_reported_again_is_compared_not_parsed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every report of a deployment carries what its agent applied: a body checked once under
+    its digest is not parsed and hashed again (observed.BODIES), yet the same digest with any
+    other body is checked, and refused."""
+    body = json.dumps({"kind": "DynamoGraphDeployment", "metadata": {"name": "again"}})
+    check(batch(body=body, digest=digest(body)))  # checked and kept
+    parsed: list[str] = []
+    real_loads = json.loads
+    monkeypatch.setattr(
+        observed.json, "loads", lambda text: parsed.append(text) or real_loads(text)
+    )
+    (observation,) = check(batch(body=body, digest=digest(body))).deployments
+    assert observation.applied is not None and observation.applied.body == body
+    assert parsed == []
+    # The same digest, another body (valid JSON): the digest is checked against it.
+    other = json.dumps({"kind": "DynamoGraphDeployment", "metadata": {"name": "other"}})
+    with pytest.raises(errors.InvalidArgument) as refused:
+        check(batch(body=other, digest=digest(body)))
+    assert refused.value.field.endswith("applied.digest")
+    assert parsed == [other]
+
+
+def test_a_refused_body_is_never_kept() -> None:
+    for _ in range(2):  # refused the second time too: nothing was kept the first
+        with pytest.raises(errors.InvalidArgument):
+            check(batch(body="[1]", digest=digest("[1]")))
+    assert observed.BODIES.get(digest("[1]")) is None
