@@ -25,7 +25,9 @@ from hub.model import Device
 # memo starts over: a cost of one rebuild a node, never a wrong answer.
 LIMIT = 32_768
 
-_COLUMNS = (
+# A device's columns in table devices after (cluster_id, node_id) (hub/store/nodes.py writes
+# them in this order).
+COLUMNS = (
     "uuid",
     "name",
     "memory_bytes",
@@ -40,7 +42,7 @@ _COLUMNS = (
 # A device's columns after (cluster_id, node_id), read in C. `healthy` and `verified` stay
 # bools: equal (and hashing equal) to the 0/1 the store reads back, so the change check
 # compares them as they are; `stored_row` makes them integers for the write.
-_ROW = operator.attrgetter(*_COLUMNS)
+_ROW = operator.attrgetter(*COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,20 +38,7 @@ class DeviceRefusal:
     reason: str
 
 
-_DEVICE_COLUMNS = (
-    "cluster_id",
-    "node_id",
-    "uuid",
-    "name",
-    "memory_bytes",
-    "pci_bus_id",
-    "device_class",
-    "healthy",
-    "health_reason",
-    "verified",
-    "nvlink_domain",
-    "parent_uuid",
-)
+_DEVICE_COLUMNS = ("cluster_id", "node_id", *node_devices.COLUMNS)
 
 
 _NODE_KEY = ("cluster_id", "node_id")
