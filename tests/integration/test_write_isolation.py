@@ -14,15 +14,15 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.harness import FAST, ApiError, start_agent, wait_until, workload
-from tests.integration.test_no_write_on_the_loop import node_stream
+from tests.harness import FAST, ApiError, Hub, start_agent, wait_until, workload
+from tests.integration.test_no_write_on_the_loop import Inbox, node_stream
 from tests.integration.test_several_hubs import hubs_on_one_database, ready
 
 # Hub one's writer waits for as long as the row is held: it beats no heartbeat meanwhile, and
@@ -46,6 +46,36 @@ def waiting_for_the_row(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
         row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
         return int(row[0]) if row else 0
+
+
+def answered_while_alphas_write_waits(
+    hub: Hub, alpha_token: str, url: str, calls: Sequence[tuple[str, Callable[[], Any]]]
+) -> tuple[dict[str, Any], Inbox]:
+    """Hold alpha's row, connect a node of alpha to `hub` (its write then waits with its locks
+    taken), and make `calls` one after the other: each must be answered while that write
+    still waits. Returns the answers by name, and alpha's stream, its write let go: the
+    caller reads its welcome and closes it."""
+    answers: dict[str, Any] = {}
+    # The pool ends after the row is let go (the inner block): a call still waiting for
+    # alpha (the covering lock) then completes, and the test fails rather than hangs.
+    with (
+        concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
+        cluster_row_held(url, "alpha"),
+    ):
+        slow = node_stream(hub, alpha_token, "alpha", "a1")
+        try:
+            wait_until(lambda: waiting_for_the_row(url) >= 1, what="alpha's write waiting")
+            # One after the other, each while alpha's write still waits.
+            for what, call in calls:
+                answer = pool.submit(call)
+                wait_until(answer.done, timeout=30.0, what=f"{what} answered meanwhile")
+                answers[what] = answer.result()
+                assert waiting_for_the_row(url) >= 1, "alpha's write still waits"
+            assert slow.kinds_so_far() == [], "alpha's connection still waits for its write"
+        except BaseException:
+            slow.stream.close()
+            raise
+    return answers, slow
 
 
 def test_a_slow_write_for_one_cluster_does_not_delay_another_clusters_writes(
@@ -116,26 +146,7 @@ def test_control_calls_for_one_project_do_not_wait_for_another_clusters_slow_wri
             ("cordon beta", lambda: two.post("/v1/clusters/beta:cordon", {})),
             ("uncordon beta", lambda: two.post("/v1/clusters/beta:uncordon", {})),
         ]
-        answers: dict[str, dict[str, Any]] = {}
-        # The pool ends after the row is let go (the inner block): a call still waiting for
-        # alpha (the covering lock) then completes, and the test fails rather than hangs.
-        with (
-            concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
-            cluster_row_held(url, "alpha"),
-        ):
-            slow = node_stream(one, alpha, "alpha", "a1")
-            try:
-                wait_until(lambda: waiting_for_the_row(url) >= 1, what="alpha's write waiting")
-                # One after the other, each while alpha's write still waits.
-                for what, call in calls:
-                    answer = pool.submit(call)
-                    wait_until(answer.done, timeout=30.0, what=f"{what} answered meanwhile")
-                    answers[what] = answer.result()
-                    assert waiting_for_the_row(url) >= 1, "alpha's write still waits"
-                assert slow.kinds_so_far() == [], "alpha's connection still waits for its write"
-            except BaseException:
-                slow.stream.close()
-                raise
+        answers, slow = answered_while_alphas_write_waits(one, alpha, url, calls)
         try:
             assert answers["scale search"]["replicas"] == 2
             assert answers["change blue's quota"]["quotas"]["H100-80GB"] == 8
@@ -197,25 +208,7 @@ def test_a_workload_create_and_rollout_controls_do_not_wait_for_another_clusters
                 ("resume roll", lambda: two.post("/v1/workloads/roll:resume", {})),
                 ("abort roll", lambda: two.post("/v1/workloads/roll:abort", {})),
             ]
-            answers: dict[str, dict[str, Any]] = {}
-            # The pool ends after the row is let go: a call still waiting for alpha (the
-            # covering lock) then completes, and the test fails rather than hangs.
-            with (
-                concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
-                cluster_row_held(url, "alpha"),
-            ):
-                slow = node_stream(one, alpha, "alpha", "a1")
-                try:
-                    wait_until(lambda: waiting_for_the_row(url) >= 1, what="alpha's write waiting")
-                    for what, call in calls:
-                        answer = pool.submit(call)
-                        wait_until(answer.done, timeout=30.0, what=f"{what} answered meanwhile")
-                        answers[what] = answer.result()
-                        assert waiting_for_the_row(url) >= 1, "alpha's write still waits"
-                    assert slow.kinds_so_far() == [], "alpha's connection still waits"
-                except BaseException:
-                    slow.stream.close()
-                    raise
+            answers, slow = answered_while_alphas_write_waits(one, alpha, url, calls)
             try:
                 assert answers["create fresh"]["name"] == "fresh"
                 assert [d["cluster_id"] for d in answers["create fresh"]["deployments"]] == ["beta"]

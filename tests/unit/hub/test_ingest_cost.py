@@ -29,6 +29,19 @@ H100 = "H100-80GB"
 TABLE_SCANS = [["SCAN", t] for t in ("nodes", "devices", "allocations", "replicas")]
 
 
+def _recorded_statements(monkeypatch: pytest.MonkeyPatch, kind: type) -> list[tuple[str, Any]]:
+    """Every statement a transaction of `kind` executes from now on, with its parameters."""
+    seen: list[tuple[str, Any]] = []
+    original = kind.execute
+
+    def recorded(self: Any, sql: str, params: Any = ()) -> Any:
+        seen.append((sql, params))
+        return original(self, sql, params)
+
+    monkeypatch.setattr(kind, "execute", recorded)
+    return seen
+
+
 def _node(cluster: str, n: int, pods: str, now: int, *, absent: bool = False) -> NodeObservation:
     uuids = [f"GPU-{cluster}-{n}-{g}" for g in range(8)]
     devices = tuple(
@@ -59,14 +72,7 @@ def test_node_keyed_statements_search_an_index(
             for c in ids
         ],
     )
-    seen: list[tuple[str, Any]] = []
-    original = db.SqliteTransaction.execute
-
-    def recorded(self: db.SqliteTransaction, sql: str, params: Any = ()) -> Any:
-        seen.append((sql, params))
-        return original(self, sql, params)
-
-    monkeypatch.setattr(db.SqliteTransaction, "execute", recorded)
+    seen = _recorded_statements(monkeypatch, db.SqliteTransaction)
     # Every node's pods replaced (allocations rewritten), one node of each cluster gone
     # (its devices and replicas deleted), one new device set (devices rewritten).
     later = [
@@ -149,14 +155,7 @@ def test_node_keyed_statements_search_an_index_on_postgres(
         (c, ObservationBatch(1, nodes=tuple(_node(c, n, "a", now) for n in range(4)))) for c in ids
     ]
     ingest.ingest(ctx, first)
-    seen: list[tuple[str, Any]] = []
-    original = postgres.PostgresTransaction.execute
-
-    def recorded(self: postgres.PostgresTransaction, sql: str, params: Any = ()) -> Any:
-        seen.append((sql, params))
-        return original(self, sql, params)
-
-    monkeypatch.setattr(postgres.PostgresTransaction, "execute", recorded)
+    seen = _recorded_statements(monkeypatch, postgres.PostgresTransaction)
     # Every node's pods replaced (allocations rewritten), a new device set on one node of
     # each cluster (devices rewritten).
     later = [

@@ -315,6 +315,19 @@ def _admitted(ctx: ServiceContext, name: str) -> int:
     return sum(d.deployment.admitted_replicas for d in workloads.get(ctx, name).deployments)
 
 
+def _search_quota_full(
+    store_url: str,
+) -> tuple[ServiceContext, ServiceContext, ServiceContext]:
+    """PostgreSQL only (skips on SQLite, one writer): the fleet with project search's quota
+    full on east0; three stores on it (set-up and reads, a creator, a quota changer)."""
+    if not port.is_postgres(store_url):
+        pytest.skip("SQLite has one writer: no two writes run at once")
+    setup = _store(store_url)
+    _fleet(setup, quota=4)
+    workloads.create(setup, _spec("w-east0", "search", CLUSTERS[0]))  # the quota is full
+    return setup, _store(store_url), _store(store_url)
+
+
 def test_a_create_waits_for_its_projects_quota_change_and_admits_under_it(
     store_url: str,
 ) -> None:
@@ -323,12 +336,7 @@ def test_a_create_waits_for_its_projects_quota_change_and_admits_under_it(
     cluster only) waits for it, then admits under the new quota. Without the project lock
     the create admitted under the old quota meanwhile (nothing), and the quota change's
     pass, finding its deployment committed on a cluster it holds no lock of, was refused."""
-    if not port.is_postgres(store_url):
-        pytest.skip("SQLite has one writer: no two writes run at once")
-    setup = _store(store_url)
-    _fleet(setup, quota=4)
-    workloads.create(setup, _spec("w-east0", "search", CLUSTERS[0]))  # the quota is full
-    creator, changer = _store(store_url), _store(store_url)
+    setup, creator, changer = _search_quota_full(store_url)
     with transaction(changer, [CLUSTERS[0]]) as tx:
         projects._need_clusters(tx, "search")
         project_rows.set_quotas(tx.conn, name="search", quotas={H100: 8}, now=tx.now)
@@ -352,12 +360,7 @@ def test_a_quota_change_waits_for_a_create_of_its_project_and_decides_with_it(
     deployment on a cluster it had not locked, runs again with it (WiderScope) and admits it.
     Without the project lock the change decided before the create committed, and the new
     deployment waited for a quota change already made."""
-    if not port.is_postgres(store_url):
-        pytest.skip("SQLite has one writer: no two writes run at once")
-    setup = _store(store_url)
-    _fleet(setup, quota=4)
-    workloads.create(setup, _spec("w-east0", "search", CLUSTERS[0]))  # the quota is full
-    creator, changer = _store(store_url), _store(store_url)
+    setup, creator, changer = _search_quota_full(store_url)
     spec = workloads._valid_spec(_spec("w-east1", "search", CLUSTERS[1]))
     with transaction(creator, [CLUSTERS[1]]) as tx:
         workloads._create(creator, tx, spec)
