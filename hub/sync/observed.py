@@ -349,7 +349,6 @@ class DeviceCache:
 
     def __init__(self, limit: int, *, draw: Callable[[int], int] | None = None) -> None:
         self._memo: Memo[bytes, Device] = Memo(limit, draw=draw)
-        self.limit = limit
 
     def device(
         self, message: resources_pb2.Device, check: Checker, node_path: str, index: int
