@@ -124,7 +124,21 @@ def test_the_page_resumes_its_stream_after_the_hub_restarts(
 
 
 def field_value(browser: webdriver.Chrome, css: str) -> str:
-    return str(browser.execute_script("return document.querySelector(arguments[0]).value;", css))
+    """The value of the input `css`, once it is on the page: right after a login the browser
+    may still be between documents, where a lookup finds nothing (awaited, as `text_of`
+    awaits its element; a single lookup failed CI once on a busy machine)."""
+    found: list[str] = []
+
+    def read() -> bool:
+        value = browser.execute_script(
+            "const e = document.querySelector(arguments[0]); return e === null ? null : e.value;",
+            css,
+        )
+        found[:] = [] if value is None else [str(value)]
+        return bool(found)
+
+    wait_until(read, what=f"{css} on the page")
+    return found[0]
 
 
 def focused_id(browser: webdriver.Chrome) -> str:
