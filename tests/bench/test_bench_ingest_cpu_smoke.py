@@ -9,8 +9,13 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 
+import psycopg
 import pytest
+
+from bench.ingest_cpu import server_cpu_of
+from tests.stores import pg_server
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -40,5 +45,26 @@ def test_ingest_cpu_benchmark_completes_and_prints_its_figures(store: str) -> No
     validate, write, server, total, bare = (float(x) for x in best.groups())
     assert validate > 0 and write > 0 and abs(validate + write + server - total) < 0.03
     # The database server's CPU is counted apart on PostgreSQL; SQLite runs in the process.
-    assert (server > 0) == (store == "postgres"), run.stdout
+    # For these 318 records the server works a few milliseconds, under the 10 ms clock tick
+    # its CPU times are read in, so 0.00 is a true reading there (CI read it once); that it is
+    # counted at all is shown below with work well over a tick.
+    assert server >= 0 if store == "postgres" else server == 0, run.stdout
     assert bare > 0, run.stdout
+
+
+@pytest.mark.slow
+def test_the_servers_cpu_counts_the_work_of_a_backend_that_has_exited() -> None:
+    server = pg_server()
+    url = server.create_database("server_cpu")
+    server_cpu = server_cpu_of(server)
+    before = server_cpu()
+    # About a third of a second of one backend's CPU, then the connection closes: the backend
+    # exits and its time is its parent's children time once reaped.
+    with psycopg.connect(url) as connection:
+        connection.execute("SELECT sum(i) FROM generate_series(1, 3000000) AS i").fetchone()
+    spent = 0.0
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and spent < 0.05:
+        spent = server_cpu() - before
+        time.sleep(0.05)
+    assert spent >= 0.05, spent
