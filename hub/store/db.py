@@ -78,6 +78,10 @@ class SqliteTransaction:
         except sqlite3.IntegrityError as e:
             raise port.IntegrityError(str(e)) from e
 
+    def pipeline(self) -> contextlib.AbstractContextManager[None]:
+        # In the process, a statement has no round trip to save: each runs at once.
+        return contextlib.nullcontext()
+
     def serialize(self, key: str) -> None:
         # BEGIN IMMEDIATE already holds the database's one write lock: recorded (the order is
         # checked on both backends), never taken.

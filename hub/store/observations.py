@@ -61,28 +61,32 @@ def write_deployments(
     ]
     if not fresh:
         return []
-    port.write_rows(conn, _REPORT_UPSERT, [_report_row(obs) for _, obs in fresh])
-    conn.executemany(
-        "DELETE FROM deployment_rejections WHERE deployment_id = ? AND generation <= ?",
-        [
-            (obs.deployment_id, obs.status.applied_generation)
-            for _, obs in fresh
-            if obs.status is not None and obs.status.applied_generation
-        ],
-    )
-    _write_applied(conn, fresh)
-    for condition, params in conn.dialect.keys_in(
-        "replicas", ("deployment_id",), ((obs.deployment_id,) for _, obs in fresh)
-    ):
-        conn.execute(f"DELETE FROM replicas WHERE {condition}", params)
-    replicas.write(
-        conn,
-        [
-            row
-            for cluster_id, obs in fresh
-            for row in replicas.rows(cluster_id, obs.deployment_id, obs.replicas, obs.observe_ns)
-        ],
-    )
+    # Nothing below reads: pipelined (write_nodes says why).
+    with conn.pipeline():
+        port.write_rows(conn, _REPORT_UPSERT, [_report_row(obs) for _, obs in fresh])
+        conn.executemany(
+            "DELETE FROM deployment_rejections WHERE deployment_id = ? AND generation <= ?",
+            [
+                (obs.deployment_id, obs.status.applied_generation)
+                for _, obs in fresh
+                if obs.status is not None and obs.status.applied_generation
+            ],
+        )
+        _write_applied(conn, fresh)
+        for condition, params in conn.dialect.keys_in(
+            "replicas", ("deployment_id",), ((obs.deployment_id,) for _, obs in fresh)
+        ):
+            conn.execute(f"DELETE FROM replicas WHERE {condition}", params)
+        replicas.write(
+            conn,
+            [
+                row
+                for cluster_id, obs in fresh
+                for row in replicas.rows(
+                    cluster_id, obs.deployment_id, obs.replicas, obs.observe_ns
+                )
+            ],
+        )
     return fresh
 
 

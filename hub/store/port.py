@@ -268,6 +268,15 @@ class Transaction(Protocol):
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
+    def pipeline(self) -> AbstractContextManager[None]:
+        """A block of statements whose results it does not read, each sent without waiting
+        for the one before to finish: on PostgreSQL the server runs one while the hub builds
+        and sends the next (psycopg's pipeline mode); on SQLite, in the process, each runs at
+        once. An error of any of them is raised as `execute` raises it, at the latest as the
+        block ends, and the block's later statements then did not run: the transaction fails
+        as it would have at that statement."""
+        ...
+
     @property
     def locks(self) -> Locks:
         """The write locks this transaction holds (none taken on a read)."""

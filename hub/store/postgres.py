@@ -194,6 +194,18 @@ class PostgresTransaction:
         except _LOST_WAIT as e:
             raise _busy(e) from e
 
+    @contextlib.contextmanager
+    def pipeline(self) -> Iterator[None]:
+        # psycopg raises the first failed statement's own error as the block ends (a later
+        # statement of the block is skipped by the server): mapped as `execute` maps it.
+        try:
+            with self._conn.pipeline():
+                yield
+        except psycopg.errors.IntegrityError as e:
+            raise port.IntegrityError(str(e).strip()) from e
+        except _LOST_WAIT as e:
+            raise _busy(e) from e
+
     def serialize(self, key: str) -> None:
         if self._locks.take(key):
             _lock(self._conn, *hold_statement(key))
