@@ -176,35 +176,21 @@ class PostgresTransaction:
         return self._locks
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        try:
+        with _STORE_ERRORS:
             if len(params) > RAW_ABOVE:
                 return _execute_raw(self._conn, sql, params)
             return self._conn.execute(translate(sql), params)
-        except psycopg.errors.IntegrityError as e:
-            raise port.IntegrityError(str(e).strip()) from e
-        except _LOST_WAIT as e:
-            raise _busy(e) from e
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        try:
-            with self._conn.cursor() as cursor:
-                cursor.executemany(translate(sql), rows)
-        except psycopg.errors.IntegrityError as e:
-            raise port.IntegrityError(str(e).strip()) from e
-        except _LOST_WAIT as e:
-            raise _busy(e) from e
+        with _STORE_ERRORS, self._conn.cursor() as cursor:
+            cursor.executemany(translate(sql), rows)
 
     @contextlib.contextmanager
     def pipeline(self) -> Iterator[None]:
         # psycopg raises the first failed statement's own error as the block ends (a later
         # statement of the block is skipped by the server): mapped as `execute` maps it.
-        try:
-            with self._conn.pipeline():
-                yield
-        except psycopg.errors.IntegrityError as e:
-            raise port.IntegrityError(str(e).strip()) from e
-        except _LOST_WAIT as e:
-            raise _busy(e) from e
+        with _STORE_ERRORS, self._conn.pipeline():
+            yield
 
     def serialize(self, key: str) -> None:
         if self._locks.take(key):
@@ -221,6 +207,24 @@ class PostgresTransaction:
 
 # A lock wait PostgreSQL ended: a deadlock it broke, or lock_timeout.
 _LOST_WAIT = (psycopg.errors.DeadlockDetected, psycopg.errors.LockNotAvailable)
+
+
+class _StoreErrors:
+    """The statements' errors as the store's: a constraint violated leaves as
+    port.IntegrityError, a lock wait PostgreSQL ended as errors.StoreBusy; any other as it
+    is. A stateless context manager, one for every statement (cheaper than a generator's)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        if isinstance(error, psycopg.errors.IntegrityError):
+            raise port.IntegrityError(str(error).strip()) from error
+        if isinstance(error, _LOST_WAIT):
+            raise _busy(error) from error
+
+
+_STORE_ERRORS = _StoreErrors()
 
 
 def _busy(e: psycopg.Error) -> errors.StoreBusy:

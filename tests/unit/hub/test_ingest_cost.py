@@ -42,7 +42,8 @@ def _recorded_statements(monkeypatch: pytest.MonkeyPatch, kind: type) -> list[tu
     return seen
 
 
-def _node(cluster: str, n: int, pods: str, now: int, *, absent: bool = False) -> NodeObservation:
+def gpu_node(cluster: str, n: int, pods: str, now: int, *, absent: bool = False) -> NodeObservation:
+    """Node `n` of `cluster`: 8 verified H100s, two pods (named after `pods`) of 4 each."""
     uuids = [f"GPU-{cluster}-{n}-{g}" for g in range(8)]
     devices = tuple(
         Device(u, "H100", 80 * 2**30, f"0:{g}", H100, healthy=True, health_reason="", verified=True)
@@ -68,7 +69,7 @@ def test_node_keyed_statements_search_an_index(
     ingest.ingest(
         ctx,
         [
-            (c, ObservationBatch(1, nodes=tuple(_node(c, n, "a", now) for n in range(4))))
+            (c, ObservationBatch(1, nodes=tuple(gpu_node(c, n, "a", now) for n in range(4))))
             for c in ids
         ],
     )
@@ -81,10 +82,10 @@ def test_node_keyed_statements_search_an_index(
             ObservationBatch(
                 2,
                 nodes=(
-                    _node(c, 0, "b", now + 1),
-                    _node(c, 1, "b", now + 1),
-                    _node(c, 2, "b", now + 1, absent=True),
-                    _node(f"{c}x", 3, "b", now + 1),
+                    gpu_node(c, 0, "b", now + 1),
+                    gpu_node(c, 1, "b", now + 1),
+                    gpu_node(c, 2, "b", now + 1, absent=True),
+                    gpu_node(f"{c}x", 3, "b", now + 1),
                 ),
             ),
         )
@@ -152,7 +153,8 @@ def test_node_keyed_statements_search_an_index_on_postgres(
         clusters.create(ctx, cluster_id=cluster_id, labels={})
     now = time.time_ns()
     first = [
-        (c, ObservationBatch(1, nodes=tuple(_node(c, n, "a", now) for n in range(4)))) for c in ids
+        (c, ObservationBatch(1, nodes=tuple(gpu_node(c, n, "a", now) for n in range(4))))
+        for c in ids
     ]
     ingest.ingest(ctx, first)
     seen = _recorded_statements(monkeypatch, postgres.PostgresTransaction)
@@ -164,8 +166,8 @@ def test_node_keyed_statements_search_an_index_on_postgres(
             ObservationBatch(
                 2,
                 nodes=(
-                    *(_node(c, n, "b", now + 1) for n in range(3)),
-                    _node(f"{c}x", 3, "b", now + 1),
+                    *(gpu_node(c, n, "b", now + 1) for n in range(3)),
+                    gpu_node(f"{c}x", 3, "b", now + 1),
                 ),
             ),
         )

@@ -14,12 +14,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from hub.model import AllocationObservation, Device, NodeObservation, ObservationBatch
+from hub.model import ObservationBatch
 from hub.service import clusters, ingest
 from hub.service.context import ServiceContext
 from hub.store import postgres
 from hub.store.port import IntegrityError, open_store
 from tests import stores
+from tests.unit.hub.test_ingest_cost import gpu_node
 
 _TABLE = "CREATE TABLE scratch (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"
 
@@ -68,28 +69,6 @@ def test_a_failed_statement_in_a_pipelined_block_fails_the_whole_transaction(
         store.close()
 
 
-def _node(cluster: str, n: int, pods: str, now: int) -> NodeObservation:
-    uuids = [f"GPU-{cluster}-{n}-{g}" for g in range(8)]
-    devices = tuple(
-        Device(
-            u,
-            "H100",
-            80 * 2**30,
-            f"0:{g}",
-            "H100-80GB",
-            healthy=True,
-            health_reason="",
-            verified=True,
-        )
-        for g, u in enumerate(uuids)
-    )
-    allocations = tuple(
-        AllocationObservation(f"{pods}-{a}", "default", tuple(uuids[a * 4 : a * 4 + 4]), "gpu")
-        for a in range(2)
-    )
-    return NodeObservation(f"{cluster}-n{n}", now, devices, allocations)
-
-
 def test_ingests_node_writes_are_sent_pipelined_on_postgres(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,7 +77,7 @@ def test_ingests_node_writes_are_sent_pipelined_on_postgres(
     for cluster_id in ids:
         clusters.create(ctx, cluster_id=cluster_id, labels={})
     now = time.time_ns()
-    ingest.ingest(ctx, [(c, ObservationBatch(1, nodes=(_node(c, 0, "a", now),))) for c in ids])
+    ingest.ingest(ctx, [(c, ObservationBatch(1, nodes=(gpu_node(c, 0, "a", now),))) for c in ids])
     seen: list[tuple[str, Any]] = []
     original = postgres.PostgresTransaction.execute
 
@@ -109,7 +88,7 @@ def test_ingests_node_writes_are_sent_pipelined_on_postgres(
     monkeypatch.setattr(postgres.PostgresTransaction, "execute", recorded)
     # New pods and a changed device set: allocations and devices rewritten, nodes upserted.
     later = [
-        (c, ObservationBatch(2, nodes=(_node(c, 0, "b", now + 1), _node(c, 1, "b", now + 1))))
+        (c, ObservationBatch(2, nodes=(gpu_node(c, 0, "b", now + 1), gpu_node(c, 1, "b", now + 1))))
         for c in ids
     ]
     result = ingest.ingest(ctx, later)
