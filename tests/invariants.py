@@ -14,8 +14,8 @@ The promises (docs/admission.md "Invariants"; issue 20):
    beyond its admitted replicas, going after a scale-down, a preemption or a failover's end);
    and while a project is over, its charge does not grow.
 2. capacity: per cluster and class, allocated + reserved <= verified healthy devices; no
-   device in two live allocations; every allocation on the node its device is on, and of the
-   class of its deployment.
+   device in two live allocations; every allocation on the node its device is on, a node the
+   hub holds and that is not gone, and of the class of its deployment.
 3. reservations: devices are reserved only for replicas some agent will create: a managed,
    enabled deployment on a cluster that is not read-only, with a node that can hold a replica
    (an observed deployment, or one on a read-only cluster, only for replicas that exist
@@ -70,8 +70,8 @@ class Snapshot:
     largest_node: Mapping[CapacityKey, int]
     # Devices (cluster, uuid) in more than one live allocation -> the pods holding them
     shared_devices: Mapping[tuple[str, str], tuple[str, ...]]
-    # Allocations whose node is not their device's, or whose device's class is not their
-    # deployment's: (cluster, pod, device, why)
+    # Allocations whose node is not their device's, or is gone or unknown, or whose device's
+    # class is not their deployment's: (cluster, pod, device, why)
     misplaced: Sequence[tuple[str, str, str, str]]
     # Devices the hub did not admit that pods hold, per (project, class): an observed
     # deployment's pods (they ran before any admission and run whatever it decides), and a
@@ -132,6 +132,17 @@ def read(store: Store) -> Snapshot:
             elif r["wanted"] is not None and r["wanted"] != r["device_class"]:
                 why = f"device is {r['device_class']}, its deployment wants {r['wanted']}"
                 misplaced.append((r["cluster_id"], r["pod"], r["device_id"], why))
+        # No key holds an allocation to its node (migration 0024): a node gone (absent) or
+        # deleted (with its cluster) must have taken its allocations with it.
+        for r in conn.execute(
+            "SELECT a.cluster_id AS cluster_id, a.pod_name AS pod, a.device_id AS device_id,"
+            " a.node_id AS node_id, n.node_id AS known FROM allocations a LEFT JOIN nodes n"
+            " ON n.cluster_id = a.cluster_id AND n.node_id = a.node_id"
+            " WHERE n.node_id IS NULL OR n.absent = 1"
+        ):
+            gone = "absent" if r["known"] is not None else "not held by the hub"
+            why = f"allocated on node {r['node_id']}, which is {gone}"
+            misplaced.append((r["cluster_id"], r["pod"], r["device_id"], why))
         limits = projects.quota_limits(conn)
         reported = {
             key: report.applied_replicas

@@ -192,8 +192,10 @@ def labels_by_cluster(
 
 
 def delete(conn: Transaction, cluster_id: str) -> None:
-    # Observations of the cluster go with it; nodes cascade to devices and allocations.
+    # Observations of the cluster go with it; its nodes cascade to their devices. Allocations
+    # hold no key to their node (migration 0024: ingest's cost), so they are deleted here.
     conn.execute("DELETE FROM replicas WHERE cluster_id = ?", (cluster_id,))
+    conn.execute("DELETE FROM allocations WHERE cluster_id = ?", (cluster_id,))
     conn.execute("DELETE FROM clusters WHERE cluster_id = ?", (cluster_id,))
 
 

@@ -110,6 +110,14 @@ def test_a_version_1_database_migrates_and_keeps_its_data(store_url: str) -> Non
     assert (usage.used, usage.reserved) == (2, 2), "held devices were counted by the migration"
     columns = columns_of(db, "clusters")
     assert "connected_session" not in columns and "leader_term" in columns
+    with db.read() as conn:
+        allocations = conn.execute(
+            "SELECT node_id, pod_name, device_id FROM allocations ORDER BY device_id"
+        ).fetchall()
+    assert [tuple(r) for r in allocations] == [
+        ("n1", "chat-0", "GPU-1"),
+        ("n1", "chat-0", "GPU-2"),
+    ], "the allocations table was rebuilt (migration 0024) with its rows"
     db.close()
 
 
